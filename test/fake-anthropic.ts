@@ -1,0 +1,178 @@
+// Loopback fake of the Anthropic Messages API; tests and the benchmark drive it through the real SDK.
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export type Reply =
+  | { kind?: 'message'; text: string; stopReason?: string; usage?: { input_tokens: number; output_tokens: number }; headers?: Record<string, string>; delayMs?: number }
+  | { kind: 'error'; status: number; type: string; message: string; errorCode?: string; headers?: Record<string, string>; delayMs?: number }
+  | { kind: 'hang' } // accept the request, never answer (until the client gives up or close())
+  | { kind: 'raw'; status: number; body: string; headers?: Record<string, string>; delayMs?: number };
+
+export interface RecordedRequest {
+  method: string;
+  path: string;
+  headers: IncomingHttpHeaders;
+  body: any; // parsed JSON or undefined
+  at: number; // Date.now() on arrival
+}
+
+export interface FakeOptions {
+  latencyMs?: number;
+  responder?: (req: RecordedRequest, index: number) => Reply | undefined;
+  rateLimit?: { limit: number; windowMs: number };
+  dimensions?: string[];
+}
+
+type Answer = { status: number; body: string; headers: Record<string, string> };
+
+const RATE_LIMIT_MESSAGE = 'Number of requests has exceeded your per-minute rate limit';
+
+// The default valid answer covers the shipped rubric's dimensions.
+function rubricDimensions(): string[] {
+  const rubric = JSON.parse(readFileSync(new URL('../rubric.json', import.meta.url), 'utf8')) as { dimensions: { name: string }[] };
+  return rubric.dimensions.map((dimension) => dimension.name);
+}
+
+function errorBody(n: number, type: string, message: string, errorCode?: string): string {
+  const error = { type, message, ...(errorCode ? { details: { error_code: errorCode } } : {}) };
+  return JSON.stringify({ type: 'error', error, request_id: `req_fake_${n}` });
+}
+
+export class FakeAnthropic {
+  readonly url: string;
+  readonly requests: RecordedRequest[] = [];
+  count429 = 0;
+  private readonly server: Server;
+  private readonly opts: FakeOptions;
+  private readonly startedAt = Date.now(); // rate-limit windows are aligned to this
+  private readonly queue: Reply[] = [];
+  private readonly timers = new Set<ReturnType<typeof setTimeout>>();
+  private seq = 0;
+  private window = { index: -1, count: 0 };
+  private dims: string[] | undefined;
+
+  private constructor(server: Server, url: string, opts: FakeOptions) {
+    this.server = server;
+    this.url = url;
+    this.opts = opts;
+  }
+
+  static async start(opts: FakeOptions = {}): Promise<FakeAnthropic> {
+    let fake: FakeAnthropic | undefined;
+    const server = createServer((req, res) => void fake?.handle(req, res));
+    await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    fake = new FakeAnthropic(server, `http://127.0.0.1:${port}`, opts);
+    return fake;
+  }
+
+  enqueue(...replies: Reply[]): void {
+    this.queue.push(...replies);
+  }
+
+  validAnswer(scores: Partial<Record<string, number>> = {}, notes?: string): string {
+    this.dims ??= this.opts.dimensions ?? rubricDimensions(); // lazy, so fakes that only script replies need no rubric
+    const all = { ...Object.fromEntries(this.dims.map((d) => [d, 2])), ...scores }; // an undefined score drops that key
+    return JSON.stringify({ scores: all, notes: notes ?? 'ok' });
+  }
+
+  async close(): Promise<void> {
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve())); // ignore "not running" on a second close
+    this.server.closeAllConnections(); // hanging and keep-alive sockets would otherwise hold close() open
+    await closed;
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const n = ++this.seq;
+    const at = Date.now();
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const path = req.url ?? '/';
+    if (req.method !== 'POST' || path.split('?')[0] !== '/v1/messages') {
+      return this.send(res, n, { status: 404, body: errorBody(n, 'not_found_error', `Not found: ${req.method} ${path}`), headers: {} });
+    }
+    let body: any;
+    try {
+      body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    } catch {
+      body = undefined;
+    }
+    const recorded: RecordedRequest = { method: req.method, path, headers: req.headers, body, at };
+    const index = this.requests.push(recorded) - 1;
+    const rl = this.countRateLimit(at);
+    const reply: Reply = rl?.limited
+      ? { kind: 'error', status: 429, type: 'rate_limit_error', message: RATE_LIMIT_MESSAGE }
+      : this.pick(recorded, index);
+    if (reply.kind === 'hang') return;
+
+    const delay = (this.opts.latencyMs ?? 0) + (reply.delayMs ?? 0);
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      const answer = this.answer(reply, n, body?.model);
+      if (rl) answer.headers = { ...rl.headers, ...answer.headers };
+      // Computed at send time so the client waits only for what is left of the window.
+      if (rl?.limited) answer.headers['retry-after'] ??= Math.max(0.001, (rl.end - Date.now()) / 1000).toFixed(3);
+      this.send(res, n, answer);
+    }, delay); // one timer per request, so concurrent requests see the latency in parallel
+    this.timers.add(timer);
+  }
+
+  private pick(recorded: RecordedRequest, index: number): Reply {
+    try {
+      return this.queue.shift() ?? this.opts.responder?.(recorded, index) ?? { text: this.validAnswer() };
+    } catch (err) {
+      // A throwing responder or a missing rubric should fail the test loudly, not hang it.
+      return { kind: 'error', status: 500, type: 'api_error', message: `fake-anthropic: ${String(err)}` };
+    }
+  }
+
+  private answer(reply: Exclude<Reply, { kind: 'hang' }>, n: number, model: unknown): Answer {
+    const headers = { ...reply.headers };
+    switch (reply.kind) {
+      case 'error':
+        return { status: reply.status, body: errorBody(n, reply.type, reply.message, reply.errorCode), headers };
+      case 'raw':
+        return { status: reply.status, body: reply.body, headers };
+      default: {
+        const message = {
+          id: `msg_fake_${n}`,
+          type: 'message',
+          role: 'assistant',
+          model,
+          content: [{ type: 'text', text: reply.text }],
+          stop_reason: reply.stopReason ?? 'end_turn',
+          stop_sequence: null,
+          usage: reply.usage ?? { input_tokens: 100, output_tokens: 20 },
+        };
+        return { status: 200, body: JSON.stringify(message), headers };
+      }
+    }
+  }
+
+  // Fixed windows aligned to server start; every request in the window counts, including rejected ones.
+  private countRateLimit(now: number) {
+    const rl = this.opts.rateLimit;
+    if (!rl) return undefined;
+    const index = Math.floor((now - this.startedAt) / rl.windowMs);
+    if (index !== this.window.index) this.window = { index, count: 0 };
+    const count = ++this.window.count;
+    const end = this.startedAt + (index + 1) * rl.windowMs;
+    const headers: Record<string, string> = {
+      'anthropic-ratelimit-requests-limit': String(rl.limit),
+      'anthropic-ratelimit-requests-remaining': String(Math.max(0, rl.limit - count)),
+      'anthropic-ratelimit-requests-reset': new Date(end).toISOString(),
+    };
+    return { limited: count > rl.limit, end, headers };
+  }
+
+  private send(res: ServerResponse, n: number, { status, body, headers }: Answer): void {
+    if (res.destroyed) return; // the client already gave up (e.g. its timeout fired)
+    if (status === 429) this.count429++;
+    res.writeHead(status, { 'content-type': 'application/json', 'request-id': `req_fake_${n}`, ...headers });
+    res.end(body);
+  }
+}
