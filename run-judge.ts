@@ -12,9 +12,14 @@ import type { Command as CommandType } from 'commander';
 
 // Dependencies load as CommonJS on first use: under tsx that is about half the ESM cost, and the dry-run needs no SDK or zod.
 const requireDependency = createRequire(import.meta.url);
-const loadSdk = () => requireDependency('@anthropic-ai/sdk') as typeof import('@anthropic-ai/sdk');
-const loadZod = () => (requireDependency('zod') as typeof import('zod')).z;
-const loadCsvStringify = () => (requireDependency('csv-stringify/sync') as typeof import('csv-stringify/sync')).stringify;
+/** Loads a dependency once; later calls skip require's resolution, which is costly under tsx's hooks. */
+function lazy<T>(load: () => T): () => T {
+  let loaded: { value: T } | undefined;
+  return () => (loaded ??= { value: load() }).value;
+}
+const loadSdk = lazy(() => requireDependency('@anthropic-ai/sdk') as typeof import('@anthropic-ai/sdk'));
+const loadZod = lazy(() => (requireDependency('zod') as typeof import('zod')).z);
+const loadCsvStringify = lazy(() => (requireDependency('csv-stringify/sync') as typeof import('csv-stringify/sync')).stringify);
 
 // ---------------------------------------------------------------------------------------------
 // Constants and the prompt template
@@ -376,11 +381,26 @@ export function transcriptToText(transcript: Transcript): string {
 
 const bullets = (items: string[]) => items.map((item) => `- ${item}`).join('\n') || '- (none)';
 
-function rubricText(rubric: Rubric): string {
-  return rubric.dimensions.map((dimension) => [
-    `${dimension.name}: ${dimension.description}`,
-    ...allowedScores(dimension).map((score) => `  ${score}: ${dimension.scores[String(score)]}`),
-  ].join('\n')).join('\n\n');
+const rubricPromptCache = new WeakMap<Rubric, { rubric: string; output_shape: string; allowed_scores: string }>();
+
+/** The prompt's rubric-derived parts, built once per rubric: they are the same in every prompt of a run. */
+function rubricPromptParts(rubric: Rubric) {
+  let parts = rubricPromptCache.get(rubric);
+  if (!parts) {
+    const text = rubric.dimensions.map((dimension) => [
+      `${dimension.name}: ${dimension.description}`,
+      ...allowedScores(dimension).map((score) => `  ${score}: ${dimension.scores[String(score)]}`),
+    ].join('\n')).join('\n\n');
+    const shape = rubric.dimensions.map((dimension) => `"${dimension.name}": ${allowedScores(dimension).join('|')}`).join(', ');
+    const values = [...new Set(rubric.dimensions.flatMap(allowedScores))].sort((a, b) => a - b);
+    parts = {
+      rubric: neutraliseDelimiters(text.trim()),
+      output_shape: `{"scores": {${shape}}, "notes": "brief explanation"}`,
+      allowed_scores: values.length > 1 ? `${values.slice(0, -1).join(', ')} or ${values.at(-1)}` : String(values[0]),
+    };
+    rubricPromptCache.set(rubric, parts);
+  }
+  return parts;
 }
 
 /** Fills the template in one pass, so text inserted for one placeholder is never scanned for another. */
@@ -390,8 +410,6 @@ function fillTemplate(template: string, values: Record<string, string>): string 
 
 /** One complete judge prompt for one transcript. Pure: same inputs, same prompt. */
 export function buildJudgePrompt(task: Task, referenceKey: ReferenceKey, transcript: Transcript, rubric: Rubric): string {
-  const scoresShape = rubric.dimensions.map((dimension) => `"${dimension.name}": ${allowedScores(dimension).join('|')}`).join(', ');
-  const allValues = [...new Set(rubric.dimensions.flatMap(allowedScores))].sort((a, b) => a - b);
   const trusted = (text: string) => neutraliseDelimiters(text.trim());
   return fillTemplate(JUDGE_PROMPT_TEMPLATE, {
     task_id: trusted(task.task_id),
@@ -403,9 +421,7 @@ export function buildJudgePrompt(task: Task, referenceKey: ReferenceKey, transcr
     common_misconceptions: trusted(bullets(referenceKey.common_misconceptions)),
     red_flags: trusted(bullets(referenceKey.red_flags)),
     transcript: transcriptToText(transcript),
-    rubric: trusted(rubricText(rubric)),
-    output_shape: `{"scores": {${scoresShape}}, "notes": "brief explanation"}`,
-    allowed_scores: allValues.length > 1 ? `${allValues.slice(0, -1).join(', ')} or ${allValues.at(-1)}` : String(allValues[0]),
+    ...rubricPromptParts(rubric),
   });
 }
 

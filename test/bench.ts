@@ -1,0 +1,119 @@
+// npm run bench: speed and memory figures, each a ratio to its ideal measured in the same run.
+// Not a test: the machines are shared and noisy, so figures are printed, and targets are checked by reading them.
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { FakeAnthropic } from './fake-anthropic.ts';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const SCRIPT = path.join(ROOT, 'run-judge.ts');
+const TASK_IDS = ['proof01', 'proof02', 'proof03'];
+
+interface Exit { code: number | null; ms: number; stderr: string }
+
+/** Runs a command to completion, timing it from spawn to exit. */
+function run(command: string, args: string[], env: NodeJS.ProcessEnv = process.env, cwd = ROOT): Promise<Exit> {
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { cwd, env, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (chunk) => { stderr += chunk; });
+    child.on('error', reject);
+    child.on('exit', (code) => resolve({ code, ms: performance.now() - started, stderr }));
+  });
+}
+
+/** A temp eval set of `count` transcripts (copies of a shipped one under generated model folders). */
+function makeEvalSet(count: number, judge: Record<string, unknown> = {}): { dir: string; args: string[] } {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'run-judge-bench-'));
+  for (const sub of ['tasks', 'reference_keys']) fs.cpSync(path.join(ROOT, 'evals', sub), path.join(dir, sub), { recursive: true });
+  fs.copyFileSync(path.join(ROOT, 'rubric.json'), path.join(dir, 'rubric.json'));
+  const baseJudge = { provider: 'anthropic', api_key_env: 'ANTHROPIC_API_KEY', temperature: null, max_tokens: 512, timeout_s: 30 };
+  fs.writeFileSync(path.join(dir, 'models.json'), JSON.stringify({
+    judge: { ...baseJudge, model: 'judge-primary', ...judge },
+    fallback_judges: [{ ...baseJudge, model: 'judge-fallback' }],
+  }));
+  for (let i = 0; i < count; i++) {
+    const taskId = TASK_IDS[i % TASK_IDS.length]!;
+    const model = `m${String(Math.floor(i / TASK_IDS.length)).padStart(5, '0')}`;
+    const source = JSON.parse(fs.readFileSync(path.join(ROOT, 'evals/transcripts/stub', `${taskId}.json`), 'utf8'));
+    delete source.metadata;
+    fs.mkdirSync(path.join(dir, 'transcripts', model), { recursive: true });
+    fs.writeFileSync(path.join(dir, 'transcripts', model, `${taskId}.json`), JSON.stringify(source));
+  }
+  const args = [
+    '--transcripts', path.join(dir, 'transcripts'), '--tasks', path.join(dir, 'tasks'), '--reference-keys', path.join(dir, 'reference_keys'),
+    '--rubric', path.join(dir, 'rubric.json'), '--models', path.join(dir, 'models.json'),
+    '--output', path.join(dir, 'scores.csv'), '--log', path.join(dir, 'log.jsonl'),
+  ];
+  return { dir, args };
+}
+
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+const fmt = (ratio: number) => `${ratio.toFixed(2)}x`;
+const csvRows = (dir: string) => fs.readFileSync(path.join(dir, 'scores.csv'), 'utf8').trim().split('\n').length - 1;
+const logEntries = (dir: string) => fs.readFileSync(path.join(dir, 'log.jsonl'), 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { status: string; judge: string | null });
+const judgeEnv = (fake: FakeAnthropic) => ({ ...process.env, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: 'sk-bench' });
+/** The run's own wall time, from its summary line (excludes the process start-up measured in [startup]). */
+const summaryWallMs = (stderr: string) => Number(/wall time ([\d.]+) s/.exec(stderr)?.[1] ?? NaN) * 1000;
+
+async function benchStartup(): Promise<void> {
+  const empty = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'run-judge-bench-')), 'empty.ts');
+  fs.writeFileSync(empty, '');
+  const baseline: number[] = [];
+  const dryRun: number[] = [];
+  await run('npx', ['tsx', SCRIPT, '--dry-run', '--task', 'proof01', '--model', 'stub']); // warm tsx's compile cache
+  for (let i = 0; i < 10; i++) {
+    baseline.push((await run('npx', ['tsx', empty])).ms);
+    dryRun.push((await run('npx', ['tsx', SCRIPT, '--dry-run', '--task', 'proof01', '--model', 'stub'])).ms);
+  }
+  const ratio = median(dryRun) / median(baseline);
+  console.log(`[startup] dry-run ${median(dryRun).toFixed(0)} ms vs npx tsx on an empty file ${median(baseline).toFixed(0)} ms (medians of 10, interleaved): ${fmt(ratio)} (target <= 1.15x)`);
+}
+
+async function benchConcurrency(): Promise<void> {
+  const count = 200, latencyMs = 200, concurrency = 16;
+  const fake = await FakeAnthropic.start({ latencyMs });
+  const { dir, args } = makeEvalSet(count);
+  const result = await run(process.execPath, ['--import', 'tsx', SCRIPT, ...args, '--concurrency', String(concurrency)], judgeEnv(fake));
+  await fake.close();
+  const ideal = Math.ceil(count / concurrency) * latencyMs;
+  const runMs = summaryWallMs(result.stderr);
+  console.log(`[a] ${count} transcripts, ${latencyMs} ms latency, concurrency ${concurrency}: run ${runMs.toFixed(0)} ms / ideal ${ideal} ms = ${fmt(runMs / ideal)} (target <= 1.25x); whole process incl. start-up ${result.ms.toFixed(0)} ms = ${fmt(result.ms / ideal)}; rows ${csvRows(dir)}, exit ${result.code}`);
+}
+
+async function benchRateLimit(): Promise<void> {
+  const count = 200, limit = 20, windowMs = 1000, concurrency = 32, latencyMs = 200;
+  const fake = await FakeAnthropic.start({ latencyMs, rateLimit: { limit, windowMs } });
+  const { dir, args } = makeEvalSet(count);
+  const result = await run(process.execPath, ['--import', 'tsx', SCRIPT, ...args, '--concurrency', String(concurrency)], judgeEnv(fake));
+  await fake.close();
+  const bound = Math.ceil(count / limit) * windowMs;
+  const runMs = summaryWallMs(result.stderr);
+  const entries = logEntries(dir);
+  const failed = entries.filter((entry) => entry.status !== 'scored').length;
+  const fallbacks = entries.filter((entry) => entry.status === 'scored' && entry.judge !== 'judge-primary').length;
+  console.log(`[b] ${count} transcripts, limit ${limit} per ${windowMs} ms, concurrency ${concurrency}: run ${runMs.toFixed(0)} ms / window bound ${bound} ms = ${fmt(runMs / bound)} (target <= 1.3x); 429s ${fake.count429} of ${fake.requests.length} requests (${((100 * fake.count429) / fake.requests.length).toFixed(1)}%, target <= 10%); failed rows ${failed}; fallbacks ${fallbacks}; rows ${csvRows(dir)}, exit ${result.code}`);
+}
+
+/** Peak RSS (KiB) of one CLI process judging `count` transcripts, read by GNU time. */
+async function peakRss(count: number): Promise<number> {
+  const fake = await FakeAnthropic.start({ latencyMs: 0 });
+  const { dir, args } = makeEvalSet(count);
+  const result = await run('/usr/bin/time', ['-f', 'maxrss_kib=%M', process.execPath, '--import', 'tsx', SCRIPT, ...args, '--concurrency', '16'], judgeEnv(fake));
+  await fake.close();
+  if (csvRows(dir) !== count) throw new Error(`peak RSS run wrote ${csvRows(dir)} rows, expected ${count}: ${result.stderr.slice(-500)}`);
+  return Number(/maxrss_kib=(\d+)/.exec(result.stderr)?.[1] ?? NaN);
+}
+
+async function benchMemory(): Promise<void> {
+  const small = await peakRss(50);
+  const large = await peakRss(5000);
+  console.log(`[c] peak RSS 5000 transcripts ${(large / 1024).toFixed(1)} MiB / 50 transcripts ${(small / 1024).toFixed(1)} MiB = ${fmt(large / small)} (target <= 1.5x)`);
+}
+
+const only = process.argv[2];
+const benches: Record<string, () => Promise<void>> = { startup: benchStartup, a: benchConcurrency, b: benchRateLimit, c: benchMemory };
+for (const [name, bench] of Object.entries(benches)) if (!only || only === name) await bench();
