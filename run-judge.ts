@@ -145,7 +145,13 @@ export interface JudgeConfig {
 export interface ModelsConfig { models?: unknown[]; judge: JudgeConfig; fallback_judges: JudgeConfig[] }
 export interface Task { task_id: string; topic: string; student_level: string; problem_statement: string; expected_behaviors: string[] }
 export interface ReferenceKey { task_id: string; proof_skeleton: string[]; common_misconceptions: string[]; red_flags: string[] }
-export type ContentBlock = { type: 'text'; text: string };
+export type ImageMediaType = 'image/jpeg' | 'image/png' | 'image/gif' | 'image/webp';
+export type ContentBlock =
+  | { type: 'text'; text: string }
+  | { type: 'image'; source: { type: 'base64'; media_type: ImageMediaType; data: string } }
+  | { type: 'image'; path: string };
+/** An image of a transcript, ready to send beside the prompt; `label` is its placeholder in the transcript text. */
+export interface TranscriptImage { label: string; file?: string; source: { type: 'base64'; media_type: ImageMediaType; data: string } }
 export interface TranscriptMessage { role: 'user' | 'assistant' | 'system'; content: string | ContentBlock[] }
 export interface Transcript { metadata?: Record<string, unknown>; problem_statement?: string; messages: TranscriptMessage[] }
 /** A transcript found on disk: the path alone identifies it; its content is loaded when it is judged. */
@@ -309,8 +315,12 @@ export function loadTranscript(ref: TranscriptRef): Transcript {
     const message = expectRecord(raw, where, EvalInputError);
     if (!['user', 'assistant', 'system'].includes(message.role as string)) throw new EvalInputError(`${where}: role must be "user", "assistant" or "system", got ${JSON.stringify(message.role)}`);
     const content = message.content;
-    const blocksOk = Array.isArray(content) && content.every((block) => isRecord(block) && block.type === 'text' && typeof block.text === 'string');
-    if (typeof content !== 'string' && !blocksOk) throw new EvalInputError(`${where}: content must be a string or an array of {type: "text", text} blocks`);
+    const blocksOk = Array.isArray(content) && content.every((block) => isRecord(block) && (block.type === 'text' ? typeof block.text === 'string'
+      : block.type === 'image' && (typeof block.path === 'string' || (isRecord(block.source) && block.source.type === 'base64'
+        && Object.values(IMAGE_MEDIA_TYPES).includes(block.source.media_type as ImageMediaType) && typeof block.source.data === 'string'))));
+    if (typeof content !== 'string' && !blocksOk) {
+      throw new EvalInputError(`${where}: content must be a string or an array of blocks: {type: "text", text}, {type: "image", path} or {type: "image", source: {type: "base64", media_type, data}} (png, jpeg, gif or webp)`);
+    }
   });
   if (transcript.problem_statement !== undefined && typeof transcript.problem_statement !== 'string') throw new EvalInputError(`${file}: "problem_statement" must be a string`);
   if (transcript.metadata !== undefined) {
@@ -364,16 +374,40 @@ export function neutraliseDelimiters(text: string): string {
 
 const ROLE_LABELS: Record<TranscriptMessage['role'], string> = { user: 'Student', assistant: 'Assistant', system: 'System (instructions given to the tutor)' };
 
-function messageText(content: TranscriptMessage['content']): string {
-  return typeof content === 'string' ? content : content.map((block) => block.text).join('\n');
+const IMAGE_MEDIA_TYPES: Record<string, ImageMediaType> = { '.png': 'image/png', '.jpg': 'image/jpeg', '.jpeg': 'image/jpeg', '.gif': 'image/gif', '.webp': 'image/webp' };
+
+/** A message's text, with each image as its numbered placeholder (`counter` numbers images across the transcript). */
+function messageText(content: TranscriptMessage['content'], counter: { images: number }): string {
+  return typeof content === 'string' ? content
+    : content.map((block) => (block.type === 'text' ? block.text : `[image ${++counter.images}]`)).join('\n');
+}
+
+/** The transcript's images in order, read from disk when given by path (relative to the transcript file). */
+export function transcriptImages(transcript: Transcript, transcriptPath: string): TranscriptImage[] {
+  const blocks = transcript.messages.flatMap((message) => (typeof message.content === 'string' ? [] : message.content));
+  return blocks.filter((block) => block.type === 'image').map((block, i) => {
+    const label = `[image ${i + 1}]`;
+    if ('source' in block) return { label, source: block.source };
+    const file = path.resolve(path.dirname(transcriptPath), block.path);
+    const mediaType = IMAGE_MEDIA_TYPES[path.extname(file).toLowerCase()];
+    if (!mediaType) throw new EvalInputError(`${transcriptPath}: image ${file} is not a png, jpeg, gif or webp file`);
+    let data: Buffer;
+    try {
+      data = fs.readFileSync(file);
+    } catch (error) {
+      throw new EvalInputError(`${transcriptPath}: image ${file} cannot be read: ${(error as NodeJS.ErrnoException).code ?? error}`, { cause: error });
+    }
+    return { label, file, source: { type: 'base64' as const, media_type: mediaType, data: data.toString('base64') } };
+  });
 }
 
 /** The transcript as readable text: one labelled turn each; continuation lines are indented so text cannot fake a turn. */
 export function transcriptToText(transcript: Transcript): string {
   const lines: string[] = [];
+  const counter = { images: 0 };
   if (transcript.problem_statement) lines.push(`Problem statement (as given to the student): ${transcript.problem_statement.trim()}`, '');
   for (const message of transcript.messages) {
-    const [first = '', ...rest] = messageText(message.content).trim().split(/\r?\n/);
+    const [first = '', ...rest] = messageText(message.content, counter).trim().split(/\r\n|[\n\r\v\f\u0085\u2028\u2029]/);
     lines.push(`${ROLE_LABELS[message.role]}: ${first}`, ...rest.map((line) => `    ${line}`));
   }
   return neutraliseDelimiters(lines.join('\n'));
@@ -450,7 +484,7 @@ export function parseRetryAfter(headers: Headers | undefined): number | undefine
 }
 
 /** Turns an SDK error into the failure policy's classes with `instanceof`; anything else propagates raw. */
-export function classifyApiError(error: unknown, judge: string): unknown {
+export function classifyApiError(error: unknown, judge: string, { structuredOutput = false } = {}): unknown {
   const sdk = loadSdk();
   if (!(error instanceof sdk.APIError)) return error;
   if (error instanceof sdk.APIConnectionTimeoutError) return new EvalTimeoutError(`judge ${judge}: request timed out (not resubmitted)`, { cause: error });
@@ -462,6 +496,10 @@ export function classifyApiError(error: unknown, judge: string): unknown {
     || error instanceof sdk.PaymentRequiredError || error instanceof sdk.NotFoundError ? EvalConfigurationError
     : error instanceof sdk.BadRequestError || error instanceof sdk.ContentTooLargeError || error instanceof sdk.UnprocessableEntityError ? EvalInputError
       : undefined;
+  // A judge that rejects the answer schema cannot be fixed by another prompt: name the setting.
+  if (structuredOutput && error instanceof sdk.BadRequestError && /output_config|json_schema|schema|format/i.test(error.apiMessage ?? '')) {
+    return Object.assign(new EvalUnsupportedError(`judge ${judge} rejects "structured_output": true (output_config.format json_schema); set it to false for this judge in models.json: ${what}`, { cause: error }), { judge });
+  }
   if (stopping) return Object.assign(new stopping(message, { cause: error }), { judge });
   const provider = new EvalProviderError(message, { cause: error });
   provider.status = error.status;
@@ -482,28 +520,46 @@ export function createJudgeClient(judge: JudgeConfig, env: NodeJS.ProcessEnv = p
   return new sdk.Anthropic({ apiKey, maxRetries: 0, timeout: Math.round((judge.timeout_s ?? DEFAULTS.timeoutS) * 1000) });
 }
 
-/** The Messages API request body for one prompt; no sampling parameter unless the user configured one. */
-export function buildJudgeRequest(prompt: string, judge: JudgeConfig, env: NodeJS.ProcessEnv = process.env): Anthropic.MessageCreateParamsNonStreaming {
+const answerJsonSchemas = new WeakMap<Rubric, Record<string, unknown>>();
+
+/** The JSON schema for structured outputs, from the same zod schema as the parser: flat, all required, enums. */
+export function answerJsonSchema(rubric: Rubric): Record<string, unknown> {
+  let schema = answerJsonSchemas.get(rubric);
+  if (!schema) {
+    const { $schema: _dialect, ...flat } = loadZod().toJSONSchema(judgeAnswerSchema(rubric)) as Record<string, unknown>;
+    answerJsonSchemas.set(rubric, (schema = flat));
+  }
+  return schema;
+}
+
+export interface JudgeRequestOptions { env?: NodeJS.ProcessEnv; rubric?: Rubric; images?: TranscriptImage[] }
+
+/** The Messages API request body for one prompt (and its images, in order); no sampling parameter unless configured. */
+export function buildJudgeRequest(prompt: string, judge: JudgeConfig, { env = process.env, rubric, images = [] }: JudgeRequestOptions = {}): Anthropic.MessageCreateParamsNonStreaming {
+  if (judge.structured_output && !rubric) throw new EvalConfigurationError(`judge ${judge.model}: "structured_output" needs the rubric to build its schema`);
+  const content: Anthropic.ContentBlockParam[] = [{ type: 'text', text: prompt }];
+  for (const image of images) content.push({ type: 'text', text: image.label }, { type: 'image', source: image.source });
   return {
     model: resolveJudgeModel(judge, env),
     max_tokens: judge.max_tokens,
-    messages: [{ role: 'user', content: prompt }],
+    messages: [{ role: 'user', content: images.length ? content : prompt }],
     ...(typeof judge.temperature === 'number' ? { temperature: judge.temperature } : {}),
+    ...(judge.structured_output && rubric ? { output_config: { format: { type: 'json_schema' as const, schema: answerJsonSchema(rubric) } } } : {}),
   };
 }
 
-/** One request to one judge. Returns the raw answer; parsing is a separate step. */
+/** One request to one judge; a given `client` must come from createJudgeClient. Returns the raw answer; parsing is a separate step. */
 export async function callJudge(prompt: string, judgeConfig: JudgeConfig,
-  options: { client?: Anthropic; env?: NodeJS.ProcessEnv } = {}): Promise<JudgeAnswer> {
+  options: JudgeRequestOptions & { client?: Anthropic } = {}): Promise<JudgeAnswer> {
   const env = options.env ?? process.env;
   const client = options.client ?? createJudgeClient(judgeConfig, env);
-  const request = buildJudgeRequest(prompt, judgeConfig, env);
+  const request = buildJudgeRequest(prompt, judgeConfig, { ...options, env });
   const started = performance.now();
   try {
     const { data, response } = await client.messages.create(request).withResponse();
     return answerFromMessage(data, request.model, performance.now() - started, response.headers);
   } catch (error) {
-    throw classifyApiError(error, request.model);
+    throw classifyApiError(error, request.model, { structuredOutput: Boolean(judgeConfig.structured_output) });
   }
 }
 
@@ -538,9 +594,13 @@ export class RateGate {
   /** The most restrictive known window: `remaining` as of the request numbered `fromSeq`. */
   private window?: { resetAt: number; remaining: number; limit: number; fromSeq: number };
 
-  /** Waits until one more request may start; returns its sequence number for `observe`. */
-  async acquire(): Promise<number> {
+  /**
+   * Waits until one more request may start and returns its sequence number for `observe`; returns
+   * undefined at once when a 429's pause outlasts `deadline` (pacing waits are not bounded: they only slow the run).
+   */
+  async acquire(deadline = Infinity): Promise<number | undefined> {
     for (;;) {
+      if (this.pausedUntil > deadline) return undefined;
       const wait = this.waitMs(Date.now());
       if (wait <= 0) return this.started++;
       await sleep(Math.min(wait, 1000));
@@ -588,15 +648,18 @@ const isWaitRequest = (error: unknown): error is EvalProviderError =>
  * Calls one judge, retrying a 429 or 529 on the same judge after `retry-after` (else jittered backoff)
  * within the judge's retry budget; any other failure, or an exhausted budget, goes back to the chain.
  */
-export async function callJudgeWithRetries(judge: Judge, prompt: string, env: NodeJS.ProcessEnv,
+export async function callJudgeWithRetries(judge: Judge, prompt: string, request: JudgeRequestOptions & { env: NodeJS.ProcessEnv },
   onAnswer: (answer: JudgeAnswer) => void = () => {}): Promise<JudgeAnswer> {
   const { max_retries, budget_s, base_delay_s } = { ...DEFAULTS.retry, ...judge.config.retry };
   const deadline = Date.now() + budget_s * 1000;
   for (let retry = 0; ; retry++) {
-    const seq = await judge.gate.acquire();
+    const seq = await judge.gate.acquire(deadline);
+    if (seq === undefined) {
+      throw Object.assign(new EvalProviderError(`judge ${judge.model}: rate limited: its requests are paused beyond the retry budget (${budget_s} s)`), { judge: judge.model, status: 429 });
+    }
     try {
-      judge.client ??= createJudgeClient(judge.config, env);
-      const answer = await callJudge(prompt, judge.config, { client: judge.client, env });
+      judge.client ??= createJudgeClient(judge.config, request.env);
+      const answer = await callJudge(prompt, judge.config, { ...request, client: judge.client });
       judge.gate.observe(answer.rateLimit, seq);
       onAnswer(answer);
       return answer;
@@ -639,23 +702,26 @@ export class JudgeChain {
     this.reporter = reporter;
   }
 
-  async run<I, R>(invokers: readonly I[], call: (invoker: I) => Promise<R>): Promise<[I, R]> {
+  /** Tries each judge in order until one returns; `describe` names a judge in the failures. */
+  async run<I, R>(invokers: readonly I[], call: (invoker: I) => Promise<R>,
+    { mediaSkips = [], describe = String }: { mediaSkips?: readonly string[]; describe?: (invoker: I) => string } = {}): Promise<[I, R]> {
     for (const invoker of invokers) {
       try {
         return [invoker, await call(invoker)];
       } catch (error) {
-        this.handle(error);
+        this.handle(error, describe(invoker));
       }
     }
-    return this.raiseFinal();
+    return this.raiseFinal({ mediaSkips });
   }
 
   /** Stops the chain on a failure no judge can fix; records anything else that a next judge might. */
-  handle(error: unknown): void {
+  handle(error: unknown, judge?: string): void {
     const failure = error instanceof EvalError ? error
       : error instanceof Error && error.name === 'TimeoutError' ? new EvalTimeoutError(`${this.operation}: ${error.message}`, { cause: error })
         : undefined;
     if (!failure) throw error;
+    failure.judge ??= judge;
     if (CHAIN_STOPPING_ERRORS.some((Stopping) => failure instanceof Stopping)) throw failure;
     reportSafely(this.reporter, this.operation, failure);
     this.attempts.push(failure);
@@ -665,7 +731,7 @@ export class JudgeChain {
     const skipped = mediaSkips.length ? `; skipped for their media: ${mediaSkips.join(', ')}` : '';
     if (this.attempts.length === 0) throw new EvalConfigurationError(`${this.operation}: no judge was attempted${skipped}`);
     if (this.attempts.length === 1) throw this.attempts[0];
-    const reasons = this.attempts.map((error, i) => `(${i + 1}) ${error.name}: ${error.message}`).join('; ');
+    const reasons = this.attempts.map((error, i) => `(${i + 1}) ${error.judge && !error.message.includes(error.judge) ? `judge ${error.judge}: ` : ''}${error.name}: ${error.message}`).join('; ');
     throw new EvalJudgesExhaustedError(`${this.operation}: all ${this.attempts.length} judges failed: ${reasons}${skipped}`, [...this.attempts]);
   }
 }
@@ -808,8 +874,9 @@ export class ScoreFile {
     const text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
     const { records, completeLength } = parseCsv(text);
     const header = records[0];
-    if (header && header.join(',') !== columns.join(',')) {
-      throw new EvalConfigurationError(`${file}: its header "${header.join(',')}" differs from the rubric's columns "${columns.join(',')}"; write to another --output`);
+    const tornHeader = !header && text !== '' && csvLine(columns).startsWith(text);
+    if ((header && header.join(',') !== columns.join(',')) || (!header && text !== '' && !tornHeader)) {
+      throw new EvalConfigurationError(`${file}: its header "${(header ?? [text]).join(',')}" differs from the rubric's columns "${columns.join(',')}"; write to another --output`);
     }
     const tornBytes = Buffer.byteLength(text.slice(completeLength));
     let fd = -1;
@@ -932,12 +999,20 @@ export function acquireLock(output: string): () => void {
 export interface RunOptions {
   transcripts: string; tasks: string; referenceKeys: string; rubric: string; models: string; output: string; log: string;
   task?: string; model?: string; concurrency: number; rescore: boolean;
+  /** Judge through Message Batches (half price, asynchronous). */
+  batch?: boolean;
+  /** Seconds between batch polls, before backoff. */
+  pollInterval?: number;
+  /** false (--no-fallback): the primary judge only; failed batch results are reported failed. */
+  fallback?: boolean;
 }
 export interface RunSummary {
   selected: number; scored: number; skipped: number; failed: { task_id: string; model: string; reason: string }[];
   tokensIn: number; tokensOut: number; wallMs: number; interrupted: boolean; repairedBytes: number;
   /** A configuration error that stopped the run (exit 2). */
   stoppedBy?: EvalError;
+  /** Message Batches submitted by this run, and pending ones it resumed. */
+  batchesCreated: string[]; batchesResumed: string[];
 }
 /** Set `stopping` to stop starting new judgements; those in flight finish and are written. */
 export interface RunControl { stopping: boolean }
@@ -946,12 +1021,13 @@ export interface RunControl { stopping: boolean }
 class Progress {
   private lastDraw = 0;
   private readonly started = Date.now();
-  constructor(private readonly stream: NodeJS.WriteStream, private readonly total: number, private readonly summary: RunSummary) {}
+  total = 0;
+  constructor(private readonly stream: NodeJS.WritableStream & { isTTY?: boolean }, private readonly summary: RunSummary) {}
 
   private line(): string {
     const done = this.summary.scored + this.summary.failed.length;
     const rate = done / Math.max((Date.now() - this.started) / 1000, 0.001);
-    const eta = rate > 0 ? `${Math.ceil((this.total - done) / rate)} s` : '?';
+    const eta = rate > 0 ? `${Math.ceil(Math.max(this.total - done, 0) / rate)} s` : '?';
     return `judged ${done}/${this.total}, failed ${this.summary.failed.length}, ${rate.toFixed(1)}/s, ETA ${eta}`;
   }
 
@@ -972,7 +1048,7 @@ class Progress {
 }
 
 /** Task and reference key of a task id, loaded once per run (a failure is remembered too). */
-function taskInputsLoader(options: RunOptions) {
+function taskInputsLoader(options: Pick<RunOptions, 'tasks' | 'referenceKeys'>) {
   const cache = new Map<string, { task: Task; referenceKey: ReferenceKey } | EvalError>();
   return (taskId: string) => {
     if (!cache.has(taskId)) {
@@ -992,100 +1068,333 @@ function taskInputsLoader(options: RunOptions) {
   };
 }
 
-/** Judges every selected transcript not yet in the CSV, `concurrency` at a time, appending rows as they come. */
-export async function runScoring(options: RunOptions, control: RunControl = { stopping: false },
-  env: NodeJS.ProcessEnv = process.env, stderr: NodeJS.WriteStream = process.stderr): Promise<RunSummary> {
-  const started = Date.now();
-  const rubric = loadRubric(options.rubric);
-  const rubricSha = sha256(fs.readFileSync(options.rubric));
-  const dimensions = rubricDimensions(rubric);
-  const models = loadModelsConfig(options.models);
-  const judges = createJudges(models, env);
-  for (const judge of judges) assertJudgeCallable(judge.config, env);
-  const selected = readTranscripts(options.transcripts, options.task, options.model);
+/** One transcript's judge prompt and images, loaded from disk when it is judged. */
+interface PreparedTranscript { prompt: string; promptSha: string; images: TranscriptImage[] }
 
-  const releaseLock = acquireLock(options.output);
-  const scoreFile = ScoreFile.open(options.output, dimensions);
-  const logFd = openAuditLog(options.log);
-  const summary: RunSummary = { selected: selected.length, scored: 0, skipped: 0, failed: [], tokensIn: 0, tokensOut: 0, wallMs: 0, interrupted: false, repairedBytes: scoreFile.repairedBytes };
+/** What every part of a run shares. */
+interface RunContext {
+  options: RunOptions; env: NodeJS.ProcessEnv; stderr: NodeJS.WritableStream & { isTTY?: boolean };
+  rubric: Rubric; rubricSha: string; judges: Judge[]; runId: string;
+  scoreFile: ScoreFile; logFd: number; summary: RunSummary; progress: Progress; control: RunControl;
+  prepare: (ref: TranscriptRef) => PreparedTranscript;
+}
+
+const canTakeImages = (judge: Judge) => (judge.config.media ?? ['text']).includes('image');
+
+/** An earlier attempt at a transcript (a batch result) that the chain starts from. */
+interface PriorAttempt { error: EvalError; answers: JudgeAnswer[]; promptSha?: string }
+
+interface Outcome {
+  status: 'scored' | 'failed'; judge?: string; verdict?: JudgeVerdict; error?: EvalError;
+  attempts: EvalError[]; answers: JudgeAnswer[]; promptSha?: string; startedAt: number;
+}
+
+/** Writes one judged transcript: its audit line first, then its CSV row, so every row is traceable. */
+function recordOutcome(ctx: RunContext, ref: TranscriptRef, outcome: Outcome): void {
+  const usage = outcome.answers.reduce((sum, answer) => ({ input_tokens: sum.input_tokens + answer.usage.input_tokens, output_tokens: sum.output_tokens + answer.usage.output_tokens }), { input_tokens: 0, output_tokens: 0 });
+  ctx.summary.tokensIn += usage.input_tokens;
+  ctx.summary.tokensOut += usage.output_tokens;
+  appendDurably(ctx.logFd, `${JSON.stringify({
+    run_id: ctx.runId, timestamp: new Date().toISOString(), task_id: ref.task_id, model: ref.model, status: outcome.status, judge: outcome.judge ?? null,
+    ...(outcome.verdict ? { scores: outcome.verdict.scores, notes: outcome.verdict.notes } : { error: { class: outcome.error?.name, message: outcome.error?.message } }),
+    attempts: outcome.attempts.map((error) => ({ judge: error.judge ?? null, error: error.name, status: (error as EvalProviderError).status ?? null, message: error.message })),
+    answers: outcome.answers.map((answer) => ({ judge: answer.judge, text: answer.text, stop_reason: answer.stopReason, request_id: answer.requestId ?? null, usage: answer.usage, latency_ms: answer.latencyMs })),
+    usage, latency_ms: Math.round(performance.now() - outcome.startedAt), prompt_sha256: outcome.promptSha ?? null, rubric_sha256: ctx.rubricSha,
+  })}\n`);
+  if (outcome.verdict) {
+    ctx.scoreFile.append({ task_id: ref.task_id, model: ref.model, ...outcome.verdict });
+    ctx.summary.scored++;
+  }
+  ctx.progress.update();
+}
+
+/**
+ * Judges one transcript through the fallback chain (after a `prior` batch attempt, when given) and records
+ * the outcome. A configuration error stops the whole run; any other failure is this transcript's alone.
+ */
+async function judgeTranscript(ctx: RunContext, ref: TranscriptRef, judges: Judge[], prior?: PriorAttempt): Promise<void> {
+  const startedAt = performance.now();
+  const answers: JudgeAnswer[] = [...(prior?.answers ?? [])];
+  const chain = new JudgeChain({ operation: `${ref.model}/${ref.task_id}`, reporter: (operation, error) => ctx.progress.log(`${operation}: ${error.message}; trying the next judge`) });
+  let promptSha = prior?.promptSha;
+  let skippedForMedia = false;
   try {
+    if (prior) chain.handle(prior.error, prior.error.judge);
+    const { prompt, promptSha: sha, images } = ctx.prepare(ref);
+    promptSha = sha;
+    const eligible = images.length ? judges.filter(canTakeImages) : judges;
+    skippedForMedia = eligible.length === 0 && chain.attempts.length === 0;
+    const request = { env: ctx.env, rubric: ctx.rubric, images };
+    const [judge, verdict] = await chain.run(eligible, async (candidate) =>
+      verdictFromAnswer(await callJudgeWithRetries(candidate, prompt, request, (answer) => answers.push(answer)), ctx.rubric),
+    { mediaSkips: judges.filter((judge) => !eligible.includes(judge)).map((judge) => judge.model), describe: (judge) => judge.model });
+    recordOutcome(ctx, ref, { status: 'scored', judge: judge.model, verdict, attempts: chain.attempts, answers, promptSha, startedAt });
+  } catch (error) {
+    if (!(error instanceof EvalError)) throw error;
+    recordOutcome(ctx, ref, { status: 'failed', error, attempts: chain.attempts, answers, promptSha, startedAt });
+    if (error instanceof EvalConfigurationError && !skippedForMedia) {
+      ctx.summary.stoppedBy ??= error;
+      ctx.control.stopping = true;
+    } else {
+      ctx.summary.failed.push({ task_id: ref.task_id, model: ref.model, reason: error.message });
+      ctx.progress.log(`failed ${ref.model}/${ref.task_id}: ${error.message}`);
+    }
+  }
+}
+
+/** Judges transcripts `concurrency` at a time; stops starting new ones once the run is stopping. */
+async function judgeConcurrently(ctx: RunContext, items: { ref: TranscriptRef; prior?: PriorAttempt }[], judges: Judge[]): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (!ctx.control.stopping && next < items.length) {
+      const { ref, prior } = items[next++]!;
+      await judgeTranscript(ctx, ref, judges, prior);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(ctx.options.concurrency, items.length) }, worker));
+}
+
+/** Every check that needs no API call, in order, so a bad setup stops the run before it costs anything. */
+function prepareRun(options: RunOptions, env: NodeJS.ProcessEnv, { checkJudges }: { checkJudges: boolean }) {
+  const rubric = loadRubric(options.rubric);
+  const models = loadModelsConfig(options.models);
+  const judges = createJudges(models, env).slice(0, options.fallback === false ? 1 : undefined);
+  if (checkJudges) for (const judge of judges) assertJudgeCallable(judge.config, env);
+  const selected = readTranscripts(options.transcripts, options.task, options.model);
+  const inputsFor = taskInputsLoader(options);
+  const prepare = (ref: TranscriptRef): PreparedTranscript => {
+    const { task, referenceKey } = inputsFor(ref.task_id);
+    const transcript = loadTranscript(ref);
+    const prompt = buildJudgePrompt(task, referenceKey, transcript, rubric);
+    return { prompt, promptSha: sha256(prompt), images: transcriptImages(transcript, ref.path) };
+  };
+  return { rubric, judges, selected, prepare };
+}
+
+/** Judges every selected transcript not yet in the CSV, appending rows as they come. */
+export async function runScoring(options: RunOptions, control: RunControl = { stopping: false },
+  env: NodeJS.ProcessEnv = process.env, stderr: NodeJS.WritableStream & { isTTY?: boolean } = process.stderr): Promise<RunSummary> {
+  const started = Date.now();
+  const { rubric, judges, selected, prepare } = prepareRun(options, env, { checkJudges: true });
+  const releaseLock = acquireLock(options.output);
+  let scoreFile: ScoreFile | undefined;
+  let logFd: number | undefined;
+  try {
+    scoreFile = ScoreFile.open(options.output, rubricDimensions(rubric));
+    logFd = openAuditLog(options.log);
+    const summary: RunSummary = { selected: selected.length, scored: 0, skipped: 0, failed: [], tokensIn: 0, tokensOut: 0, wallMs: 0, interrupted: false, repairedBytes: scoreFile.repairedBytes, batchesCreated: [], batchesResumed: [] };
+    const ctx: RunContext = { options, env, stderr, rubric, rubricSha: sha256(fs.readFileSync(options.rubric)), judges, runId: randomUUID(), scoreFile, logFd, summary, progress: new Progress(stderr, summary), control, prepare };
     if (scoreFile.repairedBytes > 0) stderr.write(`repaired ${options.output}: removed a torn last line (${scoreFile.repairedBytes} bytes); that transcript is judged again\n`);
-    const selectedKeys = new Set(selected.map((ref) => pairKey(ref.task_id, ref.model)));
     if (options.rescore) {
-      const removed = scoreFile.removePairs(new Set([...selectedKeys].filter((key) => scoreFile.done.has(key))));
+      const selectedKeys = selected.map((ref) => pairKey(ref.task_id, ref.model)).filter((key) => scoreFile!.done.has(key));
+      const removed = scoreFile.removePairs(new Set(selectedKeys));
       if (removed > 0) stderr.write(`--rescore: removed ${removed} existing row(s) from ${options.output}; the audit log keeps their answers\n`);
     }
-    const pending = selected.filter((ref) => !scoreFile.done.has(pairKey(ref.task_id, ref.model)));
+    const pending = selected.filter((ref) => !scoreFile!.done.has(pairKey(ref.task_id, ref.model)));
     summary.skipped = selected.length - pending.length;
     if (summary.skipped > 0) stderr.write(`skipping ${summary.skipped} transcript(s) already scored in ${options.output} (use --rescore to judge them again)\n`);
-
-    const runId = randomUUID();
-    const progress = new Progress(stderr, pending.length, summary);
-    const inputsFor = taskInputsLoader(options);
-    const reporter: ErrorReporter = (operation, error) => progress.log(`${operation}: attempt failed: ${error.message}; trying the next judge`);
-
-    const judgeOne = async (ref: TranscriptRef) => {
-      const t0 = performance.now();
-      const answers: JudgeAnswer[] = [];
-      const chain = new JudgeChain({ operation: `${ref.model}/${ref.task_id}`, reporter });
-      let promptSha: string | undefined;
-      let entry: Record<string, unknown>;
-      try {
-        const { task, referenceKey } = inputsFor(ref.task_id);
-        const prompt = buildJudgePrompt(task, referenceKey, loadTranscript(ref), rubric);
-        promptSha = sha256(prompt);
-        const [judge, verdict] = await chain.run(judges, async (judge) =>
-          verdictFromAnswer(await callJudgeWithRetries(judge, prompt, env, (answer) => answers.push(answer)), rubric));
-        entry = { status: 'scored', judge: judge.model, scores: verdict.scores, notes: verdict.notes };
-        appendDurably(logFd, auditLine());
-        scoreFile.append({ task_id: ref.task_id, model: ref.model, ...verdict });
-        summary.scored++;
-      } catch (error) {
-        if (!(error instanceof EvalError)) throw error;
-        entry = { status: 'failed', judge: null, error: { class: error.name, message: error.message } };
-        appendDurably(logFd, auditLine());
-        if (error instanceof EvalConfigurationError && !summary.stoppedBy) {
-          summary.stoppedBy = error;
-          control.stopping = true;
-        } else {
-          summary.failed.push({ task_id: ref.task_id, model: ref.model, reason: error.message });
-          progress.log(`failed ${ref.model}/${ref.task_id}: ${error.message}`);
-        }
-      }
-      progress.update();
-
-      function auditLine(): string {
-        const usage = answers.reduce((sum, answer) => ({ input_tokens: sum.input_tokens + answer.usage.input_tokens, output_tokens: sum.output_tokens + answer.usage.output_tokens }), { input_tokens: 0, output_tokens: 0 });
-        summary.tokensIn += usage.input_tokens;
-        summary.tokensOut += usage.output_tokens;
-        return `${JSON.stringify({
-          run_id: runId, timestamp: new Date().toISOString(), task_id: ref.task_id, model: ref.model, ...entry,
-          attempts: chain.attempts.map((error) => ({ judge: error.judge ?? null, error: error.name, status: (error as EvalProviderError).status ?? null, message: error.message })),
-          answers: answers.map((answer) => ({ judge: answer.judge, text: answer.text, stop_reason: answer.stopReason, request_id: answer.requestId ?? null, usage: answer.usage, latency_ms: answer.latencyMs })),
-          usage, latency_ms: Math.round(performance.now() - t0), prompt_sha256: promptSha ?? null, rubric_sha256: rubricSha,
-        })}\n`;
-      }
-    };
-
-    let next = 0;
-    const worker = async () => {
-      while (!control.stopping && next < pending.length) await judgeOne(pending[next++]!);
-    };
-    await Promise.all(Array.from({ length: Math.min(options.concurrency, pending.length) }, worker));
-    summary.interrupted = control.stopping && !summary.stoppedBy;
-    progress.end();
+    ctx.progress.total = pending.length;
+    if (options.batch) await judgeInBatches(ctx, pending);
+    else await judgeConcurrently(ctx, pending.map((ref) => ({ ref })), judges);
+    summary.interrupted ||= control.stopping && !summary.stoppedBy;
+    ctx.progress.end();
+    summary.wallMs = Date.now() - started;
+    return summary;
   } finally {
-    scoreFile.close();
-    fs.closeSync(logFd);
+    scoreFile?.close();
+    if (logFd !== undefined) fs.closeSync(logFd);
     releaseLock();
   }
-  summary.wallMs = Date.now() - started;
-  return summary;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Message Batches: the same judgements at half the price, asynchronously
+// ---------------------------------------------------------------------------------------------
+
+export const BATCH_LIMITS = { maxRequests: 100_000, maxBytes: 256 * 1024 * 1024 } as const;
+
+/** A short, stable batch `custom_id` for a pair: at most 64 characters of [A-Za-z0-9_-]. */
+export const batchCustomId = (taskId: string, model: string) => `t_${sha256(pairKey(taskId, model)).slice(0, 32)}`;
+
+export interface BatchRequest { custom_id: string; params: Anthropic.MessageCreateParamsNonStreaming }
+
+/** Splits requests into batches within the API's limits on count and size (the JSON of each request counts). */
+export function splitIntoBatches<T extends { bytes: number }>(items: Iterable<T>, limits: { maxRequests: number; maxBytes: number } = BATCH_LIMITS): T[][] {
+  const batches: T[][] = [];
+  let current: T[] = [];
+  let bytes = 0;
+  for (const item of items) {
+    if (current.length > 0 && (current.length >= limits.maxRequests || bytes + item.bytes > limits.maxBytes)) {
+      batches.push(current);
+      current = [];
+      bytes = 0;
+    }
+    if (item.bytes > limits.maxBytes) throw new EvalInputError(`one batch request is ${item.bytes} bytes, over the batch limit of ${limits.maxBytes}`);
+    current.push(item);
+    bytes += item.bytes;
+  }
+  if (current.length > 0) batches.push(current);
+  return batches;
+}
+
+/** The state of submitted batches, kept next to the output so that a rerun resumes them instead of resubmitting. */
+interface BatchState {
+  version: 1;
+  batches: { id: string | null; judge: string; requests: Record<string, [taskId: string, model: string, promptSha: string]> }[];
+}
+
+const batchStatePath = (output: string) => `${output}.batches.json`;
+
+function readBatchState(file: string): BatchState {
+  if (!fs.existsSync(file)) return { version: 1, batches: [] };
+  const state = expectRecord(loadJson(file, EvalConfigurationError), file, EvalConfigurationError);
+  if (state.version !== 1 || !Array.isArray(state.batches)) throw new EvalConfigurationError(`${file}: not a run-judge batch state file (version 1)`);
+  return state as unknown as BatchState;
+}
+
+function writeBatchState(file: string, state: BatchState): void {
+  if (state.batches.length === 0) fs.rmSync(file, { force: true });
+  else replaceFileDurably(file, `${JSON.stringify(state)}\n`);
+}
+
+/** The batch requests of the transcripts the primary judge can take; the others go to the synchronous chain. */
+function* batchRequests(ctx: Pick<RunContext, 'prepare' | 'env' | 'rubric'>, refs: TranscriptRef[], primary: Judge, direct: TranscriptRef[]) {
+  for (const ref of refs) {
+    let prepared: PreparedTranscript;
+    try {
+      prepared = ctx.prepare(ref);
+    } catch (error) {
+      if (!(error instanceof EvalInputError)) throw error;
+      direct.push(ref); // judged synchronously, where the same input error is recorded as this transcript's failure
+      continue;
+    }
+    if (prepared.images.length > 0 && !canTakeImages(primary)) {
+      direct.push(ref);
+      continue;
+    }
+    const request: BatchRequest = {
+      custom_id: batchCustomId(ref.task_id, ref.model),
+      params: buildJudgeRequest(prepared.prompt, primary.config, { env: ctx.env, rubric: ctx.rubric, images: prepared.images }),
+    };
+    yield { ref, request, promptSha: prepared.promptSha, prompt: prepared.prompt, bytes: Buffer.byteLength(JSON.stringify(request)) + 1 };
+  }
+}
+
+/** Sleeps in short steps so that a Ctrl-C is noticed; returns true when the run is stopping. */
+async function sleepUnlessStopping(ms: number, control: RunControl): Promise<boolean> {
+  for (const end = Date.now() + ms; Date.now() < end && !control.stopping;) await sleep(Math.min(100, end - Date.now()));
+  return control.stopping;
+}
+
+/** Turns one batch result into a judge answer, or into the failure that sends it to the synchronous chain. */
+function batchOutcome(result: Anthropic.Messages.MessageBatchResult, judge: string): { answer?: JudgeAnswer; error?: EvalError } {
+  if (result.type === 'succeeded') {
+    try {
+      return { answer: answerFromMessage(result.message, judge, 0) };
+    } catch (error) {
+      if (!(error instanceof EvalJudgeResponseError)) throw error;
+      return { error };
+    }
+  }
+  const detail = result.type === 'errored' ? `: ${result.error.error.type}: ${result.error.error.message}` : '';
+  return { error: Object.assign(new EvalProviderError(`judge ${judge}: batch request ${result.type}${detail}`), { judge }) };
+}
+
+/**
+ * Submits the pending transcripts as Message Batches (recording them in the state file before polling),
+ * polls with backoff, streams the results into rows, and sends failed results through the synchronous chain.
+ */
+async function judgeInBatches(ctx: RunContext, pending: TranscriptRef[]): Promise<void> {
+  const { options, stderr, summary } = ctx;
+  const stateFile = batchStatePath(options.output);
+  const state = readBatchState(stateFile);
+  const primary = ctx.judges[0]!;
+  primary.client ??= createJudgeClient(primary.config, ctx.env);
+  const client = primary.client;
+  const apiCall = async <T>(call: () => Promise<T>) => {
+    try {
+      return await call();
+    } catch (error) {
+      throw classifyApiError(error, primary.model, { structuredOutput: Boolean(primary.config.structured_output) });
+    }
+  };
+
+  const unsubmitted = state.batches.filter((entry) => entry.id === null);
+  if (unsubmitted.length > 0) {
+    stderr.write(`warning: a previous run stopped while submitting a batch to ${primary.model}; its transcripts are submitted again (check the Console for an orphaned batch)\n`);
+    state.batches = state.batches.filter((entry) => entry.id !== null);
+  }
+  summary.batchesResumed = state.batches.map((entry) => entry.id!);
+  if (state.batches.length > 0) stderr.write(`resuming ${state.batches.length} pending batch(es) from ${stateFile}: ${summary.batchesResumed.join(', ')}; their transcripts are not submitted again\n`);
+  const inBatches = new Set(state.batches.flatMap((entry) => Object.values(entry.requests).map(([taskId, model]) => pairKey(taskId, model))));
+  const direct: TranscriptRef[] = [];
+  for (const chunk of splitIntoBatches(batchRequests(ctx, pending.filter((ref) => !inBatches.has(pairKey(ref.task_id, ref.model))), primary, direct))) {
+    const entry: BatchState['batches'][number] = { id: null, judge: primary.model, requests: Object.fromEntries(chunk.map((item) => [item.request.custom_id, [item.ref.task_id, item.ref.model, item.promptSha]])) };
+    state.batches.push(entry);
+    writeBatchState(stateFile, state); // before the create call: a crash after it leaves a trace instead of an unknown batch
+    const batch = await apiCall(() => client.messages.batches.create({ requests: chunk.map((item) => item.request) }));
+    entry.id = batch.id;
+    writeBatchState(stateFile, state);
+    summary.batchesCreated.push(batch.id);
+    stderr.write(`submitted batch ${batch.id}: ${chunk.length} request(s) to ${primary.model}\n`);
+  }
+  const syncJudges = options.fallback === false ? [] : ctx.judges;
+  ctx.progress.total = direct.length + state.batches.reduce((sum, entry) => sum + Object.keys(entry.requests).length, 0);
+  await judgeConcurrently(ctx, direct.map((ref) => ({ ref })), ctx.judges);
+
+  const interval = (options.pollInterval ?? 30) * 1000;
+  for (let polls = 0; state.batches.length > 0 && !ctx.control.stopping; polls++) {
+    const counts = { processing: 0, succeeded: 0, errored: 0, canceled: 0, expired: 0 };
+    for (const entry of [...state.batches]) {
+      let batch: Anthropic.Messages.MessageBatch;
+      try {
+        batch = await apiCall(() => client.messages.batches.retrieve(entry.id!));
+      } catch (error) {
+        if (!(error instanceof EvalProviderError || error instanceof EvalTimeoutError)) throw error;
+        ctx.progress.log(`polling batch ${entry.id}: ${error.message}; trying again at the next poll`);
+        continue;
+      }
+      for (const key of Object.keys(counts) as (keyof typeof counts)[]) counts[key] += batch.request_counts[key];
+      if (batch.processing_status !== 'ended') continue;
+      const retry: { ref: TranscriptRef; prior: PriorAttempt }[] = [];
+      for await (const item of await apiCall(() => client.messages.batches.results(entry.id!))) {
+        const mapped = entry.requests[item.custom_id];
+        if (!mapped) {
+          ctx.progress.log(`batch ${entry.id}: ignoring a result with unknown custom_id ${item.custom_id}`);
+          continue;
+        }
+        const [taskId, model, promptSha] = mapped;
+        if (ctx.scoreFile.done.has(pairKey(taskId, model))) continue; // written before a crash; the batch is being re-read
+        const ref = { task_id: taskId, model, path: path.join(options.transcripts, model, `${taskId}.json`) };
+        const { answer, error } = batchOutcome(item.result, entry.judge);
+        const answers = answer ? [answer] : [];
+        try {
+          if (error) throw error;
+          recordOutcome(ctx, ref, { status: 'scored', judge: entry.judge, verdict: verdictFromAnswer(answer!, ctx.rubric), attempts: [], answers, promptSha, startedAt: performance.now() });
+        } catch (failure) {
+          if (!(failure instanceof EvalError)) throw failure;
+          retry.push({ ref, prior: { error: failure, answers, promptSha } });
+        }
+      }
+      await judgeConcurrently(ctx, retry, syncJudges);
+      if (ctx.control.stopping) break;
+      state.batches = state.batches.filter((candidate) => candidate !== entry);
+      writeBatchState(stateFile, state);
+    }
+    if (state.batches.length === 0) break;
+    ctx.progress.log(`batches pending ${state.batches.length}: ${counts.processing} processing, ${counts.succeeded} succeeded, ${counts.errored} errored, ${counts.expired} expired, ${counts.canceled} canceled`);
+    if (await sleepUnlessStopping(Math.min(interval * 1.5 ** polls, interval * 10), ctx.control)) break;
+  }
+  if (state.batches.length > 0 && !summary.stoppedBy) {
+    summary.interrupted = true;
+    stderr.write(`batch(es) ${state.batches.map((entry) => entry.id).join(', ')} left running at Anthropic, not cancelled; rerun the same command to resume polling them (state: ${stateFile})\n`);
+  }
 }
 
 function formatSummary(summary: RunSummary, output: string): string {
+  const batches = summary.batchesCreated.length + summary.batchesResumed.length > 0 ? `; batches created ${summary.batchesCreated.length}, resumed ${summary.batchesResumed.length}` : '';
   const lines = [
-    `${summary.interrupted ? 'interrupted: ' : ''}${summary.selected} selected: ${summary.scored} scored, ${summary.skipped} skipped (already in ${output}), ${summary.failed.length} failed; tokens in ${summary.tokensIn}, out ${summary.tokensOut}; wall time ${(summary.wallMs / 1000).toFixed(1)} s`,
+    `${summary.interrupted ? 'interrupted: ' : ''}${summary.selected} selected: ${summary.scored} scored, ${summary.skipped} skipped (already in ${output}), ${summary.failed.length} failed; tokens in ${summary.tokensIn}, out ${summary.tokensOut}; wall time ${(summary.wallMs / 1000).toFixed(1)} s${batches}`,
     ...summary.failed.map((failure) => `  failed ${failure.model}/${failure.task_id}: ${failure.reason}`),
   ];
   if (summary.stoppedBy) lines.push(`stopped: ${summary.stoppedBy.message}`);
@@ -1096,14 +1405,34 @@ function formatSummary(summary: RunSummary, output: string): string {
 // CLI
 // ---------------------------------------------------------------------------------------------
 
-/** Prints the prompt of the first selected transcript; calls nothing, writes nothing, needs no key. */
-export function dryRun(options: RunOptions, stdout: NodeJS.WritableStream = process.stdout, stderr: NodeJS.WritableStream = process.stderr): void {
-  const rubric = loadRubric(options.rubric);
-  loadModelsConfig(options.models);
-  const selected = readTranscripts(options.transcripts, options.task, options.model);
-  const first = selected[0]!;
-  const { task, referenceKey } = taskInputsLoader(options)(first.task_id);
-  stdout.write(`${buildJudgePrompt(task, referenceKey, loadTranscript(first), rubric)}\n`);
+/**
+ * Prints the prompt of the first selected transcript (with --batch: of the first request that would be sent,
+ * and how many requests and batches); calls nothing, writes nothing, needs no key.
+ */
+export function dryRun(options: RunOptions, stdout: NodeJS.WritableStream = process.stdout, stderr: NodeJS.WritableStream = process.stderr,
+  env: NodeJS.ProcessEnv = process.env): void {
+  const { rubric, judges, selected, prepare } = prepareRun(options, env, { checkJudges: false });
+  let refs = selected;
+  if (options.batch) {
+    const done = options.rescore ? new Set<string>() : ScoreFile.open(options.output, rubricDimensions(rubric), { readOnly: true }).done;
+    const inBatches = new Set(readBatchState(batchStatePath(options.output)).batches.flatMap((entry) => Object.values(entry.requests).map(([taskId, model]) => pairKey(taskId, model))));
+    refs = selected.filter((ref) => !done.has(pairKey(ref.task_id, ref.model)) && !inBatches.has(pairKey(ref.task_id, ref.model)));
+    if (refs.length === 0) {
+      stderr.write(`dry-run --batch: all ${selected.length} selected transcript(s) are already scored or in a pending batch; nothing would be sent\n`);
+      return;
+    }
+  }
+  const first = refs[0]!;
+  const { prompt, images } = prepare(first);
+  stdout.write(`${prompt}\n`);
+  for (const image of images) stderr.write(`dry-run: ${image.label} is sent beside the prompt: ${image.file ?? 'inline base64'} (${image.source.media_type}, ${Buffer.from(image.source.data, 'base64').length} bytes)\n`);
+  if (options.batch) {
+    const direct: TranscriptRef[] = [];
+    const batches = splitIntoBatches(batchRequests({ prepare, env, rubric }, refs, judges[0]!, direct));
+    const requests = batches.reduce((sum, batch) => sum + batch.length, 0);
+    stderr.write(`dry-run --batch: would send ${requests} request(s) in ${batches.length} batch(es) to ${judges[0]!.model}${direct.length ? `, and judge ${direct.length} transcript(s) synchronously (bad input, or images the primary judge cannot take)` : ''}; printed the prompt for ${first.model}/${first.task_id}; nothing was sent or written\n`);
+    return;
+  }
   stderr.write(`dry-run: ${selected.length} transcript(s) selected; printed the prompt for ${first.model}/${first.task_id}; nothing was sent or written\n`);
 }
 
@@ -1113,6 +1442,10 @@ function buildCli(): CommandType {
     if (!/^[1-9]\d*$/.test(value)) throw new InvalidArgumentError('must be a positive integer');
     return Number(value);
   };
+  const positiveNumber = (value: string) => {
+    if (!(Number(value) > 0)) throw new InvalidArgumentError('must be a positive number');
+    return Number(value);
+  };
   return new Command('run-judge')
     .description('Score proof-tutoring transcripts with an LLM judge against rubric.json and append the scores to a CSV.')
     .option('--task <id>', 'judge only this task id (the transcript file name without .json)')
@@ -1120,6 +1453,9 @@ function buildCli(): CommandType {
     .option('--dry-run', 'print the judge prompt of the first selected transcript; call nothing, write nothing, need no key')
     .option('--concurrency <n>', 'transcripts judged in parallel', positiveInt, DEFAULTS.concurrency)
     .option('--rescore', 'judge the selected transcripts again and replace their rows (default: skip those already scored)')
+    .option('--batch', 'judge through Message Batches (half price, asynchronous); a rerun resumes pending batches')
+    .option('--poll-interval <seconds>', 'seconds between batch polls, growing with backoff', positiveNumber, 30)
+    .option('--no-fallback', 'use the primary judge only; with --batch, failed batch results are reported failed')
     .option('--transcripts <dir>', 'transcripts folder: {model}/{task_id}.json', DEFAULTS.transcripts)
     .option('--tasks <dir>', 'task files: {task_id}.json', DEFAULTS.tasks)
     .option('--reference-keys <dir>', 'private reference keys: {task_id}.json', DEFAULTS.referenceKeys)
@@ -1169,7 +1505,7 @@ export async function main(argv: string[] = process.argv): Promise<number> {
   } catch (error) {
     if (!(error instanceof EvalError)) throw error;
     process.stderr.write(`run-judge: ${error.message}\n`);
-    return 2;
+    return error instanceof EvalProviderError || error instanceof EvalTimeoutError ? 1 : 2;
   }
 }
 
