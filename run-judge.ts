@@ -36,12 +36,15 @@ export const DEFAULTS = {
   concurrency: 8,
   timeoutS: 300,
   retry: { max_retries: 5, budget_s: 30, base_delay_s: 1 },
+  pollIntervalS: 30,
 } as const;
 
-/** Every structural marker of the prompt has this shape, so neutralising it in untrusted text covers them all. */
-const MARKER_OPEN = '<<<';
-const MARKER_CLOSE = '>>>';
+/** The Message Batches API's limits on one batch. */
+export const BATCH_LIMITS = { maxRequests: 100_000, maxBytes: 256 * 1024 * 1024 } as const;
 
+const IMAGE_MEDIA_TYPES: Record<string, ImageMediaType> = { '.png': 'image/png', '.jpg': 'image/jpeg', '.jpeg': 'image/jpeg', '.gif': 'image/gif', '.webp': 'image/webp' };
+
+/** Every structural marker of the template is a <<<...>>> line, so defusing those runs in inserted text covers them all. */
 export const JUDGE_PROMPT_TEMPLATE = `You are an expert evaluator of proof tutoring. You are judging the quality of the TUTORING in the transcript below: how well the Assistant (the tutor) helped the Student toward a proof. You are not solving the problem yourself.
 
 <<<TASK CONTEXT (public: the tutor saw this)>>>
@@ -374,8 +377,6 @@ export function neutraliseDelimiters(text: string): string {
 
 const ROLE_LABELS: Record<TranscriptMessage['role'], string> = { user: 'Student', assistant: 'Assistant', system: 'System (instructions given to the tutor)' };
 
-const IMAGE_MEDIA_TYPES: Record<string, ImageMediaType> = { '.png': 'image/png', '.jpg': 'image/jpeg', '.jpeg': 'image/jpeg', '.gif': 'image/gif', '.webp': 'image/webp' };
-
 /** A message's text, with each image as its numbered placeholder (`counter` numbers images across the transcript). */
 function messageText(content: TranscriptMessage['content'], counter: { images: number }): string {
   return typeof content === 'string' ? content
@@ -552,6 +553,10 @@ export function buildJudgeRequest(prompt: string, judge: JudgeConfig, { env = pr
 export async function callJudge(prompt: string, judgeConfig: JudgeConfig,
   options: JudgeRequestOptions & { client?: Anthropic } = {}): Promise<JudgeAnswer> {
   const env = options.env ?? process.env;
+  // Errors are classified with instanceof against the CommonJS build this file loads; another build's would escape raw.
+  if (options.client && !(options.client instanceof loadSdk().BaseAnthropic)) {
+    throw new EvalUnsupportedError('callJudge: the client must come from createJudgeClient (the SDK build whose errors run-judge classifies)');
+  }
   const client = options.client ?? createJudgeClient(judgeConfig, env);
   const request = buildJudgeRequest(prompt, judgeConfig, { ...options, env });
   const started = performance.now();
@@ -839,11 +844,11 @@ export function parseCsv(text: string): { records: string[][]; completeLength: n
   return { records, completeLength };
 }
 
-/** Writes all of `text` at the end of the file and flushes it to disk before returning. */
-function appendDurably(fd: number, text: string): void {
+/** Writes all of `text` at the end of the file in one go and, unless a caller syncs later, flushes it to disk. */
+function appendDurably(fd: number, text: string, { sync = true } = {}): void {
   const buffer = Buffer.from(text);
   for (let offset = 0; offset < buffer.length;) offset += fs.writeSync(fd, buffer, offset);
-  fs.fsyncSync(fd);
+  if (sync) fs.fsyncSync(fd);
 }
 
 /** Replaces a file atomically: temp file, fsync, rename, fsync of the folder; never a partial file. */
@@ -899,9 +904,9 @@ export class ScoreFile {
     return scores;
   }
 
-  append(row: ScoreRow): void {
+  append(row: ScoreRow, { sync = true } = {}): void {
     const cells = [row.task_id, row.model, ...this.columns.slice(2, -1).map((name) => row.scores[name]!), escapeFormula(row.notes)];
-    appendDurably(this.fd, csvLine(cells));
+    appendDurably(this.fd, csvLine(cells), { sync });
     this.done.add(pairKey(row.task_id, row.model));
   }
 
@@ -914,6 +919,10 @@ export class ScoreFile {
     this.fd = fs.openSync(this.file, 'a');
     for (const pair of pairs) this.done.delete(pair);
     return records.length - 1 - kept.length;
+  }
+
+  sync(): void {
+    fs.fsyncSync(this.fd);
   }
 
   close(): void {
@@ -1089,8 +1098,11 @@ interface Outcome {
   attempts: EvalError[]; answers: JudgeAnswer[]; promptSha?: string; startedAt: number;
 }
 
-/** Writes one judged transcript: its audit line first, then its CSV row, so every row is traceable. */
-function recordOutcome(ctx: RunContext, ref: TranscriptRef, outcome: Outcome): void {
+/**
+ * Writes one judged transcript: its audit line first, then its CSV row, so every row is traceable.
+ * `sync: false` defers the fsync to a caller that can still redo the work (batch results, until their batch is closed).
+ */
+function recordOutcome(ctx: RunContext, ref: TranscriptRef, outcome: Outcome, { sync = true } = {}): void {
   const usage = outcome.answers.reduce((sum, answer) => ({ input_tokens: sum.input_tokens + answer.usage.input_tokens, output_tokens: sum.output_tokens + answer.usage.output_tokens }), { input_tokens: 0, output_tokens: 0 });
   ctx.summary.tokensIn += usage.input_tokens;
   ctx.summary.tokensOut += usage.output_tokens;
@@ -1100,9 +1112,9 @@ function recordOutcome(ctx: RunContext, ref: TranscriptRef, outcome: Outcome): v
     attempts: outcome.attempts.map((error) => ({ judge: error.judge ?? null, error: error.name, status: (error as EvalProviderError).status ?? null, message: error.message })),
     answers: outcome.answers.map((answer) => ({ judge: answer.judge, text: answer.text, stop_reason: answer.stopReason, request_id: answer.requestId ?? null, usage: answer.usage, latency_ms: answer.latencyMs })),
     usage, latency_ms: Math.round(performance.now() - outcome.startedAt), prompt_sha256: outcome.promptSha ?? null, rubric_sha256: ctx.rubricSha,
-  })}\n`);
+  })}\n`, { sync });
   if (outcome.verdict) {
-    ctx.scoreFile.append({ task_id: ref.task_id, model: ref.model, ...outcome.verdict });
+    ctx.scoreFile.append({ task_id: ref.task_id, model: ref.model, ...outcome.verdict }, { sync });
     ctx.summary.scored++;
   }
   ctx.progress.update();
@@ -1210,8 +1222,6 @@ export async function runScoring(options: RunOptions, control: RunControl = { st
 // ---------------------------------------------------------------------------------------------
 // Message Batches: the same judgements at half the price, asynchronously
 // ---------------------------------------------------------------------------------------------
-
-export const BATCH_LIMITS = { maxRequests: 100_000, maxBytes: 256 * 1024 * 1024 } as const;
 
 /** A short, stable batch `custom_id` for a pair: at most 64 characters of [A-Za-z0-9_-]. */
 export const batchCustomId = (taskId: string, model: string) => `t_${sha256(pairKey(taskId, model)).slice(0, 32)}`;
@@ -1342,7 +1352,7 @@ async function judgeInBatches(ctx: RunContext, pending: TranscriptRef[]): Promis
   ctx.progress.total = direct.length + state.batches.reduce((sum, entry) => sum + Object.keys(entry.requests).length, 0);
   await judgeConcurrently(ctx, direct.map((ref) => ({ ref })), ctx.judges);
 
-  const interval = (options.pollInterval ?? 30) * 1000;
+  const interval = (options.pollInterval ?? DEFAULTS.pollIntervalS) * 1000;
   for (let polls = 0; state.batches.length > 0 && !ctx.control.stopping; polls++) {
     const counts = { processing: 0, succeeded: 0, errored: 0, canceled: 0, expired: 0 };
     for (const entry of [...state.batches]) {
@@ -1370,13 +1380,16 @@ async function judgeInBatches(ctx: RunContext, pending: TranscriptRef[]): Promis
         const answers = answer ? [answer] : [];
         try {
           if (error) throw error;
-          recordOutcome(ctx, ref, { status: 'scored', judge: entry.judge, verdict: verdictFromAnswer(answer!, ctx.rubric), attempts: [], answers, promptSha, startedAt: performance.now() });
+          recordOutcome(ctx, ref, { status: 'scored', judge: entry.judge, verdict: verdictFromAnswer(answer!, ctx.rubric), attempts: [], answers, promptSha, startedAt: performance.now() }, { sync: false });
         } catch (failure) {
           if (!(failure instanceof EvalError)) throw failure;
           retry.push({ ref, prior: { error: failure, answers, promptSha } });
         }
       }
       await judgeConcurrently(ctx, retry, syncJudges);
+      // Rows from batch results are flushed once here: until the batch leaves the state file, a rerun can re-read them.
+      ctx.scoreFile.sync();
+      fs.fsyncSync(ctx.logFd);
       if (ctx.control.stopping) break;
       state.batches = state.batches.filter((candidate) => candidate !== entry);
       writeBatchState(stateFile, state);
@@ -1454,7 +1467,7 @@ function buildCli(): CommandType {
     .option('--concurrency <n>', 'transcripts judged in parallel', positiveInt, DEFAULTS.concurrency)
     .option('--rescore', 'judge the selected transcripts again and replace their rows (default: skip those already scored)')
     .option('--batch', 'judge through Message Batches (half price, asynchronous); a rerun resumes pending batches')
-    .option('--poll-interval <seconds>', 'seconds between batch polls, growing with backoff', positiveNumber, 30)
+    .option('--poll-interval <seconds>', 'seconds between batch polls, growing with backoff', positiveNumber, DEFAULTS.pollIntervalS)
     .option('--no-fallback', 'use the primary judge only; with --batch, failed batch results are reported failed')
     .option('--transcripts <dir>', 'transcripts folder: {model}/{task_id}.json', DEFAULTS.transcripts)
     .option('--tasks <dir>', 'task files: {task_id}.json', DEFAULTS.tasks)

@@ -114,6 +114,18 @@ async function benchMemory(): Promise<void> {
   console.log(`[c] peak RSS 5000 transcripts ${(large / 1024).toFixed(1)} MiB / 50 transcripts ${(small / 1024).toFixed(1)} MiB = ${fmt(large / small)} (target <= 1.5x)`);
 }
 
+async function benchBatch(): Promise<void> {
+  const count = 200;
+  const fake = await FakeAnthropic.start({ latencyMs: 50, batch: { pollsUntilEnded: 2 } });
+  const { dir, args } = makeEvalSet(count);
+  const result = await run(process.execPath, ['--import', 'tsx', SCRIPT, ...args, '--batch', '--poll-interval', '0.2'], judgeEnv(fake));
+  await fake.close();
+  const endedAt = fake.batches[0]?.endedAt ?? NaN;
+  const lastRowAt = fs.statSync(path.join(dir, 'scores.csv')).mtimeMs;
+  const perThousand = ((lastRowAt - endedAt) / count) * 1000;
+  console.log(`[d] batch mode, ${count} transcripts: batch creates ${fake.batches.length} (must be 1), synchronous message calls ${fake.requests.length} (must be 0), rows ${csvRows(dir)} (must be ${count}); batch end to last row ${(lastRowAt - endedAt).toFixed(0)} ms = ${perThousand.toFixed(0)} ms per 1,000 results; exit ${result.code}`);
+}
+
 const only = process.argv[2];
-const benches: Record<string, () => Promise<void>> = { startup: benchStartup, a: benchConcurrency, b: benchRateLimit, c: benchMemory };
+const benches: Record<string, () => Promise<void>> = { startup: benchStartup, a: benchConcurrency, b: benchRateLimit, c: benchMemory, d: benchBatch };
 for (const [name, bench] of Object.entries(benches)) if (!only || only === name) await bench();
