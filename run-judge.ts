@@ -977,21 +977,26 @@ export function acquireLock(output: string): () => void {
   const lock = `${output}.lock`;
   fs.mkdirSync(path.dirname(path.resolve(lock)), { recursive: true });
   const holder = () => Number.parseInt(fs.readFileSync(lock, 'utf8'), 10);
-  for (let attempt = 0; ; attempt++) {
-    try {
-      const fd = fs.openSync(lock, 'wx');
-      appendDurably(fd, `${process.pid}\n`);
-      fs.closeSync(fd);
-      break;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-      let pid = NaN;
-      try { pid = holder(); } catch { /* vanished or unreadable: treat as stale */ }
-      if (attempt >= 2 || (Number.isInteger(pid) && pid !== process.pid && isProcessAlive(pid))) {
-        throw new EvalConfigurationError(`${output} is locked by another run (process ${Number.isInteger(pid) ? pid : 'unknown'}, lock file ${lock}); wait for it to finish`);
+  // The lock appears with its pid already inside (hard link of a written temp file), so no reader sees it empty.
+  const temp = `${lock}.${process.pid}.tmp`;
+  fs.writeFileSync(temp, `${process.pid}\n`);
+  try {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        fs.linkSync(temp, lock);
+        break;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+        let pid = NaN;
+        try { pid = holder(); } catch { /* removed meanwhile: try again */ }
+        if (attempt >= 2 || (Number.isInteger(pid) && pid !== process.pid && isProcessAlive(pid))) {
+          throw new EvalConfigurationError(`${output} is locked by another run (process ${Number.isInteger(pid) ? pid : 'unknown'}, lock file ${lock}); wait for it to finish`);
+        }
+        fs.rmSync(lock, { force: true });
       }
-      fs.rmSync(lock, { force: true });
     }
+  } finally {
+    fs.rmSync(temp, { force: true });
   }
   const release = () => {
     try { if (holder() === process.pid) fs.rmSync(lock, { force: true }); } catch { /* already gone */ }
