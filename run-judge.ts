@@ -12,14 +12,22 @@ import type { Command as CommandType } from 'commander';
 
 // Dependencies load as CommonJS on first use: under tsx that is about half the ESM cost, and the dry-run needs no SDK or zod.
 const requireDependency = createRequire(import.meta.url);
-/** Loads a dependency once; later calls skip require's resolution, which is costly under tsx's hooks. */
-function lazy<T>(load: () => T): () => T {
+/** Loads a dependency once (later calls skip require's resolution, costly under tsx's hooks); a missing one is an EvalDependencyError. */
+function lazy<T>(name: string, load: (module: any) => T): () => T {
   let loaded: { value: T } | undefined;
-  return () => (loaded ??= { value: load() }).value;
+  return () => {
+    try {
+      return (loaded ??= { value: load(requireDependency(name)) }).value;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'MODULE_NOT_FOUND') throw error;
+      throw new EvalDependencyError(`the package ${name} is not installed: run npm ci`, { cause: error });
+    }
+  };
 }
-const loadSdk = lazy(() => requireDependency('@anthropic-ai/sdk') as typeof import('@anthropic-ai/sdk'));
-const loadZod = lazy(() => (requireDependency('zod') as typeof import('zod')).z);
-const loadCsvStringify = lazy(() => (requireDependency('csv-stringify/sync') as typeof import('csv-stringify/sync')).stringify);
+const loadSdk = lazy('@anthropic-ai/sdk', (module) => module as typeof import('@anthropic-ai/sdk'));
+const loadZod = lazy('zod', (module) => (module as typeof import('zod')).z);
+const loadCsvStringify = lazy('csv-stringify/sync', (module) => (module as typeof import('csv-stringify/sync')).stringify);
+const loadCommander = lazy('commander', (module) => module as typeof import('commander'));
 
 // ---------------------------------------------------------------------------------------------
 // Constants and the prompt template
@@ -117,10 +125,12 @@ export class EvalProviderError extends EvalError {
   /** A 429 for a spend or billing limit: waiting does not help, so it is not retried. */
   spendLimit = false;
 }
-/** Two or more judges failed; `errors` holds every attempt in order. */
+/** Two or more judges failed; `errors` holds every attempt in order, and `cause` is the last. */
 export class EvalJudgesExhaustedError extends EvalError {
-  constructor(message: string, readonly errors: EvalError[]) {
-    super(message, { cause: errors.at(-1) });
+  readonly errors: EvalError[];
+  constructor(message: string, { errors, cause = errors.at(-1) }: { errors: EvalError[]; cause?: unknown }) {
+    super(message, { cause });
+    this.errors = errors;
   }
 }
 
@@ -737,7 +747,7 @@ export class JudgeChain {
     if (this.attempts.length === 0) throw new EvalConfigurationError(`${this.operation}: no judge was attempted${skipped}`);
     if (this.attempts.length === 1) throw this.attempts[0];
     const reasons = this.attempts.map((error, i) => `(${i + 1}) ${error.judge && !error.message.includes(error.judge) ? `judge ${error.judge}: ` : ''}${error.name}: ${error.message}`).join('; ');
-    throw new EvalJudgesExhaustedError(`${this.operation}: all ${this.attempts.length} judges failed: ${reasons}${skipped}`, [...this.attempts]);
+    throw new EvalJudgesExhaustedError(`${this.operation}: all ${this.attempts.length} judges failed: ${reasons}${skipped}`, { errors: [...this.attempts] });
   }
 }
 
@@ -1455,7 +1465,7 @@ export function dryRun(options: RunOptions, stdout: NodeJS.WritableStream = proc
 }
 
 function buildCli(): CommandType {
-  const { Command, InvalidArgumentError } = requireDependency('commander') as typeof import('commander');
+  const { Command, InvalidArgumentError } = loadCommander();
   const positiveInt = (value: string) => {
     if (!/^[1-9]\d*$/.test(value)) throw new InvalidArgumentError('must be a positive integer');
     return Number(value);
