@@ -508,7 +508,7 @@ export function classifyApiError(error: unknown, judge: string, { structuredOutp
     : error instanceof sdk.BadRequestError || error instanceof sdk.ContentTooLargeError || error instanceof sdk.UnprocessableEntityError ? EvalInputError
       : undefined;
   // A judge that rejects the answer schema cannot be fixed by another prompt: name the setting.
-  if (structuredOutput && error instanceof sdk.BadRequestError && /output_config|json_schema|schema|format/i.test(error.apiMessage ?? '')) {
+  if (structuredOutput && error instanceof sdk.BadRequestError && /output_config|json_schema|output format|structured output/i.test(error.apiMessage ?? '')) {
     return Object.assign(new EvalUnsupportedError(`judge ${judge} rejects "structured_output": true (output_config.format json_schema); set it to false for this judge in models.json: ${what}`, { cause: error }), { judge });
   }
   if (stopping) return Object.assign(new stopping(message, { cause: error }), { judge });
@@ -538,6 +538,9 @@ export function answerJsonSchema(rubric: Rubric): Record<string, unknown> {
   let schema = answerJsonSchemas.get(rubric);
   if (!schema) {
     const { $schema: _dialect, ...flat } = loadZod().toJSONSchema(judgeAnswerSchema(rubric)) as Record<string, unknown>;
+    // zod writes a one-value literal as `const`; the API's structured outputs take integer choices as `enum`.
+    const scores = (flat.properties as { scores: { properties: Record<string, Record<string, unknown>> } }).scores.properties;
+    for (const [name, { const: only, ...rest }] of Object.entries(scores)) if (only !== undefined) scores[name] = { ...rest, enum: [only] };
     answerJsonSchemas.set(rubric, (schema = flat));
   }
   return schema;
@@ -1325,9 +1328,72 @@ function batchOutcome(result: Anthropic.Messages.MessageBatchResult, judge: stri
   return { error: Object.assign(new EvalProviderError(`judge ${judge}: batch request ${result.type}${detail}`), { judge }) };
 }
 
+type BatchEntry = BatchState['batches'][number];
+type ApiCall = <T>(call: () => Promise<T>) => Promise<T>;
+
+/** Submits the transcripts not yet in a batch, each batch recorded in the state file before and after its create call. */
+async function submitBatches(ctx: RunContext, state: BatchState, stateFile: string, refs: TranscriptRef[], primary: Judge, apiCall: ApiCall): Promise<TranscriptRef[]> {
+  const direct: TranscriptRef[] = [];
+  for (const chunk of splitIntoBatches(batchRequests(ctx, refs, primary, direct))) {
+    const entry: BatchEntry = { id: null, judge: primary.model, requests: Object.fromEntries(chunk.map((item) => [item.request.custom_id, [item.ref.task_id, item.ref.model, item.promptSha]])) };
+    state.batches.push(entry);
+    writeBatchState(stateFile, state); // before the create call: a crash after it leaves a trace instead of an unknown batch
+    try {
+      entry.id = (await apiCall(() => ctx.judges[0]!.client!.messages.batches.create({ requests: chunk.map((item) => item.request) }))).id;
+    } catch (error) {
+      // An HTTP answer means no batch was made; a lost connection or timeout leaves that unknown, so the trace stays.
+      const cause = (error as Error).cause;
+      if (cause instanceof loadSdk().APIError && cause.status !== undefined) {
+        state.batches.pop();
+        writeBatchState(stateFile, state);
+      }
+      throw error;
+    }
+    writeBatchState(stateFile, state);
+    ctx.summary.batchesCreated.push(entry.id);
+    ctx.stderr.write(`submitted batch ${entry.id}: ${chunk.length} request(s) to ${primary.model}\n`);
+  }
+  return direct;
+}
+
+/** Streams one ended batch's results into rows; failed, unusable or missing results go through the synchronous chain. */
+async function collectBatchResults(ctx: RunContext, entry: BatchEntry, apiCall: ApiCall, syncJudges: Judge[]): Promise<void> {
+  const retry: { ref: TranscriptRef; prior: PriorAttempt }[] = [];
+  const refOf = (taskId: string, model: string) => ({ task_id: taskId, model, path: path.join(ctx.options.transcripts, model, `${taskId}.json`) });
+  const seen = new Set<string>();
+  for await (const item of await apiCall(() => ctx.judges[0]!.client!.messages.batches.results(entry.id!))) {
+    const mapped = entry.requests[item.custom_id];
+    if (!mapped) {
+      ctx.progress.log(`batch ${entry.id}: ignoring a result with unknown custom_id ${item.custom_id}`);
+      continue;
+    }
+    seen.add(item.custom_id);
+    const [taskId, model, promptSha] = mapped;
+    if (ctx.scoreFile.done.has(pairKey(taskId, model))) continue; // written before a crash; the batch is being re-read
+    const { answer, error } = batchOutcome(item.result, entry.judge);
+    const answers = answer ? [answer] : [];
+    try {
+      if (error) throw error;
+      recordOutcome(ctx, refOf(taskId, model), { status: 'scored', judge: entry.judge, verdict: verdictFromAnswer(answer!, ctx.rubric), attempts: [], answers, promptSha, startedAt: performance.now() }, { sync: false });
+    } catch (failure) {
+      if (!(failure instanceof EvalError)) throw failure;
+      retry.push({ ref: refOf(taskId, model), prior: { error: failure, answers, promptSha } });
+    }
+  }
+  for (const [customId, [taskId, model, promptSha]] of Object.entries(entry.requests)) {
+    if (seen.has(customId) || ctx.scoreFile.done.has(pairKey(taskId, model))) continue;
+    const error = Object.assign(new EvalProviderError(`judge ${entry.judge}: batch ${entry.id} returned no result for this request`), { judge: entry.judge });
+    retry.push({ ref: refOf(taskId, model), prior: { error, answers: [], promptSha } });
+  }
+  await judgeConcurrently(ctx, retry, syncJudges);
+  // Rows from batch results are flushed once here: until the batch leaves the state file, a rerun can re-read them.
+  ctx.scoreFile.sync();
+  fs.fsyncSync(ctx.logFd);
+}
+
 /**
- * Submits the pending transcripts as Message Batches (recording them in the state file before polling),
- * polls with backoff, streams the results into rows, and sends failed results through the synchronous chain.
+ * Submits the pending transcripts as Message Batches, polls with backoff, and streams the results into
+ * rows; a rerun resumes the batches in the state file instead of submitting their transcripts again.
  */
 async function judgeInBatches(ctx: RunContext, pending: TranscriptRef[]): Promise<void> {
   const { options, stderr, summary } = ctx;
@@ -1335,76 +1401,44 @@ async function judgeInBatches(ctx: RunContext, pending: TranscriptRef[]): Promis
   const state = readBatchState(stateFile);
   const primary = ctx.judges[0]!;
   primary.client ??= createJudgeClient(primary.config, ctx.env);
-  const client = primary.client;
-  const apiCall = async <T>(call: () => Promise<T>) => {
+  const apiCall: ApiCall = async (call) => {
     try {
       return await call();
     } catch (error) {
-      throw classifyApiError(error, primary.model, { structuredOutput: Boolean(primary.config.structured_output) });
+      const sdk = loadSdk();
+      // A results download cut off midway surfaces as a plain SDK error, not an HTTP one.
+      const cutOff = error instanceof sdk.AnthropicError && !(error instanceof sdk.APIError);
+      throw cutOff ? Object.assign(new EvalProviderError(`judge ${primary.model}: ${(error as Error).message}`, { cause: error }), { judge: primary.model })
+        : classifyApiError(error, primary.model, { structuredOutput: Boolean(primary.config.structured_output) });
     }
   };
 
-  const unsubmitted = state.batches.filter((entry) => entry.id === null);
-  if (unsubmitted.length > 0) {
+  if (state.batches.some((entry) => entry.id === null)) {
     stderr.write(`warning: a previous run stopped while submitting a batch to ${primary.model}; its transcripts are submitted again (check the Console for an orphaned batch)\n`);
     state.batches = state.batches.filter((entry) => entry.id !== null);
   }
   summary.batchesResumed = state.batches.map((entry) => entry.id!);
   if (state.batches.length > 0) stderr.write(`resuming ${state.batches.length} pending batch(es) from ${stateFile}: ${summary.batchesResumed.join(', ')}; their transcripts are not submitted again\n`);
   const inBatches = new Set(state.batches.flatMap((entry) => Object.values(entry.requests).map(([taskId, model]) => pairKey(taskId, model))));
-  const direct: TranscriptRef[] = [];
-  for (const chunk of splitIntoBatches(batchRequests(ctx, pending.filter((ref) => !inBatches.has(pairKey(ref.task_id, ref.model))), primary, direct))) {
-    const entry: BatchState['batches'][number] = { id: null, judge: primary.model, requests: Object.fromEntries(chunk.map((item) => [item.request.custom_id, [item.ref.task_id, item.ref.model, item.promptSha]])) };
-    state.batches.push(entry);
-    writeBatchState(stateFile, state); // before the create call: a crash after it leaves a trace instead of an unknown batch
-    const batch = await apiCall(() => client.messages.batches.create({ requests: chunk.map((item) => item.request) }));
-    entry.id = batch.id;
-    writeBatchState(stateFile, state);
-    summary.batchesCreated.push(batch.id);
-    stderr.write(`submitted batch ${batch.id}: ${chunk.length} request(s) to ${primary.model}\n`);
-  }
-  const syncJudges = options.fallback === false ? [] : ctx.judges;
+  const direct = await submitBatches(ctx, state, stateFile, pending.filter((ref) => !inBatches.has(pairKey(ref.task_id, ref.model))), primary, apiCall);
   ctx.progress.total = direct.length + state.batches.reduce((sum, entry) => sum + Object.keys(entry.requests).length, 0);
   await judgeConcurrently(ctx, direct.map((ref) => ({ ref })), ctx.judges);
 
+  const syncJudges = options.fallback === false ? [] : ctx.judges;
   const interval = (options.pollInterval ?? DEFAULTS.pollIntervalS) * 1000;
   for (let polls = 0; state.batches.length > 0 && !ctx.control.stopping; polls++) {
     const counts = { processing: 0, succeeded: 0, errored: 0, canceled: 0, expired: 0 };
     for (const entry of [...state.batches]) {
-      let batch: Anthropic.Messages.MessageBatch;
       try {
-        batch = await apiCall(() => client.messages.batches.retrieve(entry.id!));
+        const batch = await apiCall(() => primary.client!.messages.batches.retrieve(entry.id!));
+        for (const key of Object.keys(counts) as (keyof typeof counts)[]) counts[key] += batch.request_counts[key];
+        if (batch.processing_status === 'ended') await collectBatchResults(ctx, entry, apiCall, syncJudges);
+        else continue;
       } catch (error) {
         if (!(error instanceof EvalProviderError || error instanceof EvalTimeoutError)) throw error;
-        ctx.progress.log(`polling batch ${entry.id}: ${error.message}; trying again at the next poll`);
+        ctx.progress.log(`batch ${entry.id}: ${error.message}; trying again at the next poll`);
         continue;
       }
-      for (const key of Object.keys(counts) as (keyof typeof counts)[]) counts[key] += batch.request_counts[key];
-      if (batch.processing_status !== 'ended') continue;
-      const retry: { ref: TranscriptRef; prior: PriorAttempt }[] = [];
-      for await (const item of await apiCall(() => client.messages.batches.results(entry.id!))) {
-        const mapped = entry.requests[item.custom_id];
-        if (!mapped) {
-          ctx.progress.log(`batch ${entry.id}: ignoring a result with unknown custom_id ${item.custom_id}`);
-          continue;
-        }
-        const [taskId, model, promptSha] = mapped;
-        if (ctx.scoreFile.done.has(pairKey(taskId, model))) continue; // written before a crash; the batch is being re-read
-        const ref = { task_id: taskId, model, path: path.join(options.transcripts, model, `${taskId}.json`) };
-        const { answer, error } = batchOutcome(item.result, entry.judge);
-        const answers = answer ? [answer] : [];
-        try {
-          if (error) throw error;
-          recordOutcome(ctx, ref, { status: 'scored', judge: entry.judge, verdict: verdictFromAnswer(answer!, ctx.rubric), attempts: [], answers, promptSha, startedAt: performance.now() }, { sync: false });
-        } catch (failure) {
-          if (!(failure instanceof EvalError)) throw failure;
-          retry.push({ ref, prior: { error: failure, answers, promptSha } });
-        }
-      }
-      await judgeConcurrently(ctx, retry, syncJudges);
-      // Rows from batch results are flushed once here: until the batch leaves the state file, a rerun can re-read them.
-      ctx.scoreFile.sync();
-      fs.fsyncSync(ctx.logFd);
       if (ctx.control.stopping) break;
       state.batches = state.batches.filter((candidate) => candidate !== entry);
       writeBatchState(stateFile, state);
