@@ -7,6 +7,7 @@ import { createRequire } from 'node:module';
 import * as path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { setFlagsFromString as setV8Flags } from 'node:v8';
 import type Anthropic from '@anthropic-ai/sdk';
 import type { Command as CommandType } from 'commander';
 
@@ -758,14 +759,19 @@ export class JudgeChain {
 // Parsing the judge's answer: exactly right, or a loud failure
 // ---------------------------------------------------------------------------------------------
 
-const answerSchemas = new WeakMap<Rubric, ReturnType<typeof judgeAnswerSchema>>();
-
-/** The zod schema of a judge answer, derived from the rubric: exactly its dimensions, each an allowed integer. */
-export function judgeAnswerSchema(rubric: Rubric) {
+function buildAnswerSchema(rubric: Rubric) {
   const z = loadZod();
   const scores = Object.fromEntries(rubric.dimensions.map((dimension) =>
     [dimension.name, z.literal(allowedScores(dimension) as [number, ...number[]])]));
   return z.object({ scores: z.strictObject(scores), notes: z.string() });
+}
+const answerSchemas = new WeakMap<Rubric, ReturnType<typeof buildAnswerSchema>>();
+
+/** The zod schema of a judge answer, derived from the rubric (once per rubric): exactly its dimensions, each an allowed integer. */
+export function judgeAnswerSchema(rubric: Rubric): ReturnType<typeof buildAnswerSchema> {
+  let schema = answerSchemas.get(rubric);
+  if (!schema) answerSchemas.set(rubric, (schema = buildAnswerSchema(rubric)));
+  return schema;
 }
 
 /** Finds the JSON of an answer: the whole text, else the one Markdown fence (labelled json or unlabelled). */
@@ -791,9 +797,7 @@ function extractJson(text: string): unknown {
 /** Parses and validates one judge answer against the rubric; never turns a failure into a score. */
 export function parseJudgeResponse(text: string, rubric: Rubric): JudgeVerdict {
   const data = extractJson(text);
-  let schema = answerSchemas.get(rubric);
-  if (!schema) answerSchemas.set(rubric, (schema = judgeAnswerSchema(rubric)));
-  const result = schema.safeParse(data);
+  const result = judgeAnswerSchema(rubric).safeParse(data);
   if (result.success) return result.data;
   const valueAt = (keys: PropertyKey[]) => keys.reduce<unknown>((value, key) => (isRecord(value) ? value[key as string] : undefined), data);
   const problems = result.error.issues.map((issue) => {
@@ -1224,6 +1228,8 @@ export async function runScoring(options: RunOptions, control: RunControl = { st
     summary.skipped = selected.length - pending.length;
     if (summary.skipped > 0) stderr.write(`skipping ${summary.skipped} transcript(s) already scored in ${options.output} (use --rescore to judge them again)\n`);
     ctx.progress.total = pending.length;
+    // Loading zod takes ~0.1 s: do it while the first requests are in flight, not when their answers arrive.
+    setTimeout(() => judgeAnswerSchema(rubric), 10).unref();
     if (options.batch) await judgeInBatches(ctx, pending);
     else await judgeConcurrently(ctx, pending.map((ref) => ({ ref })), judges);
     summary.interrupted ||= control.stopping && !summary.stoppedBy;
@@ -1456,7 +1462,7 @@ async function judgeInBatches(ctx: RunContext, pending: TranscriptRef[]): Promis
 function formatSummary(summary: RunSummary, output: string): string {
   const batches = summary.batchesCreated.length + summary.batchesResumed.length > 0 ? `; batches created ${summary.batchesCreated.length}, resumed ${summary.batchesResumed.length}` : '';
   const lines = [
-    `${summary.interrupted ? 'interrupted: ' : ''}${summary.selected} selected: ${summary.scored} scored, ${summary.skipped} skipped (already in ${output}), ${summary.failed.length} failed; tokens in ${summary.tokensIn}, out ${summary.tokensOut}; wall time ${(summary.wallMs / 1000).toFixed(1)} s${batches}`,
+    `${summary.interrupted ? 'interrupted: ' : ''}${summary.selected} selected: ${summary.scored} scored, ${summary.skipped} skipped (already in ${output}), ${summary.failed.length} failed; tokens in ${summary.tokensIn}, out ${summary.tokensOut}; wall time ${(summary.wallMs / 1000).toFixed(2)} s${batches}`,
     ...summary.failed.map((failure) => `  failed ${failure.model}/${failure.task_id}: ${failure.reason}`),
   ];
   if (summary.stoppedBy) lines.push(`stopped: ${summary.stoppedBy.message}`);
@@ -1546,6 +1552,8 @@ export async function main(argv: string[] = process.argv): Promise<number> {
       dryRun(options);
       return 0;
     }
+    // A run waits on the API, not the CPU: trading some GC work for a small heap keeps memory flat over thousands of transcripts.
+    setV8Flags('--optimize-for-size');
     const control: RunControl = { stopping: false };
     let firstSigint = 0;
     // tsx relays a terminal's Ctrl-C, so one press can arrive twice within milliseconds: only a later one counts as the second.
