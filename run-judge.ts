@@ -129,7 +129,7 @@ export class EvalProviderError extends EvalError {
 /** Two or more judges failed; `errors` holds every attempt in order, and `cause` is the last. */
 export class EvalJudgesExhaustedError extends EvalError {
   readonly errors: EvalError[];
-  constructor(message: string, { errors, cause = errors.at(-1) }: { errors: EvalError[]; cause?: unknown }) {
+  constructor(message: string, { errors = [], cause = errors.at(-1) }: { errors?: EvalError[]; cause?: unknown } = {}) {
     super(message, { cause });
     this.errors = errors;
   }
@@ -268,7 +268,10 @@ function validateJudgeConfig(raw: unknown, where: string): JudgeConfig {
   if (judge.timeout_s !== undefined && !(typeof judge.timeout_s === 'number' && judge.timeout_s > 0)) throw new EvalConfigurationError(`${where}: "timeout_s" must be a positive number of seconds`);
   if (judge.temperature !== undefined && judge.temperature !== null && typeof judge.temperature !== 'number') throw new EvalConfigurationError(`${where}: "temperature" must be null or a number`);
   if (judge.model_env !== undefined) expectField(judge, 'model_env', 'string', where, EvalConfigurationError);
-  if (judge.media !== undefined) expectField(judge, 'media', 'string[]', where, EvalConfigurationError);
+  if (judge.media !== undefined && !(Array.isArray(judge.media) && judge.media.every((kind) => kind === 'text' || kind === 'image'))) {
+    throw new EvalConfigurationError(`${where}: "media" must be a list of "text" and "image", got ${JSON.stringify(judge.media)}`);
+  }
+  if (judge.structured_output !== undefined && typeof judge.structured_output !== 'boolean') throw new EvalConfigurationError(`${where}: "structured_output" must be true or false`);
   if (judge.retry !== undefined) {
     const retry = expectRecord(judge.retry, `${where}.retry`, EvalConfigurationError);
     for (const [key, value] of Object.entries(retry)) {
@@ -292,10 +295,20 @@ export function resolveJudgeModel(judge: JudgeConfig, env: NodeJS.ProcessEnv = p
   return (judge.model_env && env[judge.model_env]?.trim()) || judge.model;
 }
 
+/** The judge's API key from its variable; the error names the variable, never the value. */
+function judgeApiKey(judge: JudgeConfig, env: NodeJS.ProcessEnv): string {
+  const key = env[judge.api_key_env];
+  const model = resolveJudgeModel(judge, env);
+  if (!key) throw new EvalConfigurationError(`judge ${model}: environment variable ${judge.api_key_env} is not set (it must hold the Anthropic API key)`);
+  // A key with a space or line break would fail inside the HTTP library, whose error quotes the header: the key.
+  if (!/^[\x21-\x7e]+$/.test(key)) throw new EvalConfigurationError(`judge ${model}: environment variable ${judge.api_key_env} holds spaces, line breaks or other characters an API key cannot have`);
+  return key;
+}
+
 /** Checks, before any request, what would make every call of this judge fail. */
 export function assertJudgeCallable(judge: JudgeConfig, env: NodeJS.ProcessEnv = process.env): void {
   const model = resolveJudgeModel(judge, env);
-  if (!env[judge.api_key_env]) throw new EvalConfigurationError(`judge ${model}: environment variable ${judge.api_key_env} is not set (it must hold the Anthropic API key)`);
+  judgeApiKey(judge, env);
   if (typeof judge.temperature === 'number') {
     throw new EvalConfigurationError(`judge ${model}: "temperature": ${judge.temperature} is set, but the Anthropic API (version 2026-10-21) and Claude Opus 4.7+ reject temperature with HTTP 400; set "temperature": null in models.json`);
   }
@@ -388,19 +401,31 @@ export function neutraliseDelimiters(text: string): string {
 
 const ROLE_LABELS: Record<TranscriptMessage['role'], string> = { user: 'Student', assistant: 'Assistant', system: 'System (instructions given to the tutor)' };
 
+/** Text that looks like an image placeholder is defused, so only real images are numbered `[image N]`. */
+const defusePlaceholders = (text: string) => text.replace(/\[(image \d+)\]/gi, '($1)');
+
 /** A message's text, with each image as its numbered placeholder (`counter` numbers images across the transcript). */
 function messageText(content: TranscriptMessage['content'], counter: { images: number }): string {
-  return typeof content === 'string' ? content
-    : content.map((block) => (block.type === 'text' ? block.text : `[image ${++counter.images}]`)).join('\n');
+  return typeof content === 'string' ? defusePlaceholders(content)
+    : content.map((block) => (block.type === 'text' ? defusePlaceholders(block.text) : `[image ${++counter.images}]`)).join('\n');
 }
 
-/** The transcript's images in order, read from disk when given by path (relative to the transcript file). */
+/**
+ * The transcript's images in order, read from disk when given by path: relative to the transcript file and
+ * inside the transcripts folder (the transcript is untrusted: it must not make the run send other local files).
+ */
 export function transcriptImages(transcript: Transcript, transcriptPath: string): TranscriptImage[] {
   const blocks = transcript.messages.flatMap((message) => (typeof message.content === 'string' ? [] : message.content));
+  const root = fs.realpathSync(path.dirname(path.dirname(transcriptPath)));
   return blocks.filter((block) => block.type === 'image').map((block, i) => {
     const label = `[image ${i + 1}]`;
     if ('source' in block) return { label, source: block.source };
     const file = path.resolve(path.dirname(transcriptPath), block.path);
+    let inside = file.startsWith(path.resolve(path.dirname(path.dirname(transcriptPath))) + path.sep);
+    try { inside = fs.realpathSync(file).startsWith(root + path.sep); } catch { /* missing: reported below, when it is read */ }
+    if (path.isAbsolute(block.path) || !inside) {
+      throw new EvalInputError(`${transcriptPath}: image path "${block.path}" must be relative and stay inside the transcripts folder ${root}`);
+    }
     const mediaType = IMAGE_MEDIA_TYPES[path.extname(file).toLowerCase()];
     if (!mediaType) throw new EvalInputError(`${transcriptPath}: image ${file} is not a png, jpeg, gif or webp file`);
     let data: Buffer;
@@ -415,14 +440,14 @@ export function transcriptImages(transcript: Transcript, transcriptPath: string)
 
 /** The transcript as readable text: one labelled turn each; continuation lines are indented so text cannot fake a turn. */
 export function transcriptToText(transcript: Transcript): string {
-  const lines: string[] = [];
   const counter = { images: 0 };
-  if (transcript.problem_statement) lines.push(`Problem statement (as given to the student): ${transcript.problem_statement.trim()}`, '');
-  for (const message of transcript.messages) {
-    const [first = '', ...rest] = messageText(message.content, counter).trim().split(/\r\n|[\n\r\v\f\u0085\u2028\u2029]/);
-    lines.push(`${ROLE_LABELS[message.role]}: ${first}`, ...rest.map((line) => `    ${line}`));
-  }
-  return neutraliseDelimiters(lines.join('\n'));
+  const turn = (label: string, text: string) => {
+    const [first = '', ...rest] = text.trim().split(/\r\n|[\n\r\v\f\u0085\u2028\u2029]/);
+    return [`${label}: ${first}`, ...rest.map((line) => `    ${line}`)].join('\n');
+  };
+  const turns = transcript.messages.map((message) => turn(ROLE_LABELS[message.role], messageText(message.content, counter)));
+  if (transcript.problem_statement) turns.unshift(`${turn('Problem statement (as given to the student)', defusePlaceholders(transcript.problem_statement))}\n`);
+  return neutraliseDelimiters(turns.join('\n'));
 }
 
 const bullets = (items: string[]) => items.map((item) => `- ${item}`).join('\n') || '- (none)';
@@ -495,11 +520,23 @@ export function parseRetryAfter(headers: Headers | undefined): number | undefine
   return Number.isFinite(date) ? Math.max(0, date - Date.now()) : undefined;
 }
 
-/** Turns an SDK error into the failure policy's classes with `instanceof`; anything else propagates raw. */
-export function classifyApiError(error: unknown, judge: string, { structuredOutput = false } = {}): unknown {
+/** An answer cut off while its body was read: the SDK lets undici's error through, or wraps it in a plain AnthropicError. */
+function isBrokenAnswer(error: unknown): error is Error {
   const sdk = loadSdk();
+  const code = String((error as { cause?: { code?: unknown } } | undefined)?.cause?.code ?? '');
+  return (error instanceof sdk.AnthropicError && !(error instanceof sdk.APIError))
+    || (error instanceof TypeError && (error.message === 'terminated' || /^(UND_ERR|ECONNRESET|EPIPE)/.test(code)));
+}
+
+/**
+ * Turns an SDK error into the failure policy's classes with `instanceof`; anything else propagates raw.
+ * `timedOut`: the caller's own deadline fired (it also covers reading the body, which the SDK's timeout does not).
+ */
+export function classifyApiError(error: unknown, judge: string, { structuredOutput = false, timedOut = false } = {}): unknown {
+  const sdk = loadSdk();
+  if (timedOut || error instanceof sdk.APIConnectionTimeoutError) return Object.assign(new EvalTimeoutError(`judge ${judge}: request timed out (not resubmitted)`, { cause: error }), { judge });
+  if (isBrokenAnswer(error)) return Object.assign(new EvalProviderError(`judge ${judge}: connection failed while reading the answer: ${error.message}`, { cause: error }), { judge });
   if (!(error instanceof sdk.APIError)) return error;
-  if (error instanceof sdk.APIConnectionTimeoutError) return new EvalTimeoutError(`judge ${judge}: request timed out (not resubmitted)`, { cause: error });
   const what = error.status === undefined
     ? `connection failed: ${(error.cause as Error | undefined)?.message ?? error.message}`
     : `HTTP ${error.status} ${error.type ?? 'error'}: ${error.apiMessage ?? '(no message)'}${error.requestID ? ` (request ${error.requestID})` : ''}`;
@@ -526,11 +563,12 @@ export function classifyApiError(error: unknown, judge: string, { structuredOutp
 
 /** Makes the SDK client: the key passed explicitly, a timeout always, and no hidden retries (ours are the only layer). */
 export function createJudgeClient(judge: JudgeConfig, env: NodeJS.ProcessEnv = process.env): Anthropic {
-  const apiKey = env[judge.api_key_env];
-  if (!apiKey) throw new EvalConfigurationError(`judge ${resolveJudgeModel(judge, env)}: environment variable ${judge.api_key_env} is not set (it must hold the Anthropic API key)`);
-  const sdk = loadSdk();
-  return new sdk.Anthropic({ apiKey, maxRetries: 0, timeout: Math.round((judge.timeout_s ?? DEFAULTS.timeoutS) * 1000) });
+  const apiKey = judgeApiKey(judge, env);
+  return new (loadSdk().Anthropic)({ apiKey, maxRetries: 0, timeout: timeoutMs(judge) });
 }
+
+/** The judge's timeout in whole milliseconds, as the SDK requires. */
+const timeoutMs = (judge: JudgeConfig) => Math.round((judge.timeout_s ?? DEFAULTS.timeoutS) * 1000);
 
 const answerJsonSchemas = new WeakMap<Rubric, Record<string, unknown>>();
 
@@ -574,11 +612,13 @@ export async function callJudge(prompt: string, judgeConfig: JudgeConfig,
   const client = options.client ?? createJudgeClient(judgeConfig, env);
   const request = buildJudgeRequest(prompt, judgeConfig, { ...options, env });
   const started = performance.now();
+  // The SDK's timeout stops at the response headers; this deadline also covers reading the body.
+  const deadline = AbortSignal.timeout(timeoutMs(judgeConfig));
   try {
-    const { data, response } = await client.messages.create(request).withResponse();
+    const { data, response } = await client.messages.create(request, { signal: deadline }).withResponse();
     return answerFromMessage(data, request.model, performance.now() - started, response.headers);
   } catch (error) {
-    throw classifyApiError(error, request.model, { structuredOutput: Boolean(judgeConfig.structured_output) });
+    throw classifyApiError(error, request.model, { structuredOutput: Boolean(judgeConfig.structured_output), timedOut: deadline.aborted });
   }
 }
 
@@ -664,11 +704,12 @@ const isWaitRequest = (error: unknown): error is EvalProviderError =>
   error instanceof EvalProviderError && (error.status === 429 || error.status === 529) && !error.spendLimit;
 
 /**
- * Calls one judge, retrying a 429 or 529 on the same judge after `retry-after` (else jittered backoff)
- * within the judge's retry budget; any other failure, or an exhausted budget, goes back to the chain.
+ * Runs `call` against one judge, retrying a 429 or 529 on the same judge after `retry-after` (else jittered
+ * backoff) within the judge's retry budget; any other failure, or an exhausted budget, goes back to the caller.
+ * `observe` hands each answer's rate-limit headers to the judge's gate; `halted` stops before another call.
  */
-export async function callJudgeWithRetries(judge: Judge, prompt: string, request: JudgeRequestOptions & { env: NodeJS.ProcessEnv },
-  onAnswer: (answer: JudgeAnswer) => void = () => {}): Promise<JudgeAnswer> {
+export async function retryWhileAskedToWait<T>(judge: Judge, call: () => Promise<T>,
+  { observe = () => undefined, halted = () => undefined }: { observe?: (result: T) => RateLimitInfo | undefined; halted?: () => EvalError | undefined } = {}): Promise<T> {
   const { max_retries, budget_s, base_delay_s } = { ...DEFAULTS.retry, ...judge.config.retry };
   const deadline = Date.now() + budget_s * 1000;
   for (let retry = 0; ; retry++) {
@@ -676,12 +717,12 @@ export async function callJudgeWithRetries(judge: Judge, prompt: string, request
     if (seq === undefined) {
       throw Object.assign(new EvalProviderError(`judge ${judge.model}: rate limited: its requests are paused beyond the retry budget (${budget_s} s)`), { judge: judge.model, status: 429 });
     }
+    const halt = halted(); // a configuration error elsewhere stops the run before more calls
+    if (halt) throw halt;
     try {
-      judge.client ??= createJudgeClient(judge.config, request.env);
-      const answer = await callJudge(prompt, judge.config, { ...request, client: judge.client });
-      judge.gate.observe(answer.rateLimit, seq);
-      onAnswer(answer);
-      return answer;
+      const result = await call();
+      judge.gate.observe(observe(result), seq);
+      return result;
     } catch (error) {
       if (!(error instanceof EvalProviderError)) throw error;
       judge.gate.observe(error.rateLimit, seq);
@@ -692,6 +733,18 @@ export async function callJudgeWithRetries(judge: Judge, prompt: string, request
       await sleep(delay);
     }
   }
+}
+
+/** One judgement request to one judge, with the retry layer; `onAnswer` sees every answer, usable or not. */
+export async function callJudgeWithRetries(judge: Judge, prompt: string,
+  request: JudgeRequestOptions & { env: NodeJS.ProcessEnv; halted?: () => EvalError | undefined },
+  onAnswer: (answer: JudgeAnswer) => void = () => {}): Promise<JudgeAnswer> {
+  const answer = await retryWhileAskedToWait(judge, () => {
+    judge.client ??= createJudgeClient(judge.config, request.env);
+    return callJudge(prompt, judge.config, { ...request, client: judge.client });
+  }, { observe: (result) => result.rateLimit, halted: request.halted });
+  onAnswer(answer);
+  return answer;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -774,24 +827,58 @@ export function judgeAnswerSchema(rubric: Rubric): ReturnType<typeof buildAnswer
   return schema;
 }
 
+/** The first key that an object of valid JSON text repeats (JSON.parse would silently keep the last value). */
+export function findDuplicateKey(json: string): string | undefined {
+  const stack: { keys?: Set<string>; expectKey: boolean }[] = [];
+  for (let i = 0; i < json.length; i++) {
+    const char = json[i];
+    const top = stack.at(-1);
+    if (char === '"') {
+      let end = i + 1;
+      while (json[end] !== '"') end += json[end] === '\\' ? 2 : 1;
+      if (top?.keys && top.expectKey) {
+        const key = JSON.parse(json.slice(i, end + 1)) as string;
+        if (top.keys.has(key)) return key;
+        top.keys.add(key);
+        top.expectKey = false;
+      }
+      i = end;
+    } else if (char === '{') stack.push({ keys: new Set(), expectKey: true });
+    else if (char === '[') stack.push({ expectKey: false });
+    else if (char === '}' || char === ']') stack.pop();
+    else if (char === ',' && top?.keys) top.expectKey = true;
+  }
+  return undefined;
+}
+
 /** Finds the JSON of an answer: the whole text, else the one Markdown fence (labelled json or unlabelled). */
 function extractJson(text: string): unknown {
   const trimmed = text.trim();
   if (trimmed === '') throw new EvalJudgeResponseError('empty answer');
   let plainError: Error;
   try {
-    return JSON.parse(trimmed);
+    return parseWithoutDuplicates(trimmed);
   } catch (error) {
+    if (error instanceof EvalJudgeResponseError) throw error;
     plainError = error as Error;
   }
   const fences = [...trimmed.matchAll(/```[ \t]*(?:json)?[ \t]*\r?\n([\s\S]*?)\r?\n?[ \t]*```/gi)];
   if (fences.length === 0) throw new EvalJudgeResponseError(`the answer is not JSON (${plainError.message}) and holds no Markdown JSON fence`);
   if (fences.length > 1) throw new EvalJudgeResponseError(`the answer holds ${fences.length} Markdown fences; expected exactly one JSON block`);
   try {
-    return JSON.parse(fences[0]![1]!);
+    return parseWithoutDuplicates(fences[0]![1]!);
   } catch (error) {
+    if (error instanceof EvalJudgeResponseError) throw error;
     throw new EvalJudgeResponseError(`the fenced block is not valid JSON: ${(error as Error).message}`);
   }
+}
+
+/** JSON.parse that refuses a repeated key: a contradictory answer must not become a score. */
+function parseWithoutDuplicates(json: string): unknown {
+  const value: unknown = JSON.parse(json);
+  const duplicate = findDuplicateKey(json);
+  if (duplicate !== undefined) throw new EvalJudgeResponseError(`the answer repeats the key "${duplicate}"`);
+  return value;
 }
 
 /** Parses and validates one judge answer against the rubric; never turns a failure into a score. */
@@ -808,11 +895,14 @@ export function parseJudgeResponse(text: string, rubric: Rubric): JudgeVerdict {
   throw new EvalJudgeResponseError(`the answer does not match the rubric: ${problems.join('; ')}`);
 }
 
+/** A finished answer; anything else (max_tokens, refusal, pause_turn, tool_use, a full context window) is unusable. */
+const USABLE_STOP_REASONS = ['end_turn', 'stop_sequence'];
+
 /** Turns one raw answer into a verdict: a cut-off answer is unusable even when its prefix parses. */
 export function verdictFromAnswer(answer: JudgeAnswer, rubric: Rubric): JudgeVerdict {
   try {
     if (answer.stopReason === 'max_tokens') throw new EvalJudgeResponseError('the answer was cut off by max_tokens');
-    if (answer.stopReason === 'refusal') throw new EvalJudgeResponseError('the judge refused to answer');
+    if (!USABLE_STOP_REASONS.includes(answer.stopReason ?? '')) throw new EvalJudgeResponseError(`the answer stopped with stop_reason ${JSON.stringify(answer.stopReason)}, not a finished turn`);
     return parseJudgeResponse(answer.text, rubric);
   } catch (error) {
     if (!(error instanceof EvalJudgeResponseError)) throw error;
@@ -993,9 +1083,10 @@ export function isProcessAlive(pid: number): boolean {
 export function acquireLock(output: string): () => void {
   const lock = `${output}.lock`;
   fs.mkdirSync(path.dirname(path.resolve(lock)), { recursive: true });
-  const holder = () => Number.parseInt(fs.readFileSync(lock, 'utf8'), 10);
+  const holder = (file = lock) => Number.parseInt(fs.readFileSync(file, 'utf8'), 10);
   // The lock appears with its pid already inside (hard link of a written temp file), so no reader sees it empty.
   const temp = `${lock}.${process.pid}.tmp`;
+  const stale = `${lock}.${process.pid}.stale`;
   fs.writeFileSync(temp, `${process.pid}\n`);
   try {
     for (let attempt = 0; ; attempt++) {
@@ -1004,13 +1095,17 @@ export function acquireLock(output: string): () => void {
         break;
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-        let pid = NaN;
-        try { pid = holder(); } catch { /* removed meanwhile: try again */ }
-        if (attempt >= 2 || (Number.isInteger(pid) && pid !== process.pid && isProcessAlive(pid))) {
-          throw new EvalConfigurationError(`${output} is locked by another run (process ${Number.isInteger(pid) ? pid : 'unknown'}, lock file ${lock}); wait for it to finish`);
-        }
-        fs.rmSync(lock, { force: true });
       }
+      let seen: { ino: number; pid: number } | undefined;
+      try { seen = { ino: fs.statSync(lock).ino, pid: holder() }; } catch { /* removed meanwhile: try again */ }
+      if (attempt >= 5 || (seen && Number.isInteger(seen.pid) && seen.pid !== process.pid && isProcessAlive(seen.pid))) {
+        throw new EvalConfigurationError(`${output} is locked by another run (process ${seen?.pid ?? 'unknown'}, lock file ${lock}); wait for it to finish`);
+      }
+      if (!seen) continue;
+      // Take over the stale lock by moving it aside; if another run replaced it meanwhile, put that one back.
+      try { fs.renameSync(lock, stale); } catch { continue; }
+      if (fs.statSync(stale).ino !== seen.ino) try { fs.linkSync(stale, lock); } catch { /* a third run holds it now */ }
+      fs.rmSync(stale, { force: true });
     }
   } finally {
     fs.rmSync(temp, { force: true });
@@ -1158,7 +1253,7 @@ async function judgeTranscript(ctx: RunContext, ref: TranscriptRef, judges: Judg
     promptSha = sha;
     const eligible = images.length ? judges.filter(canTakeImages) : judges;
     skippedForMedia = eligible.length === 0 && chain.attempts.length === 0;
-    const request = { env: ctx.env, rubric: ctx.rubric, images };
+    const request = { env: ctx.env, rubric: ctx.rubric, images, halted: () => ctx.summary.stoppedBy };
     const [judge, verdict] = await chain.run(eligible, async (candidate) =>
       verdictFromAnswer(await callJudgeWithRetries(candidate, prompt, request, (answer) => answers.push(answer)), ctx.rubric),
     { mediaSkips: judges.filter((judge) => !eligible.includes(judge)).map((judge) => judge.model), describe: (judge) => judge.model });
@@ -1180,12 +1275,19 @@ async function judgeTranscript(ctx: RunContext, ref: TranscriptRef, judges: Judg
 async function judgeConcurrently(ctx: RunContext, items: { ref: TranscriptRef; prior?: PriorAttempt }[], judges: Judge[]): Promise<void> {
   let next = 0;
   const worker = async () => {
-    while (!ctx.control.stopping && next < items.length) {
-      const { ref, prior } = items[next++]!;
-      await judgeTranscript(ctx, ref, judges, prior);
+    try {
+      while (!ctx.control.stopping && next < items.length) {
+        const { ref, prior } = items[next++]!;
+        await judgeTranscript(ctx, ref, judges, prior);
+      }
+    } catch (defect) {
+      ctx.control.stopping = true; // the other workers finish and write what is in flight before the defect surfaces
+      throw defect;
     }
   };
-  await Promise.all(Array.from({ length: Math.min(ctx.options.concurrency, items.length) }, worker));
+  const outcomes = await Promise.allSettled(Array.from({ length: Math.min(ctx.options.concurrency, items.length) }, worker));
+  const defect = outcomes.find((outcome) => outcome.status === 'rejected');
+  if (defect) throw defect.reason;
 }
 
 /** Every check that needs no API call, in order, so a bad setup stops the run before it costs anything. */
@@ -1205,17 +1307,28 @@ function prepareRun(options: RunOptions, env: NodeJS.ProcessEnv, { checkJudges }
   return { rubric, judges, selected, prepare };
 }
 
+/** Runs the set-up of an output file; one that cannot be created or written is a configuration error naming it. */
+function writablePath<T>(file: string, setUp: () => T): T {
+  try {
+    return setUp();
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? '';
+    if (!['EACCES', 'EPERM', 'ENOTDIR', 'EISDIR', 'EROFS', 'ENOENT', 'ENOSPC'].includes(code)) throw error;
+    throw new EvalConfigurationError(`${file}: cannot be created or written (${code})`, { cause: error });
+  }
+}
+
 /** Judges every selected transcript not yet in the CSV, appending rows as they come. */
 export async function runScoring(options: RunOptions, control: RunControl = { stopping: false },
   env: NodeJS.ProcessEnv = process.env, stderr: NodeJS.WritableStream & { isTTY?: boolean } = process.stderr): Promise<RunSummary> {
   const started = Date.now();
   const { rubric, judges, selected, prepare } = prepareRun(options, env, { checkJudges: true });
-  const releaseLock = acquireLock(options.output);
+  const releaseLock = writablePath(`${options.output}.lock`, () => acquireLock(options.output));
   let scoreFile: ScoreFile | undefined;
   let logFd: number | undefined;
   try {
-    scoreFile = ScoreFile.open(options.output, rubricDimensions(rubric));
-    logFd = openAuditLog(options.log);
+    scoreFile = writablePath(options.output, () => ScoreFile.open(options.output, rubricDimensions(rubric)));
+    logFd = writablePath(options.log, () => openAuditLog(options.log));
     const summary: RunSummary = { selected: selected.length, scored: 0, skipped: 0, failed: [], tokensIn: 0, tokensOut: 0, wallMs: 0, interrupted: false, repairedBytes: scoreFile.repairedBytes, batchesCreated: [], batchesResumed: [] };
     const ctx: RunContext = { options, env, stderr, rubric, rubricSha: sha256(fs.readFileSync(options.rubric)), judges, runId: randomUUID(), scoreFile, logFd, summary, progress: new Progress(stderr, summary), control, prepare };
     if (scoreFile.repairedBytes > 0) stderr.write(`repaired ${options.output}: removed a torn last line (${scoreFile.repairedBytes} bytes); that transcript is judged again\n`);
@@ -1252,30 +1365,27 @@ export const batchCustomId = (taskId: string, model: string) => `t_${sha256(pair
 
 export interface BatchRequest { custom_id: string; params: Anthropic.MessageCreateParamsNonStreaming }
 
-/** Splits requests into batches within the API's limits on count and size (the JSON of each request counts). */
-export function splitIntoBatches<T extends { bytes: number }>(items: Iterable<T>, limits: { maxRequests: number; maxBytes: number } = BATCH_LIMITS): T[][] {
-  const batches: T[][] = [];
+/** Splits requests into batches within the API's limits on count and size, one batch at a time (the JSON of each request counts). */
+export function* splitIntoBatches<T extends { bytes: number }>(items: Iterable<T>, limits: { maxRequests: number; maxBytes: number } = BATCH_LIMITS): Generator<T[]> {
   let current: T[] = [];
   let bytes = 0;
   for (const item of items) {
-    if (current.length > 0 && (current.length >= limits.maxRequests || bytes + item.bytes > limits.maxBytes)) {
-      batches.push(current);
+    if (item.bytes > limits.maxBytes) throw new EvalInputError(`one batch request is ${item.bytes} bytes, over the batch limit of ${limits.maxBytes}`);
+    if (current.length >= limits.maxRequests || bytes + item.bytes > limits.maxBytes) {
+      yield current;
       current = [];
       bytes = 0;
     }
-    if (item.bytes > limits.maxBytes) throw new EvalInputError(`one batch request is ${item.bytes} bytes, over the batch limit of ${limits.maxBytes}`);
     current.push(item);
     bytes += item.bytes;
   }
-  if (current.length > 0) batches.push(current);
-  return batches;
+  if (current.length > 0) yield current;
 }
 
+/** One submitted (or being submitted) batch: its id, and each request's (task_id, model, prompt sha256). */
+interface BatchEntry { id: string | null; judge: string; submitted_at: string; requests: Record<string, [taskId: string, model: string, promptSha: string]> }
 /** The state of submitted batches, kept next to the output so that a rerun resumes them instead of resubmitting. */
-interface BatchState {
-  version: 1;
-  batches: { id: string | null; judge: string; requests: Record<string, [taskId: string, model: string, promptSha: string]> }[];
-}
+interface BatchState { version: 1; batches: BatchEntry[] }
 
 const batchStatePath = (output: string) => `${output}.batches.json`;
 
@@ -1291,7 +1401,11 @@ function writeBatchState(file: string, state: BatchState): void {
   else replaceFileDurably(file, `${JSON.stringify(state)}\n`);
 }
 
-/** The batch requests of the transcripts the primary judge can take; the others go to the synchronous chain. */
+/** The (task_id, model) pairs of the batches in a state, as pair keys. */
+const pairsInBatches = (state: BatchState) =>
+  new Set(state.batches.flatMap((entry) => Object.values(entry.requests).map(([taskId, model]) => pairKey(taskId, model))));
+
+/** The batch requests of the transcripts the primary judge can take; the others are pushed to `direct`, for the chain. */
 function* batchRequests(ctx: Pick<RunContext, 'prepare' | 'env' | 'rubric'>, refs: TranscriptRef[], primary: Judge, direct: TranscriptRef[]) {
   for (const ref of refs) {
     let prepared: PreparedTranscript;
@@ -1310,7 +1424,7 @@ function* batchRequests(ctx: Pick<RunContext, 'prepare' | 'env' | 'rubric'>, ref
       custom_id: batchCustomId(ref.task_id, ref.model),
       params: buildJudgeRequest(prepared.prompt, primary.config, { env: ctx.env, rubric: ctx.rubric, images: prepared.images }),
     };
-    yield { ref, request, promptSha: prepared.promptSha, prompt: prepared.prompt, bytes: Buffer.byteLength(JSON.stringify(request)) + 1 };
+    yield { ref, request, ...prepared, bytes: Buffer.byteLength(JSON.stringify(request)) + 1 };
   }
 }
 
@@ -1334,22 +1448,63 @@ function batchOutcome(result: Anthropic.Messages.MessageBatchResult, judge: stri
   return { error: Object.assign(new EvalProviderError(`judge ${judge}: batch request ${result.type}${detail}`), { judge }) };
 }
 
-type BatchEntry = BatchState['batches'][number];
-type ApiCall = <T>(call: () => Promise<T>) => Promise<T>;
+/** The primary judge's batch endpoints, with SDK errors classified like every other call. */
+function batchApi(ctx: RunContext) {
+  const primary = ctx.judges[0]!;
+  primary.client ??= createJudgeClient(primary.config, ctx.env);
+  const batches = primary.client.messages.batches;
+  const classified = async <T>(call: () => Promise<T>) => {
+    try {
+      return await call();
+    } catch (error) {
+      throw classifyApiError(error, primary.model, { structuredOutput: Boolean(primary.config.structured_output) });
+    }
+  };
+  return {
+    primary,
+    create: (requests: BatchRequest[]) => retryWhileAskedToWait(primary, () => classified(() => batches.create({ requests }))),
+    retrieve: (id: string) => classified(() => batches.retrieve(id)),
+    results: (id: string) => classified(() => batches.results(id)),
+  };
+}
+type BatchApi = ReturnType<typeof batchApi>;
 
-/** Submits the transcripts not yet in a batch, each batch recorded in the state file before and after its create call. */
-async function submitBatches(ctx: RunContext, state: BatchState, stateFile: string, refs: TranscriptRef[], primary: Judge, apiCall: ApiCall): Promise<TranscriptRef[]> {
+/**
+ * Checks the batches a previous run left in the state file: one still being submitted when that run stopped
+ * may exist unknown to us, so the run refuses rather than pay twice; one the API no longer knows is dropped.
+ */
+async function resumeBatches(ctx: RunContext, api: BatchApi, state: BatchState, stateFile: string): Promise<void> {
+  const unsure = state.batches.find((entry) => entry.id === null);
+  if (unsure) {
+    throw new EvalConfigurationError(`${stateFile}: a previous run stopped while submitting a batch of ${Object.keys(unsure.requests).length} transcript(s) to ${unsure.judge} at ${unsure.submitted_at}, so it may exist at Anthropic; check the Console's batches, then delete that entry (or the file) to submit them again`);
+  }
+  for (const entry of [...state.batches]) {
+    try {
+      await api.retrieve(entry.id!);
+    } catch (error) {
+      if (!(error instanceof EvalConfigurationError && error.cause instanceof loadSdk().NotFoundError)) throw error;
+      ctx.stderr.write(`warning: batch ${entry.id} in ${stateFile} is unknown to the API (expired, deleted, or another workspace's key); its ${Object.keys(entry.requests).length} transcript(s) are submitted again\n`);
+      state.batches = state.batches.filter((candidate) => candidate !== entry);
+      writeBatchState(stateFile, state);
+    }
+  }
+  ctx.summary.batchesResumed = state.batches.map((entry) => entry.id!);
+  if (state.batches.length > 0) ctx.stderr.write(`resuming ${state.batches.length} pending batch(es) from ${stateFile}: ${ctx.summary.batchesResumed.join(', ')}; their transcripts are not submitted again\n`);
+}
+
+/** Submits transcripts as batches, each recorded in the state file before and after its create call; returns those for the chain. */
+async function submitBatches(ctx: RunContext, api: BatchApi, state: BatchState, stateFile: string, refs: TranscriptRef[]): Promise<TranscriptRef[]> {
   const direct: TranscriptRef[] = [];
-  for (const chunk of splitIntoBatches(batchRequests(ctx, refs, primary, direct))) {
-    const entry: BatchEntry = { id: null, judge: primary.model, requests: Object.fromEntries(chunk.map((item) => [item.request.custom_id, [item.ref.task_id, item.ref.model, item.promptSha]])) };
+  for (const chunk of splitIntoBatches(batchRequests(ctx, refs, api.primary, direct))) {
+    const entry: BatchEntry = { id: null, judge: api.primary.model, submitted_at: new Date().toISOString(), requests: Object.fromEntries(chunk.map((item) => [item.request.custom_id, [item.ref.task_id, item.ref.model, item.promptSha]])) };
     state.batches.push(entry);
     writeBatchState(stateFile, state); // before the create call: a crash after it leaves a trace instead of an unknown batch
     try {
-      entry.id = (await apiCall(() => ctx.judges[0]!.client!.messages.batches.create({ requests: chunk.map((item) => item.request) }))).id;
+      entry.id = (await api.create(chunk.map((item) => item.request))).id;
     } catch (error) {
-      // An HTTP answer means no batch was made; a lost connection or timeout leaves that unknown, so the trace stays.
+      // A 4xx answer means no batch was made; after a 5xx, a lost connection or a timeout it may exist, so the trace stays.
       const cause = (error as Error).cause;
-      if (cause instanceof loadSdk().APIError && cause.status !== undefined) {
+      if (cause instanceof loadSdk().APIError && cause.status !== undefined && cause.status < 500) {
         state.batches.pop();
         writeBatchState(stateFile, state);
       }
@@ -1357,17 +1512,21 @@ async function submitBatches(ctx: RunContext, state: BatchState, stateFile: stri
     }
     writeBatchState(stateFile, state);
     ctx.summary.batchesCreated.push(entry.id);
-    ctx.stderr.write(`submitted batch ${entry.id}: ${chunk.length} request(s) to ${primary.model}\n`);
+    ctx.stderr.write(`submitted batch ${entry.id}: ${chunk.length} request(s) to ${api.primary.model}\n`);
   }
   return direct;
 }
 
-/** Streams one ended batch's results into rows; failed, unusable or missing results go through the synchronous chain. */
-async function collectBatchResults(ctx: RunContext, entry: BatchEntry, apiCall: ApiCall, syncJudges: Judge[]): Promise<void> {
-  const retry: { ref: TranscriptRef; prior: PriorAttempt }[] = [];
+/**
+ * Streams one ended batch's results into rows. A failed or unusable result, a missing one, or one whose prompt
+ * has changed since submission (an edited transcript, task, reference key or rubric) goes through the chain.
+ */
+async function collectBatchResults(ctx: RunContext, api: BatchApi, entry: BatchEntry, chainJudges: Judge[]): Promise<void> {
+  const rejudge: { ref: TranscriptRef; prior: PriorAttempt }[] = [];
   const refOf = (taskId: string, model: string) => ({ task_id: taskId, model, path: path.join(ctx.options.transcripts, model, `${taskId}.json`) });
+  const failed = (message: string) => Object.assign(new EvalJudgeResponseError(`judge ${entry.judge}: ${message}`), { judge: entry.judge });
   const seen = new Set<string>();
-  for await (const item of await apiCall(() => ctx.judges[0]!.client!.messages.batches.results(entry.id!))) {
+  for await (const item of await api.results(entry.id!)) {
     const mapped = entry.requests[item.custom_id];
     if (!mapped) {
       ctx.progress.log(`batch ${entry.id}: ignoring a result with unknown custom_id ${item.custom_id}`);
@@ -1376,70 +1535,54 @@ async function collectBatchResults(ctx: RunContext, entry: BatchEntry, apiCall: 
     seen.add(item.custom_id);
     const [taskId, model, promptSha] = mapped;
     if (ctx.scoreFile.done.has(pairKey(taskId, model))) continue; // written before a crash; the batch is being re-read
+    const ref = refOf(taskId, model);
     const { answer, error } = batchOutcome(item.result, entry.judge);
     const answers = answer ? [answer] : [];
     try {
       if (error) throw error;
-      recordOutcome(ctx, refOf(taskId, model), { status: 'scored', judge: entry.judge, verdict: verdictFromAnswer(answer!, ctx.rubric), attempts: [], answers, promptSha, startedAt: performance.now() }, { sync: false });
+      if (ctx.prepare(ref).promptSha !== promptSha) throw failed('the batch answer judged a prompt that has changed since it was submitted');
+      recordOutcome(ctx, ref, { status: 'scored', judge: entry.judge, verdict: verdictFromAnswer(answer!, ctx.rubric), attempts: [], answers, promptSha, startedAt: performance.now() }, { sync: false });
     } catch (failure) {
       if (!(failure instanceof EvalError)) throw failure;
-      retry.push({ ref: refOf(taskId, model), prior: { error: failure, answers, promptSha } });
+      rejudge.push({ ref, prior: { error: failure instanceof EvalInputError ? failed(failure.message) : failure, answers, promptSha } });
     }
   }
   for (const [customId, [taskId, model, promptSha]] of Object.entries(entry.requests)) {
     if (seen.has(customId) || ctx.scoreFile.done.has(pairKey(taskId, model))) continue;
     const error = Object.assign(new EvalProviderError(`judge ${entry.judge}: batch ${entry.id} returned no result for this request`), { judge: entry.judge });
-    retry.push({ ref: refOf(taskId, model), prior: { error, answers: [], promptSha } });
+    rejudge.push({ ref: refOf(taskId, model), prior: { error, answers: [], promptSha } });
   }
-  await judgeConcurrently(ctx, retry, syncJudges);
+  await judgeConcurrently(ctx, rejudge, chainJudges);
   // Rows from batch results are flushed once here: until the batch leaves the state file, a rerun can re-read them.
   ctx.scoreFile.sync();
   fs.fsyncSync(ctx.logFd);
 }
 
 /**
- * Submits the pending transcripts as Message Batches, polls with backoff, and streams the results into
- * rows; a rerun resumes the batches in the state file instead of submitting their transcripts again.
+ * Judges the pending transcripts through Message Batches: resumes the batches of the state file, submits the
+ * rest, judges synchronously what the primary judge cannot take, then polls with backoff and collects results.
  */
 async function judgeInBatches(ctx: RunContext, pending: TranscriptRef[]): Promise<void> {
-  const { options, stderr, summary } = ctx;
+  const { options, summary } = ctx;
   const stateFile = batchStatePath(options.output);
   const state = readBatchState(stateFile);
-  const primary = ctx.judges[0]!;
-  primary.client ??= createJudgeClient(primary.config, ctx.env);
-  const apiCall: ApiCall = async (call) => {
-    try {
-      return await call();
-    } catch (error) {
-      const sdk = loadSdk();
-      // A results download cut off midway surfaces as a plain SDK error, not an HTTP one.
-      const cutOff = error instanceof sdk.AnthropicError && !(error instanceof sdk.APIError);
-      throw cutOff ? Object.assign(new EvalProviderError(`judge ${primary.model}: ${(error as Error).message}`, { cause: error }), { judge: primary.model })
-        : classifyApiError(error, primary.model, { structuredOutput: Boolean(primary.config.structured_output) });
-    }
-  };
-
-  if (state.batches.some((entry) => entry.id === null)) {
-    stderr.write(`warning: a previous run stopped while submitting a batch to ${primary.model}; its transcripts are submitted again (check the Console for an orphaned batch)\n`);
-    state.batches = state.batches.filter((entry) => entry.id !== null);
-  }
-  summary.batchesResumed = state.batches.map((entry) => entry.id!);
-  if (state.batches.length > 0) stderr.write(`resuming ${state.batches.length} pending batch(es) from ${stateFile}: ${summary.batchesResumed.join(', ')}; their transcripts are not submitted again\n`);
-  const inBatches = new Set(state.batches.flatMap((entry) => Object.values(entry.requests).map(([taskId, model]) => pairKey(taskId, model))));
-  const direct = await submitBatches(ctx, state, stateFile, pending.filter((ref) => !inBatches.has(pairKey(ref.task_id, ref.model))), primary, apiCall);
+  const api = batchApi(ctx);
+  await resumeBatches(ctx, api, state, stateFile);
+  const inBatches = pairsInBatches(state);
+  const direct = await submitBatches(ctx, api, state, stateFile, pending.filter((ref) => !inBatches.has(pairKey(ref.task_id, ref.model))));
   ctx.progress.total = direct.length + state.batches.reduce((sum, entry) => sum + Object.keys(entry.requests).length, 0);
   await judgeConcurrently(ctx, direct.map((ref) => ({ ref })), ctx.judges);
 
-  const syncJudges = options.fallback === false ? [] : ctx.judges;
+  const chainJudges = options.fallback === false ? [] : ctx.judges;
   const interval = (options.pollInterval ?? DEFAULTS.pollIntervalS) * 1000;
   for (let polls = 0; state.batches.length > 0 && !ctx.control.stopping; polls++) {
     const counts = { processing: 0, succeeded: 0, errored: 0, canceled: 0, expired: 0 };
     for (const entry of [...state.batches]) {
       try {
-        const batch = await apiCall(() => primary.client!.messages.batches.retrieve(entry.id!));
+        const batch = await api.retrieve(entry.id!);
         for (const key of Object.keys(counts) as (keyof typeof counts)[]) counts[key] += batch.request_counts[key];
-        if (batch.processing_status === 'ended') await collectBatchResults(ctx, entry, apiCall, syncJudges);
-        else continue;
+        if (batch.processing_status !== 'ended') continue;
+        await collectBatchResults(ctx, api, entry, chainJudges);
       } catch (error) {
         if (!(error instanceof EvalProviderError || error instanceof EvalTimeoutError)) throw error;
         ctx.progress.log(`batch ${entry.id}: ${error.message}; trying again at the next poll`);
@@ -1455,7 +1598,7 @@ async function judgeInBatches(ctx: RunContext, pending: TranscriptRef[]): Promis
   }
   if (state.batches.length > 0 && !summary.stoppedBy) {
     summary.interrupted = true;
-    stderr.write(`batch(es) ${state.batches.map((entry) => entry.id).join(', ')} left running at Anthropic, not cancelled; rerun the same command to resume polling them (state: ${stateFile})\n`);
+    ctx.stderr.write(`batch(es) ${state.batches.map((entry) => entry.id).join(', ')} left running at Anthropic, not cancelled; rerun the same command to resume polling them (state: ${stateFile})\n`);
   }
 }
 
@@ -1473,6 +1616,10 @@ function formatSummary(summary: RunSummary, output: string): string {
 // CLI
 // ---------------------------------------------------------------------------------------------
 
+function listImages(images: TranscriptImage[], stderr: NodeJS.WritableStream): void {
+  for (const image of images) stderr.write(`dry-run: ${image.label} is sent beside the prompt: ${image.file ?? 'inline base64'} (${image.source.media_type}, ${Buffer.from(image.source.data, 'base64').length} bytes)\n`);
+}
+
 /**
  * Prints the prompt of the first selected transcript (with --batch: of the first request that would be sent,
  * and how many requests and batches); calls nothing, writes nothing, needs no key.
@@ -1480,27 +1627,35 @@ function formatSummary(summary: RunSummary, output: string): string {
 export function dryRun(options: RunOptions, stdout: NodeJS.WritableStream = process.stdout, stderr: NodeJS.WritableStream = process.stderr,
   env: NodeJS.ProcessEnv = process.env): void {
   const { rubric, judges, selected, prepare } = prepareRun(options, env, { checkJudges: false });
-  let refs = selected;
   if (options.batch) {
     const done = options.rescore ? new Set<string>() : ScoreFile.open(options.output, rubricDimensions(rubric), { readOnly: true }).done;
-    const inBatches = new Set(readBatchState(batchStatePath(options.output)).batches.flatMap((entry) => Object.values(entry.requests).map(([taskId, model]) => pairKey(taskId, model))));
-    refs = selected.filter((ref) => !done.has(pairKey(ref.task_id, ref.model)) && !inBatches.has(pairKey(ref.task_id, ref.model)));
+    const inBatches = pairsInBatches(readBatchState(batchStatePath(options.output)));
+    const refs = selected.filter((ref) => !done.has(pairKey(ref.task_id, ref.model)) && !inBatches.has(pairKey(ref.task_id, ref.model)));
     if (refs.length === 0) {
       stderr.write(`dry-run --batch: all ${selected.length} selected transcript(s) are already scored or in a pending batch; nothing would be sent\n`);
       return;
     }
-  }
-  const first = refs[0]!;
-  const { prompt, images } = prepare(first);
-  stdout.write(`${prompt}\n`);
-  for (const image of images) stderr.write(`dry-run: ${image.label} is sent beside the prompt: ${image.file ?? 'inline base64'} (${image.source.media_type}, ${Buffer.from(image.source.data, 'base64').length} bytes)\n`);
-  if (options.batch) {
+    // Count what would be sent, one batch at a time in memory; show the first request that would go in a batch.
     const direct: TranscriptRef[] = [];
-    const batches = splitIntoBatches(batchRequests({ prepare, env, rubric }, refs, judges[0]!, direct));
-    const requests = batches.reduce((sum, batch) => sum + batch.length, 0);
-    stderr.write(`dry-run --batch: would send ${requests} request(s) in ${batches.length} batch(es) to ${judges[0]!.model}${direct.length ? `, and judge ${direct.length} transcript(s) synchronously (bad input, or images the primary judge cannot take)` : ''}; printed the prompt for ${first.model}/${first.task_id}; nothing was sent or written\n`);
+    let first: { ref: TranscriptRef; prompt: string; images: TranscriptImage[] } | undefined;
+    let requests = 0;
+    let batches = 0;
+    for (const batch of splitIntoBatches(batchRequests({ prepare, env, rubric }, refs, judges[0]!, direct))) {
+      first ??= batch[0];
+      requests += batch.length;
+      batches++;
+    }
+    if (first) {
+      stdout.write(`${first.prompt}\n`);
+      listImages(first.images, stderr);
+    }
+    stderr.write(`dry-run --batch: would send ${requests} request(s) in ${batches} batch(es) to ${judges[0]!.model}${direct.length ? `, and judge ${direct.length} transcript(s) synchronously (bad input, or images the primary judge cannot take)` : ''}${first ? `; printed the prompt for ${first.ref.model}/${first.ref.task_id}` : ''}; nothing was sent or written\n`);
     return;
   }
+  const first = selected[0]!;
+  const { prompt, images } = prepare(first);
+  stdout.write(`${prompt}\n`);
+  listImages(images, stderr);
   stderr.write(`dry-run: ${selected.length} transcript(s) selected; printed the prompt for ${first.model}/${first.task_id}; nothing was sent or written\n`);
 }
 

@@ -453,20 +453,20 @@ describe('splitIntoBatches and batchCustomId', () => {
   const ids = (batches: { id: number }[][]) => batches.map((batch) => batch.map((item) => item.id));
 
   test('splitIntoBatches respects maxRequests and maxBytes, keeps order, and throws for one item over maxBytes', () => {
-    assert.deepEqual(ids(splitIntoBatches(items(1, 1, 1, 1, 1), { maxRequests: 2, maxBytes: 1000 })), [[0, 1], [2, 3], [4]]);
-    assert.deepEqual(ids(splitIntoBatches(items(40, 60, 1, 50, 50, 100), { maxRequests: 10, maxBytes: 100 })), [[0, 1], [2, 3], [4], [5]]);
-    assert.deepEqual(ids(splitIntoBatches(items(30, 30, 30, 30, 30), { maxRequests: 2, maxBytes: 70 })), [[0, 1], [2, 3], [4]]);
-    assert.deepEqual(splitIntoBatches([], { maxRequests: 2, maxBytes: 10 }), []);
+    assert.deepEqual(ids([...splitIntoBatches(items(1, 1, 1, 1, 1), { maxRequests: 2, maxBytes: 1000 })]), [[0, 1], [2, 3], [4]]);
+    assert.deepEqual(ids([...splitIntoBatches(items(40, 60, 1, 50, 50, 100), { maxRequests: 10, maxBytes: 100 })]), [[0, 1], [2, 3], [4], [5]]);
+    assert.deepEqual(ids([...splitIntoBatches(items(30, 30, 30, 30, 30), { maxRequests: 2, maxBytes: 70 })]), [[0, 1], [2, 3], [4]]);
+    assert.deepEqual([...splitIntoBatches([], { maxRequests: 2, maxBytes: 10 })], []);
     const many = items(...Array.from({ length: 25 }, (_, i) => 1 + (i % 7)));
-    const split = splitIntoBatches(many, { maxRequests: 4, maxBytes: 12 });
+    const split = [...splitIntoBatches(many, { maxRequests: 4, maxBytes: 12 })];
     assert.deepEqual(split.flat().map((item) => item.id), many.map((item) => item.id), 'order kept, nothing lost');
     for (const batch of split) {
       assert.ok(batch.length >= 1 && batch.length <= 4);
       assert.ok(batch.reduce((sum, item) => sum + item.bytes, 0) <= 12);
     }
-    assert.throws(() => splitIntoBatches(items(5, 11, 5), { maxRequests: 10, maxBytes: 10 }), (error: unknown) => error instanceof EvalInputError && /11 bytes/.test(error.message));
+    assert.throws(() => [...splitIntoBatches(items(5, 11, 5), { maxRequests: 10, maxBytes: 10 })], (error: unknown) => error instanceof EvalInputError && /11 bytes/.test(error.message));
     assert.deepEqual(BATCH_LIMITS, { maxRequests: 100_000, maxBytes: 256 * 1024 * 1024 });
-    assert.equal(splitIntoBatches(items(...Array(100_001).fill(1))).length, 2, 'the default limits split at 100,000 requests');
+    assert.equal([...splitIntoBatches(items(...Array(100_001).fill(1)))].length, 2, 'the default limits split at 100,000 requests');
   });
 
   test('batchCustomId is stable, distinct per pair, and within the API limits', () => {

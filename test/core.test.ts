@@ -736,7 +736,8 @@ describe('callJudge (through the fake Messages API)', () => {
     const error = expectError(await rejected(callJudge('p', judgeConfig({ timeout_s: 0.3 }), { env: keyEnv() })), EvalTimeoutError);
     const elapsed = Date.now() - started;
     assert.ok(elapsed >= 250 && elapsed < 3000, `elapsed ${elapsed} ms`);
-    assert.ok(error.cause instanceof sdk.APIConnectionTimeoutError);
+    // The SDK's own timeout or run-judge's deadline (which also covers the body) fires first: either is the SDK's error.
+    assert.ok(error.cause instanceof sdk.APIConnectionTimeoutError || error.cause instanceof sdk.APIUserAbortError);
     await delay(400);
     assert.equal(fake.requests.length, 1);
   });
