@@ -1,6 +1,7 @@
 // run-judge.ts: scores proof-tutoring transcripts with an LLM judge against rubric.json and appends
-// one CSV row per transcript. Read top to bottom: constants, errors, loading, discovery, prompt,
-// judge call and chain, parsing, CSV and audit log, the scoring run, CLI.
+// one CSV row per transcript. Read top to bottom, in pipeline order: constants and the prompt template,
+// errors, schemas and types, loading, discovery, the prompt, the judge call, rate limits and retries,
+// the fallback chain, parsing, CSV and audit log, the lock, the scoring run, Message Batches, the CLI.
 import { createHash, randomUUID } from 'node:crypto';
 import * as fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -52,6 +53,9 @@ export const DEFAULTS = {
 export const BATCH_LIMITS = { maxRequests: 100_000, maxBytes: 256 * 1024 * 1024 } as const;
 
 const IMAGE_MEDIA_TYPES: Record<string, ImageMediaType> = { '.png': 'image/png', '.jpg': 'image/jpeg', '.jpeg': 'image/jpeg', '.gif': 'image/gif', '.webp': 'image/webp' };
+
+/** A finished answer; anything else (max_tokens, refusal, pause_turn, tool_use, a full context window) is unusable. */
+const USABLE_STOP_REASONS = ['end_turn', 'stop_sequence'];
 
 /** Every structural marker of the template is a <<<...>>> line, so defusing those runs in inserted text covers them all. */
 export const JUDGE_PROMPT_TEMPLATE = `You are an expert evaluator of proof tutoring. You are judging the quality of the TUTORING in the transcript below: how well the Assistant (the tutor) helped the Student toward a proof. You are not solving the problem yourself.
@@ -120,6 +124,7 @@ export class EvalTimeoutError extends EvalError {}
 export class EvalProviderError extends EvalError {
   status?: number;
   requestId?: string;
+  /** The API's error type, e.g. rate_limit_error. */
   type?: string;
   retryAfterMs?: number;
   rateLimit?: RateLimitInfo;
@@ -139,7 +144,7 @@ export class EvalJudgesExhaustedError extends EvalError {
 const CHAIN_STOPPING_ERRORS = [EvalConfigurationError, EvalInputError, EvalUnsupportedError, EvalDependencyError];
 
 // ---------------------------------------------------------------------------------------------
-// Types
+// Schemas and types: the rubric decides the columns, the answer schema and the JSON schema sent to the API
 // ---------------------------------------------------------------------------------------------
 
 export interface RubricDimension { name: string; description: string; scores: Record<string, string> }
@@ -180,6 +185,53 @@ export interface JudgeAnswer {
   requestId?: string;
   latencyMs: number;
   rateLimit?: RateLimitInfo;
+}
+
+/** The key of a (task_id, model) pair: what a CSV row, a resume and a batch request are matched by. */
+const pairKey = (taskId: string, model: string) => `${model}\u0000${taskId}`;
+const sha256 = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
+
+/** The dimension names in rubric order: the CSV column order. */
+export function rubricDimensions(rubric: Rubric): string[] {
+  return rubric.dimensions.map((dimension) => dimension.name);
+}
+
+/** The CSV columns: the pair, each rubric dimension in rubric order, then the notes. */
+export const csvColumns = (dimensions: string[]) => ['task_id', 'model', ...dimensions, 'notes'];
+
+/** The integer scores a dimension allows: the keys of its `scores`. */
+export function allowedScores(dimension: RubricDimension): number[] {
+  return Object.keys(dimension.scores).map(Number).sort((a, b) => a - b);
+}
+
+function buildAnswerSchema(rubric: Rubric) {
+  const z = loadZod();
+  const scores = Object.fromEntries(rubric.dimensions.map((dimension) =>
+    [dimension.name, z.literal(allowedScores(dimension) as [number, ...number[]])]));
+  return z.object({ scores: z.strictObject(scores), notes: z.string() });
+}
+const answerSchemas = new WeakMap<Rubric, ReturnType<typeof buildAnswerSchema>>();
+
+/** The zod schema of a judge answer, derived from the rubric (once per rubric): exactly its dimensions, each an allowed integer. */
+export function judgeAnswerSchema(rubric: Rubric): ReturnType<typeof buildAnswerSchema> {
+  let schema = answerSchemas.get(rubric);
+  if (!schema) answerSchemas.set(rubric, (schema = buildAnswerSchema(rubric)));
+  return schema;
+}
+
+const answerJsonSchemas = new WeakMap<Rubric, Record<string, unknown>>();
+
+/** The JSON schema for structured outputs, from the same zod schema as the parser: flat, all required, enums. */
+export function answerJsonSchema(rubric: Rubric): Record<string, unknown> {
+  let schema = answerJsonSchemas.get(rubric);
+  if (!schema) {
+    const { $schema: _dialect, ...flat } = loadZod().toJSONSchema(judgeAnswerSchema(rubric)) as Record<string, unknown>;
+    // zod writes a one-value literal as `const`; the API's structured outputs take integer choices as `enum`.
+    const scores = (flat.properties as { scores: { properties: Record<string, Record<string, unknown>> } }).scores.properties;
+    for (const [name, { const: only, ...rest }] of Object.entries(scores)) if (only !== undefined) scores[name] = { ...rest, enum: [only] };
+    answerJsonSchemas.set(rubric, (schema = flat));
+  }
+  return schema;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -248,16 +300,6 @@ export function loadRubric(file: string): Rubric {
     }
   });
   return rubric as unknown as Rubric;
-}
-
-/** The dimension names in rubric order: the CSV column order. */
-export function rubricDimensions(rubric: Rubric): string[] {
-  return rubric.dimensions.map((dimension) => dimension.name);
-}
-
-/** The integer scores a dimension allows: the keys of its `scores`. */
-export function allowedScores(dimension: RubricDimension): number[] {
-  return Object.keys(dimension.scores).map(Number).sort((a, b) => a - b);
 }
 
 function validateJudgeConfig(raw: unknown, where: string): JudgeConfig {
@@ -481,16 +523,16 @@ function fillTemplate(template: string, values: Record<string, string>): string 
 
 /** One complete judge prompt for one transcript. Pure: same inputs, same prompt. */
 export function buildJudgePrompt(task: Task, referenceKey: ReferenceKey, transcript: Transcript, rubric: Rubric): string {
-  const trusted = (text: string) => neutraliseDelimiters(text.trim());
+  const defused = (text: string) => neutraliseDelimiters(text.trim());
   return fillTemplate(JUDGE_PROMPT_TEMPLATE, {
-    task_id: trusted(task.task_id),
-    topic: trusted(task.topic),
-    student_level: trusted(task.student_level),
-    problem_statement: trusted(task.problem_statement),
-    expected_behaviors: trusted(bullets(task.expected_behaviors)),
-    proof_skeleton: trusted(referenceKey.proof_skeleton.map((step, i) => `${i + 1}. ${step}`).join('\n') || '(none)'),
-    common_misconceptions: trusted(bullets(referenceKey.common_misconceptions)),
-    red_flags: trusted(bullets(referenceKey.red_flags)),
+    task_id: defused(task.task_id),
+    topic: defused(task.topic),
+    student_level: defused(task.student_level),
+    problem_statement: defused(task.problem_statement),
+    expected_behaviors: defused(bullets(task.expected_behaviors)),
+    proof_skeleton: defused(referenceKey.proof_skeleton.map((step, i) => `${i + 1}. ${step}`).join('\n') || '(none)'),
+    common_misconceptions: defused(bullets(referenceKey.common_misconceptions)),
+    red_flags: defused(bullets(referenceKey.red_flags)),
     transcript: transcriptToText(transcript),
     ...rubricPromptParts(rubric),
   });
@@ -570,21 +612,6 @@ export function createJudgeClient(judge: JudgeConfig, env: NodeJS.ProcessEnv = p
 /** The judge's timeout in whole milliseconds, as the SDK requires. */
 const timeoutMs = (judge: JudgeConfig) => Math.round((judge.timeout_s ?? DEFAULTS.timeoutS) * 1000);
 
-const answerJsonSchemas = new WeakMap<Rubric, Record<string, unknown>>();
-
-/** The JSON schema for structured outputs, from the same zod schema as the parser: flat, all required, enums. */
-export function answerJsonSchema(rubric: Rubric): Record<string, unknown> {
-  let schema = answerJsonSchemas.get(rubric);
-  if (!schema) {
-    const { $schema: _dialect, ...flat } = loadZod().toJSONSchema(judgeAnswerSchema(rubric)) as Record<string, unknown>;
-    // zod writes a one-value literal as `const`; the API's structured outputs take integer choices as `enum`.
-    const scores = (flat.properties as { scores: { properties: Record<string, Record<string, unknown>> } }).scores.properties;
-    for (const [name, { const: only, ...rest }] of Object.entries(scores)) if (only !== undefined) scores[name] = { ...rest, enum: [only] };
-    answerJsonSchemas.set(rubric, (schema = flat));
-  }
-  return schema;
-}
-
 export interface JudgeRequestOptions { env?: NodeJS.ProcessEnv; rubric?: Rubric; images?: TranscriptImage[] }
 
 /** The Messages API request body for one prompt (and its images, in order); no sampling parameter unless configured. */
@@ -660,13 +687,14 @@ export class RateGate {
   async acquire(deadline = Infinity): Promise<number | undefined> {
     for (;;) {
       if (this.pausedUntil > deadline) return undefined;
-      const wait = this.waitMs(Date.now());
+      const wait = this.msUntilNextSlot(Date.now());
       if (wait <= 0) return this.started++;
       await sleep(Math.min(wait, 1000));
     }
   }
 
-  private waitMs(now: number): number {
+  /** How long until one more request may start; rolls the window over once its reset has passed. */
+  private msUntilNextSlot(now: number): number {
     if (now < this.pausedUntil) return this.pausedUntil - now;
     const window = this.window;
     if (!window) return 0;
@@ -812,21 +840,6 @@ export class JudgeChain {
 // Parsing the judge's answer: exactly right, or a loud failure
 // ---------------------------------------------------------------------------------------------
 
-function buildAnswerSchema(rubric: Rubric) {
-  const z = loadZod();
-  const scores = Object.fromEntries(rubric.dimensions.map((dimension) =>
-    [dimension.name, z.literal(allowedScores(dimension) as [number, ...number[]])]));
-  return z.object({ scores: z.strictObject(scores), notes: z.string() });
-}
-const answerSchemas = new WeakMap<Rubric, ReturnType<typeof buildAnswerSchema>>();
-
-/** The zod schema of a judge answer, derived from the rubric (once per rubric): exactly its dimensions, each an allowed integer. */
-export function judgeAnswerSchema(rubric: Rubric): ReturnType<typeof buildAnswerSchema> {
-  let schema = answerSchemas.get(rubric);
-  if (!schema) answerSchemas.set(rubric, (schema = buildAnswerSchema(rubric)));
-  return schema;
-}
-
 /** The first key that an object of valid JSON text repeats (JSON.parse would silently keep the last value). */
 export function findDuplicateKey(json: string): string | undefined {
   const stack: { keys?: Set<string>; expectKey: boolean }[] = [];
@@ -895,9 +908,6 @@ export function parseJudgeResponse(text: string, rubric: Rubric): JudgeVerdict {
   throw new EvalJudgeResponseError(`the answer does not match the rubric: ${problems.join('; ')}`);
 }
 
-/** A finished answer; anything else (max_tokens, refusal, pause_turn, tool_use, a full context window) is unusable. */
-const USABLE_STOP_REASONS = ['end_turn', 'stop_sequence'];
-
 /** Turns one raw answer into a verdict: a cut-off answer is unusable even when its prefix parses. */
 export function verdictFromAnswer(answer: JudgeAnswer, rubric: Rubric): JudgeVerdict {
   try {
@@ -916,8 +926,7 @@ export function verdictFromAnswer(answer: JudgeAnswer, rubric: Rubric): JudgeVer
 
 export interface ScoreRow { task_id: string; model: string; scores: Record<string, number>; notes: string }
 
-export const csvColumns = (dimensions: string[]) => ['task_id', 'model', ...dimensions, 'notes'];
-const pairKey = (taskId: string, model: string) => `${model}\u0000${taskId}`;
+
 
 /** Defuses spreadsheet formulas: a notes cell starting (after spaces) with = + - @ tab or CR gets a leading quote. */
 export function escapeFormula(notes: string): string {
@@ -979,9 +988,9 @@ export class ScoreFile {
 
   /**
    * Opens (or creates, with its header) the CSV. A header that differs from the rubric's columns is an
-   * error; a torn last line (a write cut short by a crash) is cut off when `repair` is set.
+   * error; a torn last line (a write cut short by a crash) is cut off, unless the file is only read.
    */
-  static open(file: string, dimensions: string[], { repair = true, readOnly = false } = {}): ScoreFile {
+  static open(file: string, dimensions: string[], { readOnly = false } = {}): ScoreFile {
     const columns = csvColumns(dimensions);
     const text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
     const { records, completeLength } = parseCsv(text);
@@ -995,7 +1004,7 @@ export class ScoreFile {
     if (!readOnly) {
       fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
       fd = fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_CREAT);
-      if (tornBytes > 0 && repair) {
+      if (tornBytes > 0) {
         fs.ftruncateSync(fd, Buffer.byteLength(text.slice(0, completeLength)));
         fs.fsyncSync(fd);
       }
@@ -1003,7 +1012,7 @@ export class ScoreFile {
       fd = fs.openSync(file, 'a');
       if (!header) appendDurably(fd, csvLine(columns));
     }
-    const scores = new ScoreFile(file, columns, fd, repair && !readOnly ? tornBytes : 0);
+    const scores = new ScoreFile(file, columns, fd, readOnly ? 0 : tornBytes);
     records.slice(1).forEach((record, i) => {
       if (record.length !== columns.length) throw new EvalInputError(`${file}: line ${i + 2} has ${record.length} fields, expected ${columns.length}`);
       scores.done.add(pairKey(record[0]!, record[1]!));
@@ -1058,7 +1067,7 @@ function openAuditLog(file: string): number {
   return fd;
 }
 
-const sha256 = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
+
 
 // ---------------------------------------------------------------------------------------------
 // One writer per output: a lock file holding the pid
@@ -1244,7 +1253,7 @@ function recordOutcome(ctx: RunContext, ref: TranscriptRef, outcome: Outcome, { 
 async function judgeTranscript(ctx: RunContext, ref: TranscriptRef, judges: Judge[], prior?: PriorAttempt): Promise<void> {
   const startedAt = performance.now();
   const answers: JudgeAnswer[] = [...(prior?.answers ?? [])];
-  const chain = new JudgeChain({ operation: `${ref.model}/${ref.task_id}`, reporter: (operation, error) => ctx.progress.log(`${operation}: ${error.message}; trying the next judge`) });
+  const chain = new JudgeChain({ operation: `${ref.model}/${ref.task_id}`, reporter: (operation, error) => ctx.progress.log(`${operation}: attempt failed: ${error.message}`) });
   let promptSha = prior?.promptSha;
   let skippedForMedia = false;
   try {
@@ -1602,6 +1611,10 @@ async function judgeInBatches(ctx: RunContext, pending: TranscriptRef[]): Promis
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// CLI
+// ---------------------------------------------------------------------------------------------
+
 function formatSummary(summary: RunSummary, output: string): string {
   const batches = summary.batchesCreated.length + summary.batchesResumed.length > 0 ? `; batches created ${summary.batchesCreated.length}, resumed ${summary.batchesResumed.length}` : '';
   const lines = [
@@ -1611,10 +1624,6 @@ function formatSummary(summary: RunSummary, output: string): string {
   if (summary.stoppedBy) lines.push(`stopped: ${summary.stoppedBy.message}`);
   return `${lines.join('\n')}\n`;
 }
-
-// ---------------------------------------------------------------------------------------------
-// CLI
-// ---------------------------------------------------------------------------------------------
 
 function listImages(images: TranscriptImage[], stderr: NodeJS.WritableStream): void {
   for (const image of images) stderr.write(`dry-run: ${image.label} is sent beside the prompt: ${image.file ?? 'inline base64'} (${image.source.media_type}, ${Buffer.from(image.source.data, 'base64').length} bytes)\n`);

@@ -781,7 +781,7 @@ describe('output streams', { concurrency: true }, () => {
     assert.ok(!result.stderr.includes('\x1b'), 'no ESC');
     assert.ok(!result.stderr.includes('\r'), 'no carriage return');
     assert.match(result.stderr, /6 selected: 5 scored, 0 skipped .* 1 failed; tokens in \d+, out \d+; wall time [\d.]+ s/);
-    assert.match(result.stderr, /m02\/proof03: .*judge judge-a: unusable answer.*; trying the next judge\n/);
+    assert.match(result.stderr, /m02\/proof03: attempt failed: judge judge-a: unusable answer/);
   });
 
   test('--help explains every flag and the exit statuses, exit 0', async () => {
