@@ -317,7 +317,9 @@ function validateJudgeConfig(raw: unknown, where: string): JudgeConfig {
   if (judge.retry !== undefined) {
     const retry = expectRecord(judge.retry, `${where}.retry`, EvalConfigurationError);
     for (const [key, value] of Object.entries(retry)) {
-      if (!(key in DEFAULTS.retry) || typeof value !== 'number' || value < 0) throw new EvalConfigurationError(`${where}.retry: "${key}" must be one of ${Object.keys(DEFAULTS.retry).join(', ')} with a number >= 0`);
+      if (!(key in DEFAULTS.retry) || typeof value !== 'number' || value < 0) {
+        throw new EvalConfigurationError(`${where}.retry: "${key}" must be one of ${Object.keys(DEFAULTS.retry).join(', ')} with a number >= 0`);
+      }
     }
   }
   return judge as unknown as JudgeConfig;
@@ -352,7 +354,8 @@ export function assertJudgeCallable(judge: JudgeConfig, env: NodeJS.ProcessEnv =
   const model = resolveJudgeModel(judge, env);
   judgeApiKey(judge, env);
   if (typeof judge.temperature === 'number') {
-    throw new EvalConfigurationError(`judge ${model}: "temperature": ${judge.temperature} is set, but the Anthropic API (version 2026-10-21) and Claude Opus 4.7+ reject temperature with HTTP 400; set "temperature": null in models.json`);
+    throw new EvalConfigurationError(`judge ${model}: "temperature": ${judge.temperature} is set, but the Anthropic API (version 2026-10-21) `
+      + 'and Claude Opus 4.7+ reject temperature with HTTP 400; set "temperature": null in models.json');
   }
 }
 
@@ -388,7 +391,8 @@ export function loadTranscript(ref: TranscriptRef): Transcript {
       : block.type === 'image' && (typeof block.path === 'string' || (isRecord(block.source) && block.source.type === 'base64'
         && Object.values(IMAGE_MEDIA_TYPES).includes(block.source.media_type as ImageMediaType) && typeof block.source.data === 'string'))));
     if (typeof content !== 'string' && !blocksOk) {
-      throw new EvalInputError(`${where}: content must be a string or an array of blocks: {type: "text", text}, {type: "image", path} or {type: "image", source: {type: "base64", media_type, data}} (png, jpeg, gif or webp)`);
+      throw new EvalInputError(`${where}: content must be a string or an array of blocks: {type: "text", text}, {type: "image", path} `
+        + 'or {type: "image", source: {type: "base64", media_type, data}} (png, jpeg, gif or webp)');
     }
   });
   if (transcript.problem_statement !== undefined && typeof transcript.problem_statement !== 'string') throw new EvalInputError(`${file}: "problem_statement" must be a string`);
@@ -589,7 +593,8 @@ export function classifyApiError(error: unknown, judge: string, { structuredOutp
       : undefined;
   // A judge that rejects the answer schema cannot be fixed by another prompt: name the setting.
   if (structuredOutput && error instanceof sdk.BadRequestError && /output_config|json_schema|output format|structured output/i.test(error.apiMessage ?? '')) {
-    return Object.assign(new EvalUnsupportedError(`judge ${judge} rejects "structured_output": true (output_config.format json_schema); set it to false for this judge in models.json: ${what}`, { cause: error }), { judge });
+    const message = `judge ${judge} rejects "structured_output": true (output_config.format json_schema); set it to false for this judge in models.json: ${what}`;
+    return Object.assign(new EvalUnsupportedError(message, { cause: error }), { judge });
   }
   if (stopping) return Object.assign(new stopping(message, { cause: error }), { judge });
   const provider = new EvalProviderError(message, { cause: error });
@@ -1229,14 +1234,20 @@ interface Outcome {
  * `sync: false` defers the fsync to a caller that can still redo the work (batch results, until their batch is closed).
  */
 function recordOutcome(ctx: RunContext, ref: TranscriptRef, outcome: Outcome, { sync = true } = {}): void {
-  const usage = outcome.answers.reduce((sum, answer) => ({ input_tokens: sum.input_tokens + answer.usage.input_tokens, output_tokens: sum.output_tokens + answer.usage.output_tokens }), { input_tokens: 0, output_tokens: 0 });
+  const usage = { input_tokens: 0, output_tokens: 0 };
+  for (const answer of outcome.answers) {
+    usage.input_tokens += answer.usage.input_tokens;
+    usage.output_tokens += answer.usage.output_tokens;
+  }
   ctx.summary.tokensIn += usage.input_tokens;
   ctx.summary.tokensOut += usage.output_tokens;
   appendDurably(ctx.logFd, `${JSON.stringify({
     run_id: ctx.runId, timestamp: new Date().toISOString(), task_id: ref.task_id, model: ref.model, status: outcome.status, judge: outcome.judge ?? null,
     ...(outcome.verdict ? { scores: outcome.verdict.scores, notes: outcome.verdict.notes } : { error: { class: outcome.error?.name, message: outcome.error?.message } }),
     attempts: outcome.attempts.map((error) => ({ judge: error.judge ?? null, error: error.name, status: (error as EvalProviderError).status ?? null, message: error.message })),
-    answers: outcome.answers.map((answer) => ({ judge: answer.judge, text: answer.text, stop_reason: answer.stopReason, request_id: answer.requestId ?? null, usage: answer.usage, latency_ms: answer.latencyMs })),
+    answers: outcome.answers.map((answer) => ({
+      judge: answer.judge, text: answer.text, stop_reason: answer.stopReason, request_id: answer.requestId ?? null, usage: answer.usage, latency_ms: answer.latencyMs,
+    })),
     usage, latency_ms: Math.round(performance.now() - outcome.startedAt), prompt_sha256: outcome.promptSha ?? null, rubric_sha256: ctx.rubricSha,
   })}\n`, { sync });
   if (outcome.verdict) {
@@ -1338,8 +1349,14 @@ export async function runScoring(options: RunOptions, control: RunControl = { st
   try {
     scoreFile = writablePath(options.output, () => ScoreFile.open(options.output, rubricDimensions(rubric)));
     logFd = writablePath(options.log, () => openAuditLog(options.log));
-    const summary: RunSummary = { selected: selected.length, scored: 0, skipped: 0, failed: [], tokensIn: 0, tokensOut: 0, wallMs: 0, interrupted: false, repairedBytes: scoreFile.repairedBytes, batchesCreated: [], batchesResumed: [] };
-    const ctx: RunContext = { options, env, stderr, rubric, rubricSha: sha256(fs.readFileSync(options.rubric)), judges, runId: randomUUID(), scoreFile, logFd, summary, progress: new Progress(stderr, summary), control, prepare };
+    const summary: RunSummary = {
+      selected: selected.length, scored: 0, skipped: 0, failed: [], tokensIn: 0, tokensOut: 0, wallMs: 0, interrupted: false,
+      repairedBytes: scoreFile.repairedBytes, batchesCreated: [], batchesResumed: [],
+    };
+    const ctx: RunContext = {
+      options, env, stderr, rubric, rubricSha: sha256(fs.readFileSync(options.rubric)), judges, runId: randomUUID(),
+      scoreFile, logFd, summary, progress: new Progress(stderr, summary), control, prepare,
+    };
     if (scoreFile.repairedBytes > 0) stderr.write(`repaired ${options.output}: removed a torn last line (${scoreFile.repairedBytes} bytes); that transcript is judged again\n`);
     if (options.rescore) {
       const selectedKeys = selected.map((ref) => pairKey(ref.task_id, ref.model)).filter((key) => scoreFile!.done.has(key));
@@ -1485,14 +1502,17 @@ type BatchApi = ReturnType<typeof batchApi>;
 async function resumeBatches(ctx: RunContext, api: BatchApi, state: BatchState, stateFile: string): Promise<void> {
   const unsure = state.batches.find((entry) => entry.id === null);
   if (unsure) {
-    throw new EvalConfigurationError(`${stateFile}: a previous run stopped while submitting a batch of ${Object.keys(unsure.requests).length} transcript(s) to ${unsure.judge} at ${unsure.submitted_at}, so it may exist at Anthropic; check the Console's batches, then delete that entry (or the file) to submit them again`);
+    throw new EvalConfigurationError(`${stateFile}: a previous run stopped while submitting a batch of ${Object.keys(unsure.requests).length} `
+      + `transcript(s) to ${unsure.judge} at ${unsure.submitted_at}, so it may exist at Anthropic; check the Console's batches, `
+      + 'then delete that entry (or the file) to submit them again');
   }
   for (const entry of [...state.batches]) {
     try {
       await api.retrieve(entry.id!);
     } catch (error) {
       if (!(error instanceof EvalConfigurationError && error.cause instanceof loadSdk().NotFoundError)) throw error;
-      ctx.stderr.write(`warning: batch ${entry.id} in ${stateFile} is unknown to the API (expired, deleted, or another workspace's key); its ${Object.keys(entry.requests).length} transcript(s) are submitted again\n`);
+      ctx.stderr.write(`warning: batch ${entry.id} in ${stateFile} is unknown to the API (expired, deleted, or another workspace's key); `
+        + `its ${Object.keys(entry.requests).length} transcript(s) are submitted again\n`);
       state.batches = state.batches.filter((candidate) => candidate !== entry);
       writeBatchState(stateFile, state);
     }
@@ -1505,7 +1525,8 @@ async function resumeBatches(ctx: RunContext, api: BatchApi, state: BatchState, 
 async function submitBatches(ctx: RunContext, api: BatchApi, state: BatchState, stateFile: string, refs: TranscriptRef[]): Promise<TranscriptRef[]> {
   const direct: TranscriptRef[] = [];
   for (const chunk of splitIntoBatches(batchRequests(ctx, refs, api.primary, direct))) {
-    const entry: BatchEntry = { id: null, judge: api.primary.model, submitted_at: new Date().toISOString(), requests: Object.fromEntries(chunk.map((item) => [item.request.custom_id, [item.ref.task_id, item.ref.model, item.promptSha]])) };
+    const requests = Object.fromEntries(chunk.map((item) => [item.request.custom_id, [item.ref.task_id, item.ref.model, item.promptSha] as BatchEntry['requests'][string]]));
+    const entry: BatchEntry = { id: null, judge: api.primary.model, submitted_at: new Date().toISOString(), requests };
     state.batches.push(entry);
     writeBatchState(stateFile, state); // before the create call: a crash after it leaves a trace instead of an unknown batch
     try {
@@ -1550,7 +1571,8 @@ async function collectBatchResults(ctx: RunContext, api: BatchApi, entry: BatchE
     try {
       if (error) throw error;
       if (ctx.prepare(ref).promptSha !== promptSha) throw failed('the batch answer judged a prompt that has changed since it was submitted');
-      recordOutcome(ctx, ref, { status: 'scored', judge: entry.judge, verdict: verdictFromAnswer(answer!, ctx.rubric), attempts: [], answers, promptSha, startedAt: performance.now() }, { sync: false });
+      const verdict = verdictFromAnswer(answer!, ctx.rubric);
+      recordOutcome(ctx, ref, { status: 'scored', judge: entry.judge, verdict, attempts: [], answers, promptSha, startedAt: performance.now() }, { sync: false });
     } catch (failure) {
       if (!(failure instanceof EvalError)) throw failure;
       rejudge.push({ ref, prior: { error: failure instanceof EvalInputError ? failed(failure.message) : failure, answers, promptSha } });
@@ -1618,7 +1640,9 @@ async function judgeInBatches(ctx: RunContext, pending: TranscriptRef[]): Promis
 function formatSummary(summary: RunSummary, output: string): string {
   const batches = summary.batchesCreated.length + summary.batchesResumed.length > 0 ? `; batches created ${summary.batchesCreated.length}, resumed ${summary.batchesResumed.length}` : '';
   const lines = [
-    `${summary.interrupted ? 'interrupted: ' : ''}${summary.selected} selected: ${summary.scored} scored, ${summary.skipped} skipped (already in ${output}), ${summary.failed.length} failed; tokens in ${summary.tokensIn}, out ${summary.tokensOut}; wall time ${(summary.wallMs / 1000).toFixed(2)} s${batches}`,
+    `${summary.interrupted ? 'interrupted: ' : ''}${summary.selected} selected: ${summary.scored} scored, `
+      + `${summary.skipped} skipped (already in ${output}), ${summary.failed.length} failed; `
+      + `tokens in ${summary.tokensIn}, out ${summary.tokensOut}; wall time ${(summary.wallMs / 1000).toFixed(2)} s${batches}`,
     ...summary.failed.map((failure) => `  failed ${failure.model}/${failure.task_id}: ${failure.reason}`),
   ];
   if (summary.stoppedBy) lines.push(`stopped: ${summary.stoppedBy.message}`);
@@ -1658,7 +1682,9 @@ export function dryRun(options: RunOptions, stdout: NodeJS.WritableStream = proc
       stdout.write(`${first.prompt}\n`);
       listImages(first.images, stderr);
     }
-    stderr.write(`dry-run --batch: would send ${requests} request(s) in ${batches} batch(es) to ${judges[0]!.model}${direct.length ? `, and judge ${direct.length} transcript(s) synchronously (bad input, or images the primary judge cannot take)` : ''}${first ? `; printed the prompt for ${first.ref.model}/${first.ref.task_id}` : ''}; nothing was sent or written\n`);
+    const synchronously = direct.length ? `, and judge ${direct.length} transcript(s) synchronously (bad input, or images the primary judge cannot take)` : '';
+    const printed = first ? `; printed the prompt for ${first.ref.model}/${first.ref.task_id}` : '';
+    stderr.write(`dry-run --batch: would send ${requests} request(s) in ${batches} batch(es) to ${judges[0]!.model}${synchronously}${printed}; nothing was sent or written\n`);
     return;
   }
   const first = selected[0]!;
@@ -1695,7 +1721,8 @@ function buildCli(): CommandType {
     .option('--models <file>', 'models.json: the judge and its fallback judges', DEFAULTS.models)
     .option('--output <file>', 'CSV the score rows are appended to', DEFAULTS.output)
     .option('--log <file>', 'JSONL audit log: one line per judged transcript, with the raw answers', DEFAULTS.log)
-    .addHelpText('after', '\nExit status: 0 every selected transcript has a row; 1 some failed; 2 usage or configuration error; 130 interrupted.\nThe judge key is read from the variable named by api_key_env in models.json (ANTHROPIC_API_KEY).')
+    .addHelpText('after', '\nExit status: 0 every selected transcript has a row; 1 some failed; 2 usage or configuration error; 130 interrupted.'
+      + '\nThe judge key is read from the variable named by api_key_env in models.json (ANTHROPIC_API_KEY).')
     .showHelpAfterError()
     .exitOverride();
 }
