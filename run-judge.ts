@@ -1093,33 +1093,51 @@ export function isProcessAlive(pid: number): boolean {
   }
 }
 
-/** Takes the lock next to the output, taking over a stale one; returns its release. */
+/** Blocks the thread for a few milliseconds: lock set-up runs before anything else, so nothing else waits. */
+const pauseSync = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+
+/**
+ * Takes the lock next to the output, taking over a stale one; returns its release. A lock appears with its
+ * pid already inside (hard link of a written temp file); a stale lock is removed only by the one run that
+ * holds `<lock>.takeover` (also made by link), and only if it still names the dead process.
+ */
 export function acquireLock(output: string): () => void {
   const lock = `${output}.lock`;
+  const takeover = `${lock}.takeover`;
   fs.mkdirSync(path.dirname(path.resolve(lock)), { recursive: true });
-  const holder = (file = lock) => Number.parseInt(fs.readFileSync(file, 'utf8'), 10);
-  // The lock appears with its pid already inside (hard link of a written temp file), so no reader sees it empty.
+  const holder = () => Number.parseInt(fs.readFileSync(lock, 'utf8'), 10);
   const temp = `${lock}.${process.pid}.tmp`;
-  const stale = `${lock}.${process.pid}.stale`;
+  const linked = (target: string) => {
+    try {
+      fs.linkSync(temp, target);
+      return true;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      return false;
+    }
+  };
   fs.writeFileSync(temp, `${process.pid}\n`);
   try {
-    for (let attempt = 0; ; attempt++) {
+    for (let attempt = 0; !linked(lock); attempt++) {
+      let pid = NaN;
+      try { pid = holder(); } catch { continue; /* removed meanwhile: try again */ }
+      if (!Number.isInteger(pid)) throw new EvalConfigurationError(`${lock} holds no process id: it is not run-judge's; remove it if no run is writing ${output}`);
+      if (attempt >= 50 || (pid !== process.pid && isProcessAlive(pid))) {
+        throw new EvalConfigurationError(`${output} is locked by another run (process ${pid}, lock file ${lock}); wait for it to finish`);
+      }
+      if (!linked(takeover)) {
+        // Another run is taking the stale lock over; its takeover file is left only if it died within those microseconds.
+        try { if (Date.now() - fs.statSync(takeover).mtimeMs > 5000) fs.rmSync(takeover, { force: true }); } catch { /* released */ }
+        pauseSync(10);
+        continue;
+      }
       try {
-        fs.linkSync(temp, lock);
-        break;
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+        let still = NaN;
+        try { still = holder(); } catch { /* already removed */ }
+        if (still === pid) fs.rmSync(lock, { force: true });
+      } finally {
+        fs.rmSync(takeover, { force: true });
       }
-      let seen: { ino: number; pid: number } | undefined;
-      try { seen = { ino: fs.statSync(lock).ino, pid: holder() }; } catch { /* removed meanwhile: try again */ }
-      if (attempt >= 5 || (seen && Number.isInteger(seen.pid) && seen.pid !== process.pid && isProcessAlive(seen.pid))) {
-        throw new EvalConfigurationError(`${output} is locked by another run (process ${seen?.pid ?? 'unknown'}, lock file ${lock}); wait for it to finish`);
-      }
-      if (!seen) continue;
-      // Take over the stale lock by moving it aside; if another run replaced it meanwhile, put that one back.
-      try { fs.renameSync(lock, stale); } catch { continue; }
-      if (fs.statSync(stale).ino !== seen.ino) try { fs.linkSync(stale, lock); } catch { /* a third run holds it now */ }
-      fs.rmSync(stale, { force: true });
     }
   } finally {
     fs.rmSync(temp, { force: true });
@@ -1333,7 +1351,8 @@ function writablePath<T>(file: string, setUp: () => T): T {
     return setUp();
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code ?? '';
-    if (!['EACCES', 'EPERM', 'ENOTDIR', 'EISDIR', 'EROFS', 'ENOENT', 'ENOSPC'].includes(code)) throw error;
+    // EEXIST: a parent folder to create is an existing file (e.g. --output /dev/null/x.csv).
+    if (!['EACCES', 'EPERM', 'ENOTDIR', 'EISDIR', 'EROFS', 'ENOENT', 'ENOSPC', 'EEXIST'].includes(code)) throw error;
     throw new EvalConfigurationError(`${file}: cannot be created or written (${code})`, { cause: error });
   }
 }

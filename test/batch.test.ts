@@ -9,7 +9,7 @@ import type { TestContext } from 'node:test';
 import { FakeAnthropic } from './fake-anthropic.ts';
 import type { BatchResult, FakeOptions, RecordedRequest, Reply } from './fake-anthropic.ts';
 import {
-  csvRows, judgeEntry, makeWorkspace, readCsv, readLog, runCli, snapshot, startCli, tagLine, waitFor,
+  csvRows, judgeEntry, makeWorkspace, readCsv, readLog, runCli, sha256, snapshot, startCli, tagLine, waitFor,
 } from './cli-helpers.ts';
 import type { CliOptions, Workspace, WorkspaceOptions } from './cli-helpers.ts';
 import {
@@ -627,5 +627,121 @@ describe('images in transcripts', () => {
     assert.deepEqual(fake.batches[0]!.requests.map((r) => r.custom_id), [batchCustomId('proof02', 'm01')]);
     assert.deepEqual(fake.requests.map((req) => [tagOf(req), modelOf(req)]), [['m01/proof01', 'judge-b']]);
     assert.deepEqual(rowKeys(ws.output), ['m01/proof01', 'm01/proof02']);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+describe('--batch: review fixes', () => {
+  /** Writes a state file by hand, as a previous run would have left it. */
+  function writeState(stateFile: string, batches: unknown[]): string {
+    fs.mkdirSync(path.dirname(stateFile), { recursive: true });
+    const text = JSON.stringify({ version: 1, batches });
+    fs.writeFileSync(stateFile, text);
+    return text;
+  }
+
+  test('a state entry with "id": null (a create that may have gone through) stops the run: exit 2 naming the state file, no batch, no call', async (t) => {
+    const { fake, http, ws, run, stateFile } = await setup(t);
+    const text = writeState(stateFile, [{ id: null, judge: 'judge-a', submitted_at: '2026-11-30T00:00:00Z', requests: { t_x: ['proof01', 'm01', 'abc'] } }]);
+    const result = await run(POLL);
+    assert.equal(result.code, 2, result.stderr);
+    assert.ok(result.stderr.includes(stateFile), result.stderr);
+    assert.equal(fake.batches.length, 0, 'no batch created: that could pay twice');
+    assert.deepEqual(http, [], 'no call at all');
+    assert.equal(fs.readFileSync(stateFile, 'utf8'), text, 'the state file is left for the user to check');
+    assert.equal(fs.existsSync(ws.output) ? csvRows(ws.output).length : 0, 0);
+    assert.equal(fs.existsSync(`${ws.output}.lock`), false);
+  });
+
+  test('a state entry naming a batch the API does not know (404): warning naming the state file, its transcripts resubmitted, all rows, exit 0', async (t) => {
+    const { fake, http, ws, run, stateFile } = await setup(t);
+    const gone = [['proof01', 'm01'], ['proof02', 'm02']] as const;
+    writeState(stateFile, [{
+      id: 'msgbatch_gone', judge: 'judge-a', submitted_at: '2026-11-30T00:00:00Z',
+      requests: Object.fromEntries(gone.map(([taskId, model]) => [batchCustomId(taskId, model), [taskId, model, 'abc']])),
+    }]);
+    const result = await run(POLL);
+    assert.equal(result.code, 0, result.stderr);
+    assert.ok(http.includes('GET /v1/messages/batches/msgbatch_gone'), http.join(', '));
+    const warning = result.stderr.split('\n').find((line) => line.includes('msgbatch_gone')) ?? '';
+    assert.match(warning, /^warning: /, result.stderr);
+    assert.ok(warning.includes(stateFile), warning);
+    assert.match(warning, /submitted again/);
+    assert.equal(fake.batches.length, 1, 'one new batch');
+    const submitted = fake.batches[0]!.requests.map((r) => r.custom_id);
+    assert.equal(submitted.length, 6, 'every pending transcript, those of the unknown batch included');
+    for (const [taskId, model] of gone) assert.ok(submitted.includes(batchCustomId(taskId, model)), `${model}/${taskId} resubmitted`);
+    assert.equal(fake.requests.length, 0);
+    assert.deepEqual(rowKeys(ws.output), keysOf(ws));
+    assert.equal(readCsv(ws.output).length, 7);
+    assert.match(result.stderr, /batches created 1, resumed 0/);
+    assert.equal(fs.existsSync(stateFile), false);
+  });
+
+  test('a transcript edited between submission and results is judged again synchronously; the log says its prompt changed', { timeout: 60_000 }, async (t) => {
+    const { fake, http, ws, run, start, stateFile } = await setup(t, {
+      batch: { pollsUntilEnded: 1000 },
+      responder: () => ({ text: fake.validAnswer({}, 'judged again') }),
+    });
+    const first = start(POLL);
+    await waitFor(() => fs.existsSync(stateFile) && fake.batches.length === 1 && fake.batchPolls >= 1, 20_000, 'polling');
+    first.child.kill('SIGKILL');
+    assert.equal((await first.done).signal, 'SIGKILL');
+
+    const file = path.join(ws.transcripts, 'm01', 'proof02.json');
+    const transcript = JSON.parse(fs.readFileSync(file, 'utf8')) as { messages: { role: string; content: string }[] };
+    const last = transcript.messages.at(-1)!;
+    last.content = `${last.content} EDITED-AFTER-SUBMISSION`;
+    fs.writeFileSync(file, JSON.stringify(transcript, null, 2));
+    fake.batches[0]!.endedAt = Date.now();
+
+    const result = await run(POLL);
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(fake.batches.length, 1, 'no second batch');
+    assert.equal(creates(http), 1);
+    assert.deepEqual(fake.requests.map((req) => [tagOf(req), modelOf(req)]), [['m01/proof02', 'judge-a']], 'one synchronous request, for the edited pair');
+    const sent = fake.requests[0]!.body.messages[0].content as string;
+    assert.match(sent, /EDITED-AFTER-SUBMISSION/, 'the current transcript is judged');
+    assert.deepEqual(rowKeys(ws.output), keysOf(ws));
+    assert.equal(readCsv(ws.output).length, 7, 'one row per pair');
+    for (const { key, record } of csvRows(ws.output)) assert.equal(record[8], key === 'm01/proof02' ? 'judged again' : 'ok', key);
+
+    const log = logByKey(ws.log);
+    const edited = log.get('m01/proof02')!;
+    assert.equal(edited.status, 'scored');
+    assert.equal(edited.judge, 'judge-a');
+    assert.equal(edited.attempts.length, 1, JSON.stringify(edited.attempts));
+    assert.match(edited.attempts[0]!.message, /prompt that has changed since it was submitted/);
+    assert.equal(edited.prompt_sha256, sha256(sent), 'the log hashes the prompt that was judged');
+    for (const [key, entry] of log) {
+      if (key === 'm01/proof02') continue;
+      assert.deepEqual([entry.status, entry.attempts.length, entry.answers.length, entry.notes], ['scored', 0, 1, 'ok'], `${key} comes from the batch`);
+    }
+    assert.equal(fs.existsSync(stateFile), false);
+  });
+
+  test('a batch create answered 429 (retry-after 0.1) is retried once it may: exactly 2 create attempts, 1 batch, exit 0', async (t) => {
+    const { fake, ws, run, stateFile } = await setup(t, {}, { models: 1 });
+    const createAttempts: number[] = [];
+    interceptHttp(fake, (req, res) => {
+      if (!(req.method === 'POST' && (req.url ?? '').split('?')[0] === '/v1/messages/batches')) return false;
+      createAttempts.push(Date.now());
+      if (createAttempts.length > 1) return false;
+      req.resume().on('end', () => {
+        res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '0.1' });
+        res.end(JSON.stringify({ type: 'error', error: { type: 'rate_limit_error', message: 'Number of requests has exceeded your per-minute rate limit' } }));
+      });
+      return true;
+    });
+    const result = await run(POLL);
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(createAttempts.length, 2, 'one retry');
+    assert.ok(createAttempts[1]! - createAttempts[0]! >= 95, `retried ${createAttempts[1]! - createAttempts[0]!} ms later, before retry-after`);
+    assert.equal(fake.batches.length, 1);
+    assert.equal(fake.batches[0]!.requests.length, 3);
+    assert.equal(fake.requests.length, 0, 'nothing judged synchronously instead');
+    assert.deepEqual(rowKeys(ws.output), keysOf(ws));
+    assert.match(result.stderr, /batches created 1, resumed 0/);
+    assert.equal(fs.existsSync(stateFile), false);
   });
 });

@@ -835,3 +835,49 @@ describe('SIGINT', () => {
     assert.equal(fs.existsSync(`${ws.output}.lock`), false, 'the exit handler removed the lock');
   });
 });
+
+// ---------------------------------------------------------------------------------------------
+describe('review fixes', { concurrency: true }, () => {
+  /** The workspace's flags with one path flag's value replaced. */
+  const withFlag = (args: string[], flag: string, value: string) => args.map((arg, i) => (args[i - 1] === flag ? value : arg));
+
+  // Unwritable outputs: the parent of /dev/null/x.csv is an existing file (mkdir says EEXIST); deeper, ENOTDIR.
+  for (const [flag, file] of [
+    ['--output', '/dev/null/x.csv'],
+    ['--output', '/dev/null/sub/x.csv'],
+    ['--log', '/dev/null/log.jsonl'],
+    ['--log', '/dev/null/sub/log.jsonl'],
+  ] as const) {
+    test(`${flag} ${file} (cannot be created) exits 2 naming the path, without a stack trace or a request; no lock left`, async (t) => {
+      const { fake, ws } = await setup(t);
+      const result = await runCli(withFlag(ws.args(), flag, file), { baseUrl: fake.url });
+      assert.equal(result.code, 2, result.stderr);
+      assert.ok(result.stderr.includes(file), result.stderr);
+      assert.doesNotMatch(result.stderr, /^\s+at /m, 'no stack trace');
+      assert.equal(fake.requests.length, 0);
+      assert.equal(fs.existsSync(`${ws.output}.lock`), false);
+    });
+  }
+
+  test('a 401 while other transcripts are retrying 429s stops those retries too: exit 2, no request after the 401', { timeout: 30_000 }, async (t) => {
+    const answeredAt: number[] = [];
+    const { fake, ws, run } = await setup(t, {
+      // m01/proof01 gets its 401 at ~400 ms; every other request is asked to wait 0.3 s, for up to 20 retries and 30 s.
+      responder: (req) => {
+        if (tagOf(req) !== 'm01/proof01') return rateLimited('0.3');
+        answeredAt.push(req.at + 400);
+        return error(401, 'authentication_error', 'invalid x-api-key', { delayMs: 400 });
+      },
+    }, { judge: judgeEntry('judge-a', { retry: { max_retries: 20, budget_s: 30, base_delay_s: 0.05 } }) });
+    const result = await run(['--concurrency', '4']);
+    assert.equal(result.code, 2, result.stderr);
+    assert.match(result.stderr, /stopped: judge judge-a: HTTP 401 authentication_error/);
+    assert.equal(answeredAt.length, 1, 'one 401');
+    const after = fake.requests.filter((req) => req.at > answeredAt[0]! + 100).map((req) => `${tagOf(req)} +${req.at - answeredAt[0]!} ms`);
+    assert.deepEqual(after, [], 'no request started after the 401 was answered');
+    assert.ok(fake.requests.length <= 1 + 3 * 3, `${fake.requests.length} requests: the 429-retrying transcripts kept retrying`);
+    assert.ok(fake.requests.every((req) => modelOf(req) === 'judge-a'), 'no fallback judge after a configuration error');
+    assert.deepEqual([...new Set(fake.requests.map(tagOf))].sort(), ['m01/proof01', 'm01/proof02', 'm01/proof03', 'm02/proof01'], 'the other two were never started');
+    assert.equal(rowCount(ws.output), 0);
+  });
+});
