@@ -746,6 +746,7 @@ export async function retryWhileAskedToWait<T>(judge: Judge, call: () => Promise
   const { max_retries, budget_s, base_delay_s } = { ...DEFAULTS.retry, ...judge.config.retry };
   const deadline = Date.now() + budget_s * 1000;
   for (let retry = 0; ; retry++) {
+    if (halted()) throw halted()!;
     const seq = await judge.gate.acquire(deadline);
     if (seq === undefined) {
       throw Object.assign(new EvalProviderError(`judge ${judge.model}: rate limited: its requests are paused beyond the retry budget (${budget_s} s)`), { judge: judge.model, status: 429 });
@@ -1120,14 +1121,22 @@ export function acquireLock(output: string): () => void {
   try {
     for (let attempt = 0; !linked(lock); attempt++) {
       let pid = NaN;
-      try { pid = holder(); } catch { continue; /* removed meanwhile: try again */ }
-      if (!Number.isInteger(pid)) throw new EvalConfigurationError(`${lock} holds no process id: it is not run-judge's; remove it if no run is writing ${output}`);
-      if (attempt >= 50 || (pid !== process.pid && isProcessAlive(pid))) {
-        throw new EvalConfigurationError(`${output} is locked by another run (process ${pid}, lock file ${lock}); wait for it to finish`);
+      try {
+        pid = holder();
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw new EvalConfigurationError(`${lock}: cannot be read (${(error as NodeJS.ErrnoException).code})`, { cause: error });
       }
+      if (attempt >= 50 || (Number.isInteger(pid) && pid !== process.pid && isProcessAlive(pid))) {
+        throw new EvalConfigurationError(`${output} is locked by another run (process ${Number.isInteger(pid) ? pid : 'unknown'}, lock file ${lock}); wait for it to finish`);
+      }
+      if (Number.isNaN(pid) && fs.existsSync(lock)) throw new EvalConfigurationError(`${lock} holds no process id: it is not run-judge's; remove it if no run is writing ${output}`);
+      if (Number.isNaN(pid)) continue; // removed meanwhile: try again
       if (!linked(takeover)) {
-        // Another run is taking the stale lock over; its takeover file is left only if it died within those microseconds.
-        try { if (Date.now() - fs.statSync(takeover).mtimeMs > 5000) fs.rmSync(takeover, { force: true }); } catch { /* released */ }
+        // Another run is taking the stale lock over; its takeover file outlives it only if it died within those microseconds.
+        try {
+          const taker = Number.parseInt(fs.readFileSync(takeover, 'utf8'), 10);
+          if (!Number.isInteger(taker) || !isProcessAlive(taker)) fs.rmSync(takeover, { force: true });
+        } catch { /* released meanwhile */ }
         pauseSync(10);
         continue;
       }
@@ -1298,6 +1307,7 @@ async function judgeTranscript(ctx: RunContext, ref: TranscriptRef, judges: Judg
     recordOutcome(ctx, ref, { status: 'scored', judge: judge.model, verdict, attempts: chain.attempts, answers, promptSha, startedAt });
   } catch (error) {
     if (!(error instanceof EvalError)) throw error;
+    if (error === ctx.summary.stoppedBy && answers.length === 0) return; // halted by another transcript's configuration error: not judged
     recordOutcome(ctx, ref, { status: 'failed', error, attempts: chain.attempts, answers, promptSha, startedAt });
     if (error instanceof EvalConfigurationError && !skippedForMedia) {
       ctx.summary.stoppedBy ??= error;
@@ -1469,7 +1479,9 @@ function* batchRequests(ctx: Pick<RunContext, 'prepare' | 'env' | 'rubric'>, ref
       custom_id: batchCustomId(ref.task_id, ref.model),
       params: buildJudgeRequest(prepared.prompt, primary.config, { env: ctx.env, rubric: ctx.rubric, images: prepared.images }),
     };
-    yield { ref, request, ...prepared, bytes: Buffer.byteLength(JSON.stringify(request)) + 1 };
+    const bytes = Buffer.byteLength(JSON.stringify(request)) + 1;
+    if (bytes > BATCH_LIMITS.maxBytes) direct.push(ref); // too large for any batch: the chain records its failure alone
+    else yield { ref, request, ...prepared, bytes };
   }
 }
 
@@ -1509,7 +1521,16 @@ function batchApi(ctx: RunContext) {
     primary,
     create: (requests: BatchRequest[]) => retryWhileAskedToWait(primary, () => classified(() => batches.create({ requests }))),
     retrieve: (id: string) => classified(() => batches.retrieve(id)),
-    results: (id: string) => classified(() => batches.results(id)),
+    /** The results, one at a time; a download cut off midway (even inside a line) is a provider error, retried at the next poll. */
+    async* results(id: string) {
+      const decoder = await classified(() => batches.results(id));
+      try {
+        for await (const item of decoder) yield item;
+      } catch (error) {
+        if (error instanceof SyntaxError) throw Object.assign(new EvalProviderError(`judge ${primary.model}: batch ${id} results were cut off: ${error.message}`, { cause: error }), { judge: primary.model });
+        throw classifyApiError(error, primary.model);
+      }
+    },
   };
 }
 type BatchApi = ReturnType<typeof batchApi>;
@@ -1529,6 +1550,7 @@ async function resumeBatches(ctx: RunContext, api: BatchApi, state: BatchState, 
     try {
       await api.retrieve(entry.id!);
     } catch (error) {
+      if (error instanceof EvalProviderError || error instanceof EvalTimeoutError) continue; // kept: the poll loop tries again
       if (!(error instanceof EvalConfigurationError && error.cause instanceof loadSdk().NotFoundError)) throw error;
       ctx.stderr.write(`warning: batch ${entry.id} in ${stateFile} is unknown to the API (expired, deleted, or another workspace's key); `
         + `its ${Object.keys(entry.requests).length} transcript(s) are submitted again\n`);
@@ -1544,6 +1566,7 @@ async function resumeBatches(ctx: RunContext, api: BatchApi, state: BatchState, 
 async function submitBatches(ctx: RunContext, api: BatchApi, state: BatchState, stateFile: string, refs: TranscriptRef[]): Promise<TranscriptRef[]> {
   const direct: TranscriptRef[] = [];
   for (const chunk of splitIntoBatches(batchRequests(ctx, refs, api.primary, direct))) {
+    if (ctx.control.stopping) break;
     const requests = Object.fromEntries(chunk.map((item) => [item.request.custom_id, [item.ref.task_id, item.ref.model, item.promptSha] as BatchEntry['requests'][string]]));
     const entry: BatchEntry = { id: null, judge: api.primary.model, submitted_at: new Date().toISOString(), requests };
     state.batches.push(entry);
@@ -1551,9 +1574,9 @@ async function submitBatches(ctx: RunContext, api: BatchApi, state: BatchState, 
     try {
       entry.id = (await api.create(chunk.map((item) => item.request))).id;
     } catch (error) {
-      // A 4xx answer means no batch was made; after a 5xx, a lost connection or a timeout it may exist, so the trace stays.
+      // A 4xx or 529 (overloaded) answer means no batch was made; after another 5xx, a lost connection or a timeout it may exist.
       const cause = (error as Error).cause;
-      if (cause instanceof loadSdk().APIError && cause.status !== undefined && cause.status < 500) {
+      if (cause instanceof loadSdk().APIError && cause.status !== undefined && (cause.status < 500 || cause.status === 529)) {
         state.batches.pop();
         writeBatchState(stateFile, state);
       }
@@ -1575,7 +1598,7 @@ async function collectBatchResults(ctx: RunContext, api: BatchApi, entry: BatchE
   const refOf = (taskId: string, model: string) => ({ task_id: taskId, model, path: path.join(ctx.options.transcripts, model, `${taskId}.json`) });
   const failed = (message: string) => Object.assign(new EvalJudgeResponseError(`judge ${entry.judge}: ${message}`), { judge: entry.judge });
   const seen = new Set<string>();
-  for await (const item of await api.results(entry.id!)) {
+  for await (const item of api.results(entry.id!)) {
     const mapped = entry.requests[item.custom_id];
     if (!mapped) {
       ctx.progress.log(`batch ${entry.id}: ignoring a result with unknown custom_id ${item.custom_id}`);

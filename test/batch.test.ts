@@ -368,6 +368,25 @@ describe('--batch', () => {
     assert.equal(fs.existsSync(stateFile), false);
   });
 
+  test('results cut off inside a line are a provider error: the batch stays pending and is collected at the next poll', async (t) => {
+    const { fake, ws, run, stateFile } = await setup(t, {}, { models: 1 });
+    let cut = true;
+    interceptHttp(fake, (req, res) => {
+      if (/\/results$/.test((req.url ?? '').split('?')[0]!) && cut) {
+        cut = false;
+        const end = res.end.bind(res) as (body: string) => ServerResponse;
+        (res as unknown as { end: (body: string) => ServerResponse }).end = (body: string) => end(body.slice(0, Math.floor(body.length / 2)));
+      }
+      return false;
+    });
+    const result = await run(POLL);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stderr, /results were cut off/);
+    assert.deepEqual(rowKeys(ws.output), ['m01/proof01', 'm01/proof02', 'm01/proof03']);
+    assert.equal(fake.requests.length, 0, 'no synchronous call: the results were read again');
+    assert.equal(fs.existsSync(stateFile), false);
+  });
+
   test('a result missing from the results stream goes through the synchronous chain; with --no-fallback it is reported failed', async (t) => {
     const { fake, ws, run, stateFile } = await setup(t, {}, { models: 1 });
     dropResults(fake, () => [batchCustomId('proof01', 'm01')]);
