@@ -97,12 +97,15 @@ Give every dimension listed above exactly one score, using only the scores {allo
 // Errors: one hierarchy; a failure is its own outcome, never a verdict
 // ---------------------------------------------------------------------------------------------
 
+export interface EvalErrorOptions { cause?: unknown; judge?: string }
 export class EvalError extends Error {
   /** The judge (model id) an attempt failed on, when the failure came from one. */
   judge?: string;
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
+  /** With `judge`, the message starts "judge <model>: ", so every failure says which judge it came from. */
+  constructor(message: string, options: EvalErrorOptions = {}) {
+    super(options.judge ? `judge ${options.judge}: ${message}` : message, 'cause' in options ? { cause: options.cause } : undefined);
     this.name = new.target.name;
+    this.judge = options.judge;
   }
 }
 /** Bad rubric.json or models.json, missing key, 401/402/403/404: no other judge can fix it. */
@@ -116,7 +119,11 @@ export class EvalDependencyError extends EvalError {}
 /** The judge answered, but the answer is not a usable score. */
 export class EvalJudgeResponseError extends EvalError {
   /** The raw text of the unusable answer, kept for the audit log. */
-  rawText?: string;
+  readonly rawText?: string;
+  constructor(message: string, options: EvalErrorOptions & { rawText?: string } = {}) {
+    super(message, options);
+    this.rawText = options.rawText;
+  }
 }
 /** The request timed out; it is never resubmitted. */
 export class EvalTimeoutError extends EvalError {}
@@ -238,7 +245,7 @@ export function answerJsonSchema(rubric: Rubric): Record<string, unknown> {
 // Loading and validating configuration and inputs
 // ---------------------------------------------------------------------------------------------
 
-type EvalErrorClass = new (message: string, options?: { cause?: unknown }) => EvalError;
+type EvalErrorClass = new (message: string, options?: EvalErrorOptions) => EvalError;
 
 /** Reads a JSON file; a missing or malformed file is an error of the given class naming the file. */
 export function loadJson(file: string, ErrorClass: EvalErrorClass = EvalInputError): unknown {
@@ -343,9 +350,9 @@ export function resolveJudgeModel(judge: JudgeConfig, env: NodeJS.ProcessEnv = p
 function judgeApiKey(judge: JudgeConfig, env: NodeJS.ProcessEnv): string {
   const key = env[judge.api_key_env];
   const model = resolveJudgeModel(judge, env);
-  if (!key) throw new EvalConfigurationError(`judge ${model}: environment variable ${judge.api_key_env} is not set (it must hold the Anthropic API key)`);
+  if (!key) throw new EvalConfigurationError(`environment variable ${judge.api_key_env} is not set (it must hold the Anthropic API key)`, { judge: model });
   // A key with a space or line break would fail inside the HTTP library, whose error quotes the header: the key.
-  if (!/^[\x21-\x7e]+$/.test(key)) throw new EvalConfigurationError(`judge ${model}: environment variable ${judge.api_key_env} holds spaces, line breaks or other characters an API key cannot have`);
+  if (!/^[\x21-\x7e]+$/.test(key)) throw new EvalConfigurationError(`environment variable ${judge.api_key_env} holds spaces, line breaks or other characters an API key cannot have`, { judge: model });
   return key;
 }
 
@@ -354,8 +361,8 @@ export function assertJudgeCallable(judge: JudgeConfig, env: NodeJS.ProcessEnv =
   const model = resolveJudgeModel(judge, env);
   judgeApiKey(judge, env);
   if (typeof judge.temperature === 'number') {
-    throw new EvalConfigurationError(`judge ${model}: "temperature": ${judge.temperature} is set, but the Anthropic API (version 2026-10-21) `
-      + 'and Claude Opus 4.7+ reject temperature with HTTP 400; set "temperature": null in models.json');
+    throw new EvalConfigurationError(`"temperature": ${judge.temperature} is set, but the Anthropic API (version 2026-10-21) `
+      + 'and Claude Opus 4.7+ reject temperature with HTTP 400; set "temperature": null in models.json', { judge: model });
   }
 }
 
@@ -580,13 +587,12 @@ function isBrokenAnswer(error: unknown): error is Error {
  */
 export function classifyApiError(error: unknown, judge: string, { structuredOutput = false, timedOut = false } = {}): unknown {
   const sdk = loadSdk();
-  if (timedOut || error instanceof sdk.APIConnectionTimeoutError) return Object.assign(new EvalTimeoutError(`judge ${judge}: request timed out (not resubmitted)`, { cause: error }), { judge });
-  if (isBrokenAnswer(error)) return Object.assign(new EvalProviderError(`judge ${judge}: connection failed while reading the answer: ${error.message}`, { cause: error }), { judge });
+  if (timedOut || error instanceof sdk.APIConnectionTimeoutError) return new EvalTimeoutError('request timed out (not resubmitted)', { cause: error, judge });
+  if (isBrokenAnswer(error)) return new EvalProviderError(`connection failed while reading the answer: ${error.message}`, { cause: error, judge });
   if (!(error instanceof sdk.APIError)) return error;
   const what = error.status === undefined
     ? `connection failed: ${(error.cause as Error | undefined)?.message ?? error.message}`
     : `HTTP ${error.status} ${error.type ?? 'error'}: ${error.apiMessage ?? '(no message)'}${error.requestID ? ` (request ${error.requestID})` : ''}`;
-  const message = `judge ${judge}: ${what}`;
   const stopping = error instanceof sdk.AuthenticationError || error instanceof sdk.PermissionDeniedError
     || error instanceof sdk.PaymentRequiredError || error instanceof sdk.NotFoundError ? EvalConfigurationError
     : error instanceof sdk.BadRequestError || error instanceof sdk.ContentTooLargeError || error instanceof sdk.UnprocessableEntityError ? EvalInputError
@@ -594,17 +600,17 @@ export function classifyApiError(error: unknown, judge: string, { structuredOutp
   // A judge that rejects the answer schema cannot be fixed by another prompt: name the setting.
   if (structuredOutput && error instanceof sdk.BadRequestError && /output_config|json_schema|output format|structured output/i.test(error.apiMessage ?? '')) {
     const message = `judge ${judge} rejects "structured_output": true (output_config.format json_schema); set it to false for this judge in models.json: ${what}`;
+    // Worded "judge X rejects ...", not "judge X: ...": the judge is set after, so the message is not prefixed twice.
     return Object.assign(new EvalUnsupportedError(message, { cause: error }), { judge });
   }
-  if (stopping) return Object.assign(new stopping(message, { cause: error }), { judge });
-  const provider = new EvalProviderError(message, { cause: error });
+  if (stopping) return new stopping(what, { cause: error, judge });
+  const provider = new EvalProviderError(what, { cause: error, judge });
   provider.status = error.status;
   provider.requestId = error.requestID ?? undefined;
   provider.type = error.type ?? undefined;
   provider.retryAfterMs = parseRetryAfter(error.headers);
   provider.rateLimit = parseRateLimit(error.headers);
   provider.spendLimit = error instanceof sdk.RateLimitError && /spend|billing|credit/i.test(`${error.errorCode ?? ''} ${error.type ?? ''}`);
-  provider.judge = judge;
   return provider;
 }
 
@@ -621,7 +627,7 @@ export interface JudgeRequestOptions { env?: NodeJS.ProcessEnv; rubric?: Rubric;
 
 /** The Messages API request body for one prompt (and its images, in order); no sampling parameter unless configured. */
 export function buildJudgeRequest(prompt: string, judge: JudgeConfig, { env = process.env, rubric, images = [] }: JudgeRequestOptions = {}): Anthropic.MessageCreateParamsNonStreaming {
-  if (judge.structured_output && !rubric) throw new EvalConfigurationError(`judge ${judge.model}: "structured_output" needs the rubric to build its schema`);
+  if (judge.structured_output && !rubric) throw new EvalConfigurationError('"structured_output" needs the rubric to build its schema', { judge: judge.model });
   const content: Anthropic.ContentBlockParam[] = [{ type: 'text', text: prompt }];
   for (const image of images) content.push({ type: 'text', text: image.label }, { type: 'image', source: image.source });
   return {
@@ -658,7 +664,7 @@ export async function callJudge(prompt: string, judgeConfig: JudgeConfig,
 function answerFromMessage(message: unknown, judge: string, latencyMs: number, headers?: Headers): JudgeAnswer {
   const data = message as Partial<Anthropic.Message> | string;
   if (!isRecord(data) || !Array.isArray(data.content)) {
-    throw Object.assign(new EvalJudgeResponseError(`judge ${judge}: the API answered with something that is not a message`), { judge, rawText: String(JSON.stringify(message)) });
+    throw new EvalJudgeResponseError('the API answered with something that is not a message', { judge, rawText: String(JSON.stringify(message)) });
   }
   return {
     judge,
@@ -749,7 +755,7 @@ export async function retryWhileAskedToWait<T>(judge: Judge, call: () => Promise
     if (halted()) throw halted()!;
     const seq = await judge.gate.acquire(deadline);
     if (seq === undefined) {
-      throw Object.assign(new EvalProviderError(`judge ${judge.model}: rate limited: its requests are paused beyond the retry budget (${budget_s} s)`), { judge: judge.model, status: 429 });
+      throw Object.assign(new EvalProviderError(`rate limited: its requests are paused beyond the retry budget (${budget_s} s)`, { judge: judge.model }), { status: 429 });
     }
     const halt = halted(); // a configuration error elsewhere stops the run before more calls
     if (halt) throw halt;
@@ -922,7 +928,7 @@ export function verdictFromAnswer(answer: JudgeAnswer, rubric: Rubric): JudgeVer
     return parseJudgeResponse(answer.text, rubric);
   } catch (error) {
     if (!(error instanceof EvalJudgeResponseError)) throw error;
-    throw Object.assign(new EvalJudgeResponseError(`judge ${answer.judge}: unusable answer: ${error.message}`), { judge: answer.judge, rawText: answer.text });
+    throw new EvalJudgeResponseError(`unusable answer: ${error.message}`, { judge: answer.judge, rawText: answer.text });
   }
 }
 
@@ -1502,7 +1508,7 @@ function batchOutcome(result: Anthropic.Messages.MessageBatchResult, judge: stri
     }
   }
   const detail = result.type === 'errored' ? `: ${result.error.error.type}: ${result.error.error.message}` : '';
-  return { error: Object.assign(new EvalProviderError(`judge ${judge}: batch request ${result.type}${detail}`), { judge }) };
+  return { error: new EvalProviderError(`batch request ${result.type}${detail}`, { judge }) };
 }
 
 /** The primary judge's batch endpoints, with SDK errors classified like every other call. */
@@ -1527,7 +1533,7 @@ function batchApi(ctx: RunContext) {
       try {
         for await (const item of decoder) yield item;
       } catch (error) {
-        if (error instanceof SyntaxError) throw Object.assign(new EvalProviderError(`judge ${primary.model}: batch ${id} results were cut off: ${error.message}`, { cause: error }), { judge: primary.model });
+        if (error instanceof SyntaxError) throw new EvalProviderError(`batch ${id} results were cut off: ${error.message}`, { cause: error, judge: primary.model });
         throw classifyApiError(error, primary.model);
       }
     },
@@ -1596,7 +1602,7 @@ async function submitBatches(ctx: RunContext, api: BatchApi, state: BatchState, 
 async function collectBatchResults(ctx: RunContext, api: BatchApi, entry: BatchEntry, chainJudges: Judge[]): Promise<void> {
   const rejudge: { ref: TranscriptRef; prior: PriorAttempt }[] = [];
   const refOf = (taskId: string, model: string) => ({ task_id: taskId, model, path: path.join(ctx.options.transcripts, model, `${taskId}.json`) });
-  const failed = (message: string) => Object.assign(new EvalJudgeResponseError(`judge ${entry.judge}: ${message}`), { judge: entry.judge });
+  const failed = (message: string) => new EvalJudgeResponseError(message, { judge: entry.judge });
   const seen = new Set<string>();
   for await (const item of api.results(entry.id!)) {
     const mapped = entry.requests[item.custom_id];
@@ -1622,7 +1628,7 @@ async function collectBatchResults(ctx: RunContext, api: BatchApi, entry: BatchE
   }
   for (const [customId, [taskId, model, promptSha]] of Object.entries(entry.requests)) {
     if (seen.has(customId) || ctx.scoreFile.done.has(pairKey(taskId, model))) continue;
-    const error = Object.assign(new EvalProviderError(`judge ${entry.judge}: batch ${entry.id} returned no result for this request`), { judge: entry.judge });
+    const error = new EvalProviderError(`batch ${entry.id} returned no result for this request`, { judge: entry.judge });
     rejudge.push({ ref: refOf(taskId, model), prior: { error, answers: [], promptSha } });
   }
   await judgeConcurrently(ctx, rejudge, chainJudges);

@@ -9,7 +9,7 @@ import type { TestContext } from 'node:test';
 import { FakeAnthropic } from './fake-anthropic.ts';
 import type { BatchResult, FakeOptions, RecordedRequest, Reply } from './fake-anthropic.ts';
 import {
-  csvRows, judgeEntry, makeWorkspace, readCsv, readLog, runCli, sha256, snapshot, startCli, tagLine, waitFor,
+  csvRows, judgeEntry, makeWorkspace, readCsv, readLog, runCli, setupCli, sha256, snapshot, startCli, tagLine, waitFor,
 } from './cli-helpers.ts';
 import type { CliOptions, Workspace, WorkspaceOptions } from './cli-helpers.ts';
 import {
@@ -64,17 +64,8 @@ function dropResults(fake: FakeAnthropic, dropped: () => string[]): void {
 }
 
 async function setup(t: TestContext, fakeOpts: FakeOptions = {}, wsOpts: WorkspaceOptions = {}) {
-  const fake = await FakeAnthropic.start(fakeOpts);
-  const http = recordAllHttp(fake);
-  const ws = makeWorkspace(wsOpts);
-  t.after(async () => {
-    await fake.close();
-    ws.remove();
-  });
-  const run = (extra: string[] = [], opts: CliOptions = {}) => runCli(ws.args(...extra), { baseUrl: fake.url, ...opts });
-  const start = (extra: string[] = [], opts: CliOptions = {}) => startCli(ws.args(...extra), { baseUrl: fake.url, ...opts });
-  const stateFile = `${ws.output}.batches.json`;
-  return { fake, http, ws, run, start, stateFile };
+  const cli = await setupCli(t, fakeOpts, wsOpts);
+  return { ...cli, http: recordAllHttp(cli.fake), stateFile: `${cli.ws.output}.batches.json` };
 }
 
 const modelOf = (req: RecordedRequest) => req.body?.model as string;

@@ -7,7 +7,9 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseCsvSync } from 'csv-parse/sync';
-import type { RecordedRequest } from './fake-anthropic.ts';
+import type { TestContext } from 'node:test';
+import { FakeAnthropic } from './fake-anthropic.ts';
+import type { FakeOptions, RecordedRequest } from './fake-anthropic.ts';
 
 export const REPO = fileURLToPath(new URL('..', import.meta.url));
 /** The CLI under test; RUN_JUDGE_SCRIPT may point at a mutated copy inside the repo (to check that the tests can fail). */
@@ -166,6 +168,19 @@ export function startCli(args: string[], opts: CliOptions = {}): { child: ChildP
 }
 
 export const runCli = (args: string[], opts: CliOptions = {}) => startCli(args, opts).done;
+
+/** A fake and a temp workspace, both cleaned up after the test; `run`/`start` drive the CLI on that workspace. */
+export async function setupCli(t: TestContext, fakeOpts: FakeOptions = {}, wsOpts: WorkspaceOptions = {}) {
+  const fake = await FakeAnthropic.start(fakeOpts);
+  const ws = makeWorkspace(wsOpts);
+  t.after(async () => {
+    await fake.close();
+    ws.remove();
+  });
+  const run = (extra: string[] = [], opts: CliOptions = {}) => runCli(ws.args(...extra), { baseUrl: fake.url, ...opts });
+  const start = (extra: string[] = [], opts: CliOptions = {}) => startCli(ws.args(...extra), { baseUrl: fake.url, ...opts });
+  return { fake, ws, run, start };
+}
 
 /** The CSV's records (header first), parsed strictly; throws on a malformed file. */
 export function readCsv(file: string): string[][] {

@@ -9,7 +9,7 @@ import { FakeAnthropic } from './fake-anthropic.ts';
 import type { FakeOptions, RecordedRequest, Reply } from './fake-anthropic.ts';
 import {
   REPO, SHIPPED_RUBRIC, csvRows, judgeEntry, makeWorkspace, maxInFlight, readCsv, readLog, rowCount, runCli, sha256,
-  snapshot, startCli, tagOf, waitFor,
+  setupCli, snapshot, startCli, tagOf, waitFor,
 } from './cli-helpers.ts';
 import type { CliOptions, WorkspaceOptions } from './cli-helpers.ts';
 import { buildJudgePrompt, loadJson, loadRubric, loadTranscript } from '../run-judge.ts';
@@ -17,18 +17,7 @@ import type { ReferenceKey, Task } from '../run-judge.ts';
 
 const COLUMNS = 'task_id,model,mathematical_correctness,proof_scaffolding,error_diagnosis,student_agency,proof_convention_alignment,integrity_boundary,notes';
 
-/** A fake and a temp workspace, both cleaned up after the test; `run` drives the CLI on that workspace. */
-async function setup(t: TestContext, fakeOpts: FakeOptions = {}, wsOpts: WorkspaceOptions = {}) {
-  const fake = await FakeAnthropic.start(fakeOpts);
-  const ws = makeWorkspace(wsOpts);
-  t.after(async () => {
-    await fake.close();
-    ws.remove();
-  });
-  const run = (extra: string[] = [], opts: CliOptions = {}) => runCli(ws.args(...extra), { baseUrl: fake.url, ...opts });
-  const start = (extra: string[] = [], opts: CliOptions = {}) => startCli(ws.args(...extra), { baseUrl: fake.url, ...opts });
-  return { fake, ws, run, start };
-}
+const setup = setupCli;
 
 const allKeys = (pairs: { model: string; task_id: string }[]) => pairs.map((p) => `${p.model}/${p.task_id}`).sort();
 const modelOf = (req: RecordedRequest) => req.body?.model as string;
