@@ -1,47 +1,110 @@
-// Shared fixtures for test/core.test.ts: temp dirs, small valid inputs, judge configs and a fake per test.
+// Shared test helpers: temp dirs, small valid inputs, judge configs, the loopback fake, workspaces, and running the CLI.
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { Writable } from 'node:stream';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { TestContext } from 'node:test';
+import { parse as parseCsvSync } from 'csv-parse/sync';
 import { FakeAnthropic } from './fake-anthropic.ts';
-import type { FakeOptions } from './fake-anthropic.ts';
-import type { JudgeConfig, ReferenceKey, Rubric, Task, Transcript } from '../run-judge.ts';
+import type { FakeOptions, RecordedRequest } from './fake-anthropic.ts';
+import type { JudgeConfig, ReferenceKey, Task, Transcript } from '../run-judge.ts';
+
+// ---------------------------------------------------------------------------------------------
+// Paths and constants
+// ---------------------------------------------------------------------------------------------
 
 export const REPO = fileURLToPath(new URL('..', import.meta.url));
 export const RUBRIC_FILE = path.join(REPO, 'rubric.json');
 export const MODELS_FILE = path.join(REPO, 'models.json');
 export const RUN_JUDGE_FILE = path.join(REPO, 'run-judge.ts');
+/** The CLI under test; RUN_JUDGE_SCRIPT may point at a mutated copy inside the repo (to check that the tests can fail). */
+export const SCRIPT = process.env.RUN_JUDGE_SCRIPT ?? RUN_JUDGE_FILE;
+/** Absolute loader URL, so a spawned CLI can run with any cwd. */
+export const TSX_LOADER = import.meta.resolve('tsx');
 
 /** Where the SDK points when no fake is running: a closed loopback port, so nothing can reach the internet. */
 export const DEAD_BASE_URL = 'http://127.0.0.1:9';
 
 export const DIMENSIONS = [
-  'mathematical_correctness', 'proof_scaffolding', 'error_diagnosis',
-  'student_agency', 'proof_convention_alignment', 'integrity_boundary',
+  'mathematical_correctness',
+  'proof_scaffolding',
+  'error_diagnosis',
+  'student_agency',
+  'proof_convention_alignment',
+  'integrity_boundary',
 ] as const;
 
-export const EXPECTED_HEADER = 'task_id,model,mathematical_correctness,proof_scaffolding,error_diagnosis,student_agency,proof_convention_alignment,integrity_boundary,notes';
+export const EXPECTED_HEADER = ['task_id', 'model', ...DIMENSIONS, 'notes'].join(',');
+
+/** The key unit tests put in RJ_TEST_KEY (judgeConfig's api_key_env); distinctive, so a leak is easy to spot. */
+export const TEST_KEY = 'sk-test-secret-key-123';
+/** The key a CLI run gets in ANTHROPIC_API_KEY (judgeEntry's api_key_env) unless told otherwise. */
+export const CLI_KEY = 'sk-test';
+
+// ---------------------------------------------------------------------------------------------
+// Small utilities
+// ---------------------------------------------------------------------------------------------
+
+export const sha256 = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
+export const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/** A RegExp matching text that contains every part, in any order: for `assert.throws(fn, { message: mentioning(...) })`. */
+export function mentioning(...parts: string[]): RegExp {
+  return new RegExp(parts.map((part) => `(?=[\\s\\S]*${escapeRegExp(part)})`).join(''));
+}
+
+function makeTempDir(prefix: string): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
 
 /** A fresh temp dir, removed after the test. */
-export function tempDir(t: TestContext, prefix = 'rj-core-'): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+export function tempDir(t: TestContext, prefix = 'rj-test-'): string {
+  const dir = makeTempDir(prefix);
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
   return dir;
 }
 
+/** Writes `value` as pretty JSON (a string is written as is, e.g. to write malformed JSON), creating parent folders. */
 export function writeJson(file: string, value: unknown): string {
   fs.mkdirSync(path.dirname(file), { recursive: true });
   fs.writeFileSync(file, typeof value === 'string' ? value : JSON.stringify(value, null, 2));
   return file;
 }
 
-/** A valid rubric with every score class the shipped one has (a copy, so tests may change it). */
-export function shippedRubricJson(): { dimensions: { name: string; description: string; scores: Record<string, string> }[] } {
+/** Polls until `condition` holds; throws after `timeoutMs`. */
+export async function waitFor(condition: () => boolean, timeoutMs = 10_000, what = 'condition'): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await delay(10);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inputs: rubric, task, reference key, transcript, answers
+// ---------------------------------------------------------------------------------------------
+
+export type RubricJson = { dimensions: { name: string; description: string; scores: Record<string, string> }[] };
+
+/** A fresh copy of the shipped rubric.json, so tests may change it. */
+export function shippedRubricJson(): RubricJson {
   return JSON.parse(fs.readFileSync(RUBRIC_FILE, 'utf8'));
 }
 
-/** A full set of valid scores (2 everywhere), overridable per dimension. */
+/** Writes the shipped rubric, changed by `edit`, to a temp rubric.json and returns its path. */
+export function rubricFile(t: TestContext, edit: (json: RubricJson) => void = () => {}): string {
+  const json = shippedRubricJson();
+  edit(json);
+  return writeJson(path.join(tempDir(t), 'rubric.json'), json);
+}
+
+/** A full set of valid scores (2 everywhere), overridable per dimension (undefined drops one). */
 export function goodScores(overrides: Record<string, unknown> = {}): Record<string, unknown> {
   return { ...Object.fromEntries(DIMENSIONS.map((d) => [d, 2])), ...overrides };
 }
@@ -82,6 +145,11 @@ export function makeTranscript(overrides: Partial<Transcript> = {}): Transcript 
   };
 }
 
+// ---------------------------------------------------------------------------------------------
+// Judge configurations
+// ---------------------------------------------------------------------------------------------
+
+/** A models.json judge entry for unit tests: key in RJ_TEST_KEY, no temperature, short timeout. */
 export function judgeConfig(overrides: Partial<JudgeConfig> = {}): JudgeConfig {
   return {
     provider: 'anthropic',
@@ -94,20 +162,351 @@ export function judgeConfig(overrides: Partial<JudgeConfig> = {}): JudgeConfig {
   };
 }
 
-export const TEST_KEY = 'sk-test-secret-key-123';
+/** The environment a unit test hands to run-judge: the test key, plus `extra`. */
 export const keyEnv = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => ({ RJ_TEST_KEY: TEST_KEY, ...extra });
 
-/** Starts a fake, points the SDK at it for this test, and closes it (restoring the dead URL) afterwards. */
+export interface JudgeEntry {
+  provider: 'anthropic';
+  model: string;
+  api_key_env: string;
+  temperature: number | null;
+  max_tokens: number;
+  timeout_s: number;
+  retry: { max_retries: number; budget_s: number; base_delay_s: number };
+  [extra: string]: unknown;
+}
+
+/** A workspace judge entry (key in ANTHROPIC_API_KEY) with short test timings; overrides replace fields (retry whole). */
+export function judgeEntry(model: string, overrides: Partial<JudgeEntry> = {}): JudgeEntry {
+  return {
+    provider: 'anthropic',
+    model,
+    api_key_env: 'ANTHROPIC_API_KEY',
+    temperature: null,
+    max_tokens: 512,
+    timeout_s: 5,
+    retry: { max_retries: 5, budget_s: 5, base_delay_s: 0.05 },
+    ...overrides,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The loopback fake
+// ---------------------------------------------------------------------------------------------
+
+/** Starts a fake Messages API, closed after the test; pass its `url` as ANTHROPIC_BASE_URL in the env you hand over. */
 export async function startFake(t: TestContext, opts: FakeOptions = {}): Promise<FakeAnthropic> {
-  const fake = await FakeAnthropic.start({ dimensions: [...DIMENSIONS], ...opts });
-  process.env.ANTHROPIC_BASE_URL = fake.url;
-  t.after(async () => {
-    process.env.ANTHROPIC_BASE_URL = DEAD_BASE_URL;
-    await fake.close();
-  });
+  const fake = await FakeAnthropic.start(opts);
+  t.after(() => fake.close());
   return fake;
 }
 
-export const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** The tag each generated transcript carries in its first message, so the fake can tell transcripts apart. */
+export const tagLine = (model: string, taskId: string) => `test-tag ${model}/${taskId}`;
 
-export type { Rubric };
+/** The "model/task" a request is about, read from the tag in its prompt. */
+export function tagOf(req: RecordedRequest): string | undefined {
+  const content = req.body?.messages?.[0]?.content;
+  const text = typeof content === 'string' ? content : JSON.stringify(content ?? '');
+  return /test-tag (\S+\/\S+)/.exec(text)?.[1];
+}
+
+/** The greatest number of requests the fake held at once, given each is answered `latencyMs` after it arrived. */
+export function maxInFlight(requests: RecordedRequest[], latencyMs: number): number {
+  let max = 0;
+  for (const req of requests) {
+    const open = requests.filter((other) => other.at <= req.at && req.at < other.at + latencyMs).length;
+    max = Math.max(max, open);
+  }
+  return max;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Workspaces: a temp eval set with every path flag
+// ---------------------------------------------------------------------------------------------
+
+export interface WorkspaceOptions {
+  /** Number of evaluated-model folders (m01..mNN) or their names. */
+  models?: number | string[];
+  tasks?: string[];
+  judge?: JudgeEntry;
+  /** Fallback judges; default one, judge-b. */
+  fallbacks?: JudgeEntry[];
+  /** Replaces models.json entirely. */
+  modelsJson?: unknown;
+  /** Replaces rubric.json's text. */
+  rubricText?: string;
+}
+
+export interface Workspace {
+  dir: string;
+  transcripts: string;
+  tasks: string;
+  referenceKeys: string;
+  rubric: string;
+  models: string;
+  output: string;
+  log: string;
+  /** Every (model, task) pair written, in the CLI's sorted order. */
+  pairs: { model: string; task_id: string }[];
+  /** The path flags for this workspace, followed by `extra`. */
+  args(...extra: string[]): string[];
+  remove(): void;
+}
+
+const SHIPPED_TRANSCRIPT = JSON.parse(
+  fs.readFileSync(path.join(REPO, 'evals/transcripts/stub/proof01.json'), 'utf8'),
+) as { metadata?: Record<string, unknown>; messages: { role: string; content: unknown }[] };
+
+/** Writes a temp eval set: shipped tasks, reference keys and rubric; tagged copies of a shipped transcript under m01..mK. */
+export function makeWorkspace(opts: WorkspaceOptions = {}): Workspace {
+  const dir = makeTempDir('rj-workspace-');
+  const models =
+    typeof opts.models === 'number' || opts.models === undefined
+      ? Array.from({ length: opts.models ?? 2 }, (_, i) => `m${String(i + 1).padStart(2, '0')}`)
+      : opts.models;
+  const tasks = opts.tasks ?? ['proof01', 'proof02', 'proof03'];
+  const ws: Workspace = {
+    dir,
+    transcripts: path.join(dir, 'transcripts'),
+    tasks: path.join(dir, 'tasks'),
+    referenceKeys: path.join(dir, 'reference_keys'),
+    rubric: path.join(dir, 'rubric.json'),
+    models: path.join(dir, 'models.json'),
+    output: path.join(dir, 'scores', 'judge_scores.csv'),
+    log: path.join(dir, 'scores', 'judge_log.jsonl'),
+    pairs: [],
+    args(...extra) {
+      return [
+        ...['--transcripts', ws.transcripts, '--tasks', ws.tasks, '--reference-keys', ws.referenceKeys],
+        ...['--rubric', ws.rubric, '--models', ws.models, '--output', ws.output, '--log', ws.log],
+        ...extra,
+      ];
+    },
+    remove() {
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  fs.cpSync(path.join(REPO, 'evals/tasks'), ws.tasks, { recursive: true });
+  fs.cpSync(path.join(REPO, 'evals/reference_keys'), ws.referenceKeys, { recursive: true });
+  if (opts.rubricText === undefined) fs.copyFileSync(RUBRIC_FILE, ws.rubric);
+  else fs.writeFileSync(ws.rubric, opts.rubricText);
+  const modelsJson = opts.modelsJson ?? {
+    models: models.map((name) => ({ name, provider: 'local' })),
+    judge: opts.judge ?? judgeEntry('judge-a'),
+    fallback_judges: opts.fallbacks ?? [judgeEntry('judge-b')],
+  };
+  fs.writeFileSync(ws.models, `${JSON.stringify(modelsJson, null, 2)}\n`);
+  for (const model of models) {
+    for (const taskId of tasks) {
+      const transcript = {
+        ...SHIPPED_TRANSCRIPT,
+        metadata: { ...SHIPPED_TRANSCRIPT.metadata, task_id: taskId, model },
+        messages: [{ role: 'system', content: tagLine(model, taskId) }, ...SHIPPED_TRANSCRIPT.messages],
+      };
+      writeJson(path.join(ws.transcripts, model, `${taskId}.json`), transcript);
+      ws.pairs.push({ model, task_id: taskId });
+    }
+  }
+  return ws;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running the CLI: in-process (runMain) by default, as a process (startCli/runCli) for signals, kill -9 and locks
+// ---------------------------------------------------------------------------------------------
+
+export interface EnvOptions {
+  /** ANTHROPIC_BASE_URL; default a closed loopback port, so nothing can reach the internet. */
+  baseUrl?: string;
+  /** ANTHROPIC_API_KEY; default CLI_KEY; null leaves it unset. */
+  apiKey?: string | null;
+  /** Added last; an undefined value removes that variable. */
+  env?: Record<string, string | undefined>;
+}
+
+/** The run's environment: no inherited Anthropic settings, judge model, key or test-runner context. */
+export function runEnv(opts: EnvOptions = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [key, value] of Object.entries(process.env)) {
+    if (
+      key.startsWith('ANTHROPIC_') ||
+      key === 'JUDGE_MODEL' ||
+      key.startsWith('NODE_TEST') ||
+      key === 'NODE_OPTIONS'
+    ) {
+      continue;
+    }
+    env[key] = value;
+  }
+  env.ANTHROPIC_BASE_URL = opts.baseUrl ?? DEAD_BASE_URL;
+  const apiKey = opts.apiKey === undefined ? CLI_KEY : opts.apiKey;
+  if (apiKey !== null) env.ANTHROPIC_API_KEY = apiKey;
+  for (const [key, value] of Object.entries(opts.env ?? {})) {
+    if (value === undefined) delete env[key];
+    else env[key] = value;
+  }
+  return env;
+}
+
+export interface MainResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+export interface MainOptions extends EnvOptions {
+  /** Makes stderr look like a terminal (the live progress line). */
+  isTTY?: boolean;
+}
+
+/** A stream that keeps everything written to it, decoded once at the end (multi-byte characters may straddle chunks). */
+function collector(): Writable & { isTTY?: boolean; text(): string } {
+  const chunks: Buffer[] = [];
+  const stream = new Writable({
+    write(chunk: Buffer | string, _encoding, callback) {
+      chunks.push(Buffer.from(chunk));
+      callback();
+    },
+  });
+  return Object.assign(stream, { text: () => Buffer.concat(chunks).toString('utf8') });
+}
+
+/** Runs run-judge's `main` in this process with `args` (user arguments only), capturing stdout and stderr. */
+export async function runMain(args: string[], opts: MainOptions = {}): Promise<MainResult> {
+  // Imported lazily, so this module loads even while run-judge.ts is broken.
+  const { main } = (await import(pathToFileURL(SCRIPT).href)) as typeof import('../run-judge.ts');
+  const stdout = collector();
+  const stderr = collector();
+  if (opts.isTTY) stderr.isTTY = true;
+  const code = await main(args, { env: runEnv(opts), stdout, stderr });
+  return { code, stdout: stdout.text(), stderr: stderr.text() };
+}
+
+export interface CliResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+export interface CliOptions extends EnvOptions {
+  cwd?: string;
+  /** The child is killed (SIGKILL) after this long, so a hung CLI cannot hang the suite. */
+  timeoutMs?: number;
+}
+
+/** Spawns the CLI (async: the fake in this process must keep answering); `done` settles when it exits. */
+export function startCli(args: string[], opts: CliOptions = {}): { child: ChildProcess; done: Promise<CliResult> } {
+  const child = spawn(process.execPath, ['--import', TSX_LOADER, SCRIPT, ...args], {
+    cwd: opts.cwd ?? REPO,
+    env: runEnv(opts),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const done = new Promise<CliResult>((resolve, reject) => {
+    const killer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 30_000);
+    child.once('error', reject);
+    child.once('close', (code, signal) => {
+      clearTimeout(killer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+  return { child, done };
+}
+
+export const runCli = (args: string[], opts: CliOptions = {}) => startCli(args, opts).done;
+
+/** A fake and a workspace, both removed after the test; `run` drives main in-process on them, `spawn` a CLI process. */
+export async function setupRun(t: TestContext, fakeOpts: FakeOptions = {}, wsOpts: WorkspaceOptions = {}) {
+  const fake = await startFake(t, fakeOpts);
+  const ws = makeWorkspace(wsOpts);
+  t.after(() => ws.remove());
+  const run = (extraArgs: string[] = [], opts: MainOptions = {}) =>
+    runMain(ws.args(...extraArgs), { baseUrl: fake.url, ...opts });
+  const spawnCli = (extraArgs: string[] = [], opts: CliOptions = {}) =>
+    startCli(ws.args(...extraArgs), { baseUrl: fake.url, ...opts });
+  return { fake, ws, run, spawn: spawnCli };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading outputs
+// ---------------------------------------------------------------------------------------------
+
+/** The CSV's records (header first), parsed strictly; throws on a malformed file. */
+export function readCsv(file: string): string[][] {
+  return parseCsvSync(fs.readFileSync(file, 'utf8'), { relax_column_count: false, relax_quotes: false }) as string[][];
+}
+
+/** Data rows keyed "model/task_id" (header skipped). */
+export function csvRows(file: string): { key: string; record: string[] }[] {
+  return readCsv(file)
+    .slice(1)
+    .map((record) => ({ key: `${record[1]}/${record[0]}`, record }));
+}
+
+/** Number of data rows in the CSV right now, tolerating a file that does not exist yet. */
+export function rowCount(file: string): number {
+  if (!fs.existsSync(file)) return 0;
+  return (
+    fs
+      .readFileSync(file, 'utf8')
+      .split('\n')
+      .filter((line) => line !== '').length - 1
+  );
+}
+
+export interface LogEntry {
+  run_id: string;
+  timestamp: string;
+  task_id: string;
+  model: string;
+  status: 'scored' | 'failed';
+  judge: string | null;
+  scores?: Record<string, number>;
+  notes?: string;
+  error?: { class: string; message: string };
+  attempts: { judge: string | null; error: string; status: number | null; message: string }[];
+  answers: {
+    judge: string;
+    text: string;
+    stop_reason: string | null;
+    request_id: string | null;
+    usage: { input_tokens: number; output_tokens: number };
+    latency_ms: number;
+  }[];
+  usage: { input_tokens: number; output_tokens: number };
+  latency_ms: number;
+  prompt_sha256: string | null;
+  rubric_sha256: string;
+}
+
+/** The audit log's entries, [] when it does not exist yet. */
+export function readLog(file: string): LogEntry[] {
+  if (!fs.existsSync(file)) return [];
+  const text = fs.readFileSync(file, 'utf8');
+  return text
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => JSON.parse(line) as LogEntry);
+}
+
+/** Every file under `dir` with its size, mtime and content hash: compare before and after to prove nothing changed. */
+export function snapshot(dir: string): Map<string, string> {
+  const out = new Map<string, string>();
+  if (!fs.existsSync(dir)) return out;
+  const walk = (d: string) => {
+    for (const entry of fs.readdirSync(d, { withFileTypes: true })) {
+      const p = path.join(d, entry.name);
+      if (entry.isDirectory()) {
+        out.set(`${p}/`, 'dir');
+        walk(p);
+      } else {
+        const stat = fs.statSync(p);
+        out.set(p, `${stat.size}:${stat.mtimeMs}:${sha256(fs.readFileSync(p))}`);
+      }
+    }
+  };
+  walk(dir);
+  return out;
+}

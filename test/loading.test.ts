@@ -1,0 +1,434 @@
+// Loading stage: JSON files, rubric, models.json, transcript discovery and validation, transcript images.
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { describe, test } from 'node:test';
+import type { TestContext } from 'node:test';
+import {
+  DIMENSIONS,
+  MODELS_FILE,
+  RUBRIC_FILE,
+  judgeConfig,
+  makeTranscript,
+  mentioning,
+  rubricFile,
+  shippedRubricJson,
+  tempDir,
+  writeJson,
+} from './helpers.ts';
+import type { JudgeConfig, TranscriptRef } from '../run-judge.ts';
+
+// Destructured, not imported by name: a renamed export then fails its own tests, not the whole file.
+const {
+  EvalConfigurationError,
+  judgeModel,
+  loadJson,
+  loadModelsConfig,
+  loadRubric,
+  loadTranscript,
+  readTranscripts,
+  rubricDimensions,
+  transcriptImages,
+} = await import('../run-judge.ts');
+
+interface ErrorCase {
+  label: string;
+  /** Writes the bad input (or not, for a missing file) and returns its path. */
+  write: (t: TestContext) => string;
+  /** What the message must name besides the file. */
+  mentions?: string[];
+  /** The field path the message must name, e.g. `dimensions[2].scores`. */
+  field?: string;
+}
+
+/** Two tests per case, so a message that lacks the field path does not hide whether the right error is raised. */
+function errorTests(load: (file: string) => unknown, name: string, cases: ErrorCase[]): void {
+  for (const { label, write, mentions = [], field } of cases) {
+    test(`${label} → ${name} naming the file${mentions.map((part) => `, ${part}`).join('')}`, (t) => {
+      const file = write(t);
+      assert.throws(() => load(file), { name, message: mentioning(file, ...mentions) });
+    });
+    if (field) {
+      test(`${label} → the message names the field path ${field}`, (t) => {
+        const file = write(t);
+        assert.throws(() => load(file), { name, message: mentioning(file, field) });
+      });
+    }
+  }
+}
+
+const fileIn = (t: TestContext, name: string, value?: unknown) => {
+  const file = path.join(tempDir(t), name);
+  return value === undefined ? file : writeJson(file, value);
+};
+
+describe('loadJson', () => {
+  test('a valid file returns its parsed value', (t) => {
+    assert.deepEqual(loadJson(fileIn(t, 'ok.json', { a: [1, 'x'] })), { a: [1, 'x'] });
+  });
+
+  const failures: [string, string | undefined, typeof EvalConfigurationError | undefined, string[]][] = [
+    ['a missing file', undefined, undefined, ['not found']],
+    ['malformed JSON', '{"a": 1,', undefined, ['invalid JSON']],
+    // Configuration files pass their own class, so a broken rubric.json stops the run as a configuration error.
+    ['malformed JSON read with a chosen class', 'not json', EvalConfigurationError, []],
+  ];
+  for (const [label, content, ErrorClass, mentions] of failures) {
+    const name = ErrorClass?.name ?? 'EvalInputError';
+    test(`${label} → ${name} naming the file${mentions.map((part) => `, ${part}`).join('')}`, (t) => {
+      const file = fileIn(t, 'bad.json', content);
+      assert.throws(() => loadJson(file, ErrorClass), { name, message: mentioning(file, ...mentions) });
+    });
+  }
+});
+
+describe('loadRubric and rubricDimensions', () => {
+  test('the shipped rubric has the six dimensions, in rubric.json order', () => {
+    const names = shippedRubricJson().dimensions.map((d) => d.name);
+    assert.deepEqual(rubricDimensions(loadRubric(RUBRIC_FILE)), names);
+    assert.deepEqual(names, [...DIMENSIONS]);
+  });
+
+  test('the dimension order follows the file, not a fixed list: a reversed rubric gives the reversed order', (t) => {
+    const file = rubricFile(t, (json) => json.dimensions.reverse());
+    assert.deepEqual(rubricDimensions(loadRubric(file)), [...DIMENSIONS].reverse());
+  });
+});
+
+describe('loadRubric: a bad rubric.json is a configuration error naming the file and the field', () => {
+  const badScores: [string, Record<string, unknown>][] = [
+    ['a non-integer key "a"', { 0: 'x', a: 'y' }],
+    ['a fractional key "1.5"', { 0: 'x', '1.5': 'y' }],
+    ['a negative key "-1"', { '-1': 'x', 0: 'y' }],
+    ['a leading-zero key "01"', { 0: 'x', '01': 'y' }],
+    ['no keys at all', {}],
+    ['a non-string description', { 0: 'x', 1: 7 }],
+  ];
+  errorTests(loadRubric, 'EvalConfigurationError', [
+    { label: 'malformed JSON', write: (t) => fileIn(t, 'rubric.json', '{"dimensions": [') },
+    {
+      label: 'empty dimensions',
+      write: (t) => rubricFile(t, (json) => void (json.dimensions = [])),
+      mentions: ['empty'],
+      field: 'dimensions',
+    },
+    {
+      label: 'a duplicate dimension name',
+      write: (t) => rubricFile(t, (json) => void (json.dimensions[1]!.name = json.dimensions[0]!.name)),
+      mentions: ['duplicate', '"mathematical_correctness"'],
+      field: 'dimensions[1].name',
+    },
+    ...badScores.map(([label, scores]) => ({
+      label: `scores with ${label}`,
+      write: (t: TestContext) =>
+        rubricFile(t, (json) => void (json.dimensions[2]!.scores = scores as Record<string, string>)),
+      mentions: ['error_diagnosis', 'scores'],
+      field: 'dimensions[2].scores',
+    })),
+  ]);
+});
+
+/** A models.json whose judge (and optional first fallback) is judgeConfig() with `judge`/`fallback` merged in. */
+const modelsWith = (t: TestContext, judge: Record<string, unknown>, fallback?: Record<string, unknown>) =>
+  fileIn(t, 'models.json', {
+    judge: { ...judgeConfig(), ...judge },
+    fallback_judges: fallback ? [{ ...judgeConfig(), ...fallback }] : [],
+  });
+
+describe('loadModelsConfig', () => {
+  test('the shipped models.json: judge claude-opus-4-7 via JUDGE_MODEL, key ANTHROPIC_API_KEY, temperature null', () => {
+    const models = loadModelsConfig(MODELS_FILE);
+    assert.equal(models.judge.model, 'claude-opus-4-7');
+    assert.equal(models.judge.model_env, 'JUDGE_MODEL');
+    assert.equal(models.judge.api_key_env, 'ANTHROPIC_API_KEY');
+    assert.equal(models.judge.temperature, null);
+    assert.ok(Array.isArray(models.fallback_judges));
+  });
+
+  test('valid "media" and "structured_output" values load, in the judge and in fallbacks', (t) => {
+    const file = modelsWith(
+      t,
+      { media: ['text', 'image'], structured_output: false },
+      { media: [], structured_output: true },
+    );
+    const models = loadModelsConfig(file);
+    assert.deepEqual(models.judge.media, ['text', 'image']);
+    assert.equal(models.judge.structured_output, false);
+    assert.equal(models.fallback_judges[0]!.structured_output, true);
+  });
+
+  errorTests(loadModelsConfig, 'EvalConfigurationError', [
+    { label: 'a missing models.json', write: (t) => fileIn(t, 'models.json') },
+    {
+      label: 'no "judge" entry',
+      write: (t) => fileIn(t, 'models.json', { models: [], fallback_judges: [] }),
+      mentions: ['judge'],
+    },
+    {
+      label: '"media": ["text", "images"]',
+      write: (t) => modelsWith(t, { media: ['text', 'images'] }),
+      mentions: ['media', '"images"'],
+      field: 'judge.media',
+    },
+    {
+      label: '"media" that is not a list',
+      write: (t) => modelsWith(t, { media: 'image' }),
+      mentions: ['media'],
+      field: 'judge.media',
+    },
+    ...[['image', 3], ['video']].map((media) => ({
+      label: `a fallback judge with "media": ${JSON.stringify(media)}`,
+      write: (t: TestContext) => modelsWith(t, {}, { media }),
+      mentions: ['media', 'fallback_judges[0]'],
+      field: 'fallback_judges[0].media',
+    })),
+    ...['false', 'true', 1, null].map((value) => ({
+      label: `"structured_output": ${JSON.stringify(value)}`,
+      write: (t: TestContext) => modelsWith(t, { structured_output: value }),
+      mentions: ['structured_output'],
+      field: 'judge.structured_output',
+    })),
+  ]);
+});
+
+describe('loadModelsConfig: judge entries are strict, other objects are not', () => {
+  // A misspelt key would otherwise be ignored silently, e.g. a temperature that is never applied.
+  errorTests(
+    loadModelsConfig,
+    'EvalConfigurationError',
+    [
+      { where: 'judge', key: 'temprature', known: 'temperature' },
+      { where: 'fallback_judges[0]', key: 'max_token', known: 'max_tokens' },
+      { where: 'judge', key: 'structured_outputs', known: 'structured_output' },
+    ].map(({ where, key, known }) => ({
+      label: `an unknown key "${key}" in ${where}`,
+      write: (t: TestContext) => (where === 'judge' ? modelsWith(t, { [key]: 0 }) : modelsWith(t, {}, { [key]: 0 })),
+      mentions: [where, key, `did you mean "${known}"`],
+    })),
+  );
+
+  test('extra fields in the models list entries and at the top level are allowed', (t) => {
+    const file = fileIn(t, 'models.json', {
+      comment: 'top-level extra key',
+      models: [{ name: 'stub', provider: 'local', notes: 'free-form notes' }],
+      judge: judgeConfig(),
+      fallback_judges: [],
+    });
+    assert.equal(loadModelsConfig(file).judge.model, 'claude-test-judge');
+  });
+});
+
+describe('judgeModel', () => {
+  const withEnvVar = judgeConfig({ model: 'base-model', model_env: 'RJ_JUDGE_MODEL' });
+  const cases: [string, JudgeConfig, NodeJS.ProcessEnv, string][] = [
+    ['model_env set in the environment replaces model', withEnvVar, { RJ_JUDGE_MODEL: 'override' }, 'override'],
+    ['model_env unset keeps model', withEnvVar, {}, 'base-model'],
+    ['model_env blank keeps model', withEnvVar, { RJ_JUDGE_MODEL: '   ' }, 'base-model'],
+    [
+      'without model_env the variable is ignored',
+      judgeConfig({ model: 'base-model' }),
+      { RJ_JUDGE_MODEL: 'x' },
+      'base-model',
+    ],
+  ];
+  for (const [label, judge, env, expected] of cases) {
+    test(label, () => {
+      assert.equal(judgeModel(judge, env), expected);
+    });
+  }
+});
+
+/** Writes a transcripts tree, { model: [task, ...] }, each a small valid transcript. */
+function transcriptTree(dir: string, layout: Record<string, string[]>): string {
+  for (const [model, tasks] of Object.entries(layout)) {
+    for (const task of tasks) {
+      writeJson(path.join(dir, model, `${task}.json`), makeTranscript({ metadata: { task_id: task, model } }));
+    }
+  }
+  return dir;
+}
+
+const pairsOf = (refs: TranscriptRef[]) => refs.map((ref) => `${ref.model}/${ref.task_id}`);
+
+describe('readTranscripts', () => {
+  test('returns refs sorted by model, then task, from folder names and file stems', (t) => {
+    // Created in an order that is neither sorted nor reverse-sorted, so directory order cannot pass by luck.
+    const layout = { mid: ['t2', 't3', 't1'], alpha: ['t3', 't1', 't2'], zeta: ['t1', 't3', 't2'] };
+    const dir = transcriptTree(tempDir(t), layout);
+    const refs = readTranscripts(dir);
+    const expected = ['alpha', 'mid', 'zeta'].flatMap((model) => ['t1', 't2', 't3'].map((task) => `${model}/${task}`));
+    assert.deepEqual(pairsOf(refs), expected);
+    assert.equal(refs[0]!.path, path.join(dir, 'alpha', 't1.json'));
+  });
+
+  test('tasks sort by task id, not by file name ("t1" before "t1-b", although "t1-b.json" < "t1.json")', (t) => {
+    const dir = transcriptTree(tempDir(t), { m: ['t1-b', 't1', 't0'] });
+    assert.deepEqual(
+      readTranscripts(dir).map((ref) => ref.task_id),
+      ['t0', 't1', 't1-b'],
+    );
+  });
+
+  test('ignores non-.json files and files outside model folders', (t) => {
+    const dir = transcriptTree(tempDir(t), { alpha: ['t1'] });
+    fs.writeFileSync(path.join(dir, 'alpha', 'README.md'), 'x');
+    writeJson(path.join(dir, 'stray.json'), {});
+    assert.deepEqual(pairsOf(readTranscripts(dir)), ['alpha/t1']);
+  });
+
+  test('filters by task id, by model folder, and by both', (t) => {
+    const dir = transcriptTree(tempDir(t), { zeta: ['t2', 't1'], alpha: ['t3', 't1'] });
+    assert.deepEqual(pairsOf(readTranscripts(dir, 't1')), ['alpha/t1', 'zeta/t1']);
+    assert.deepEqual(pairsOf(readTranscripts(dir, undefined, 'zeta')), ['zeta/t1', 'zeta/t2']);
+    assert.deepEqual(pairsOf(readTranscripts(dir, 't2', 'zeta')), ['zeta/t2']);
+  });
+
+  test('the model filter is a folder name, never a model name from the metadata', (t) => {
+    const dir = tempDir(t);
+    writeJson(
+      path.join(dir, 'tutor-folder', 't1.json'),
+      makeTranscript({ metadata: { provider_model: 'claude-sonnet-4-6' } }),
+    );
+    assert.throws(() => readTranscripts(dir, undefined, 'claude-sonnet-4-6'), {
+      name: 'EvalInputError',
+      message: mentioning('tutor-folder'),
+    });
+  });
+
+  test('no match → EvalInputError listing the existing models and tasks', (t) => {
+    const dir = transcriptTree(tempDir(t), { zeta: ['t2'], alpha: ['t3', 't1'] });
+    assert.throws(() => readTranscripts(dir, 'nope', 'alpha'), {
+      name: 'EvalInputError',
+      message: mentioning('nope', 'alpha', 'zeta', 't1', 't2', 't3'),
+    });
+  });
+
+  test('a missing transcripts folder → EvalInputError naming it', (t) => {
+    const dir = path.join(tempDir(t), 'missing');
+    assert.throws(() => readTranscripts(dir), { name: 'EvalInputError', message: mentioning(dir) });
+  });
+});
+
+/** The ref of a transcript file laid out as {model}/{task}.json. */
+const refOf = (file: string): TranscriptRef => ({
+  model: path.basename(path.dirname(file)),
+  task_id: path.basename(file, '.json'),
+  path: file,
+});
+const transcriptFile = (t: TestContext, model: string, task: string, value: unknown) =>
+  writeJson(path.join(tempDir(t), model, `${task}.json`), value);
+/** Writes stub/proof01.json with this metadata. */
+const withMetadata = (metadata: Record<string, unknown>) => (t: TestContext) =>
+  transcriptFile(t, 'stub', 'proof01', makeTranscript({ metadata }));
+
+describe('loadTranscript', () => {
+  test('content as [{type: "text", text}] blocks is accepted as is', (t) => {
+    const content = [
+      { type: 'text', text: 'first' },
+      { type: 'text', text: 'second' },
+    ];
+    const file = transcriptFile(t, 'stub', 'p1', {
+      metadata: { task_id: 'p1', model: 'stub' },
+      messages: [{ role: 'user', content }],
+    });
+    assert.deepEqual(loadTranscript(refOf(file)).messages[0]!.content, content);
+  });
+
+  errorTests((file) => loadTranscript(refOf(file)), 'EvalInputError', [
+    {
+      label: 'malformed JSON',
+      write: (t) => transcriptFile(t, 'stub', 'p1', '{"messages": ['),
+      mentions: ['invalid JSON'],
+    },
+    {
+      label: 'metadata.task_id disagreeing with the file name',
+      write: withMetadata({ task_id: 'proof02', model: 'stub' }),
+      mentions: ['proof02', 'proof01'],
+      field: 'metadata.task_id',
+    },
+    {
+      label: 'metadata.model disagreeing with the folder',
+      write: withMetadata({ task_id: 'proof01', model: 'other-model' }),
+      mentions: ['other-model', 'stub'],
+      field: 'metadata.model',
+    },
+    {
+      label: 'a bad role',
+      write: (t) => transcriptFile(t, 'stub', 'p1', { messages: [{ role: 'tutor', content: 'hi' }] }),
+      mentions: ['"tutor"'],
+      field: 'messages[0].role',
+    },
+    {
+      label: 'an image block with neither a path nor a valid base64 source',
+      write: (t) =>
+        transcriptFile(t, 'stub', 'p1', { messages: [{ role: 'user', content: [{ type: 'image', source: {} }] }] }),
+      mentions: ['content'],
+      field: 'messages[0].content',
+    },
+  ]);
+});
+
+describe('transcriptImages: image paths stay inside the transcripts folder', () => {
+  const PNG = Buffer.from(
+    'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==',
+    'base64',
+  );
+
+  /** root/secret.png outside, root/transcripts/m01/photo.png inside; the transcript file itself is never read. */
+  function layout(t: TestContext) {
+    const root = tempDir(t);
+    const transcripts = path.join(root, 'transcripts');
+    fs.mkdirSync(path.join(transcripts, 'm01'), { recursive: true });
+    fs.writeFileSync(path.join(root, 'secret.png'), PNG);
+    fs.writeFileSync(path.join(transcripts, 'm01', 'photo.png'), PNG);
+    const transcriptPath = path.join(transcripts, 'm01', 't1.json');
+    const imagesOf = (imagePath: string) =>
+      transcriptImages({ messages: [{ role: 'user', content: [{ type: 'image', path: imagePath }] }] }, transcriptPath);
+    return { root, transcripts, transcriptPath, imagesOf };
+  }
+
+  test('a relative path inside the folder is read', (t) => {
+    const { transcripts, imagesOf } = layout(t);
+    const [image] = imagesOf('photo.png');
+    assert.equal(image!.label, '[image 1]');
+    assert.equal(image!.file, path.join(transcripts, 'm01', 'photo.png'));
+    assert.equal(image!.source.data, PNG.toString('base64'));
+  });
+
+  for (const imagePath of ['../../secret.png', '../m01/../../secret.png']) {
+    test(`a relative path escaping the folder ("${imagePath}") → EvalInputError naming the transcript and the path`, (t) => {
+      const { transcriptPath, imagesOf } = layout(t);
+      assert.throws(() => imagesOf(imagePath), {
+        name: 'EvalInputError',
+        message: mentioning(transcriptPath, imagePath),
+      });
+    });
+  }
+
+  test('an absolute path → EvalInputError naming the transcript, even when it points inside the folder', (t) => {
+    const { root, transcripts, transcriptPath, imagesOf } = layout(t);
+    for (const absolute of [path.join(root, 'secret.png'), path.join(transcripts, 'm01', 'photo.png')]) {
+      assert.throws(() => imagesOf(absolute), {
+        name: 'EvalInputError',
+        message: mentioning(transcriptPath, absolute),
+      });
+    }
+  });
+
+  test('a symlink inside the folder pointing outside it → EvalInputError naming the transcript and the link', (t) => {
+    const { root, transcripts, transcriptPath, imagesOf } = layout(t);
+    fs.symlinkSync(path.join(root, 'secret.png'), path.join(transcripts, 'm01', 'link.png'));
+    assert.throws(() => imagesOf('link.png'), {
+      name: 'EvalInputError',
+      message: mentioning(transcriptPath, 'link.png'),
+    });
+  });
+
+  test('a missing file inside the folder → EvalInputError naming the transcript, the file and ENOENT', (t) => {
+    const { transcripts, transcriptPath, imagesOf } = layout(t);
+    assert.throws(() => imagesOf('missing.png'), {
+      name: 'EvalInputError',
+      message: mentioning(transcriptPath, path.join(transcripts, 'm01', 'missing.png'), 'ENOENT'),
+    });
+  });
+});
