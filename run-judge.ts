@@ -12,8 +12,10 @@ import { parse as parseCsv } from 'csv-parse/sync';
 import { stringify as stringifyCsv } from 'csv-stringify/sync';
 import { z } from 'zod';
 
-/** Every structural marker of the template is a <<<...>>> line, so defusing those runs in inserted text covers them all. */
-export const JUDGE_PROMPT_TEMPLATE = `You are an expert evaluator of proof tutoring. You are judging the quality of the TUTORING in the transcript below: how well the Assistant (the tutor) helped the Student toward a proof. You are not solving the problem yourself.
+/** Every marker of the template is a <<<...>>> line, so defusing those runs in inserted text covers them all. */
+export const JUDGE_PROMPT_TEMPLATE = `You are an expert evaluator of proof tutoring. You are not solving the problem
+yourself: you are judging the quality of the TUTORING in the transcript below, how well the Assistant (the tutor)
+helped the Student toward a proof.
 
 <<<TASK CONTEXT (public: the tutor saw this)>>>
 Task ID: {task_id}
@@ -48,23 +50,16 @@ Return JSON only: no prose, no Markdown, nothing before or after the JSON object
 Give every dimension listed above exactly one score, {score_rule}. Put a brief explanation of the scores in "notes".
 <<<END OUTPUT INSTRUCTIONS>>>`;
 
-/** The flags' defaults; a run's options are these plus the filters and switches. */
 const FLAG_DEFAULTS = {
-  transcripts: 'evals/transcripts',
-  tasks: 'evals/tasks',
-  referenceKeys: 'evals/reference_keys',
-  rubric: 'rubric.json',
-  models: 'models.json',
-  output: 'evals/scores/judge_scores.csv',
-  log: 'evals/scores/judge_log.jsonl',
-  concurrency: 8,
-  pollInterval: 30,
+  ...{ transcripts: 'evals/transcripts', tasks: 'evals/tasks', referenceKeys: 'evals/reference_keys' },
+  ...{ rubric: 'rubric.json', models: 'models.json', concurrency: 8, pollInterval: 30 },
+  ...{ output: 'evals/scores/judge_scores.csv', log: 'evals/scores/judge_log.jsonl' },
 };
 const RETRY_DEFAULTS = { max_retries: 5, budget_s: 30, base_delay_s: 1 };
 const TIMEOUT_S = 300;
-/** The Message Batches API's limits on one batch. */
+const NEVER = new AbortController().signal;
 const BATCH_LIMITS = { maxRequests: 100_000, maxBytes: 256 * 1024 * 1024 };
-/** A finished answer; anything else (max_tokens, refusal, pause_turn, tool_use, a full context window) is unusable. */
+/** A finished turn; anything else (max_tokens, refusal, pause_turn, tool_use, a full context window) is unusable. */
 const USABLE_STOP_REASONS = ['end_turn', 'stop_sequence'];
 
 // ---- Errors: one hierarchy; a failure is its own outcome, never a verdict -------------------------------------------
@@ -85,13 +80,12 @@ export class EvalConfigurationError extends EvalError {}
 export class EvalInputError extends EvalError {}
 /** The judge cannot do what was asked (a structured-output setting it rejects, images it cannot take). */
 export class EvalUnsupportedError extends EvalError {}
-/** A dependency the operation needs is missing. */
 export class EvalDependencyError extends EvalError {}
 /** The run was stopped (Ctrl-C) before this attempt could be made. */
 export class EvalInterruptedError extends EvalError {}
 /** The request timed out; it is never resubmitted. */
 export class EvalTimeoutError extends EvalError {}
-/** The judge answered, but the answer is not a usable score; `rawText` keeps it for the audit log. */
+/** The judge answered, but not a usable score; `rawText` keeps the answer for the audit log. */
 export class EvalJudgeResponseError extends EvalError {
   readonly rawText?: string;
   constructor(message: string, options: EvalErrorOptions & { rawText?: string } = {}) {
@@ -117,34 +111,30 @@ export class EvalJudgesExhaustedError extends EvalError {
   }
 }
 
-// ---- Schemas and types: every input is a zod schema; the rubric also decides the columns and the answer schema -----
+// ---- Schemas and types: every input is a zod schema; the rubric also decides the columns and the answer schema ------
 
 const text = z.string().refine((value) => value.trim() !== '', 'must be a non-empty string');
-const strings = z.array(z.string());
+const texts = z.array(z.string());
+const DimensionSchema = z.object({
+  name: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an identifier (it becomes a CSV column)'),
+  description: text,
+  scores: z
+    .record(z.string().regex(/^(0|[1-9]\d*)$/, 'keys must be integer scores like "0"'), z.string())
+    .refine((scores) => Object.keys(scores).length > 0, 'must map integer scores like "0" to descriptions'),
+});
 const RubricSchema = z.object({
   dimensions: z
-    .array(
-      z.object({
-        name: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an identifier (it becomes a CSV column)'),
-        description: text,
-        scores: z
-          .record(z.string().regex(/^(0|[1-9]\d*)$/, 'keys must be integer scores like "0"'), z.string())
-          .refine((scores) => Object.keys(scores).length > 0, 'must map integer scores like "0" to descriptions'),
-      }),
-    )
+    .array(DimensionSchema)
     .min(1, 'is empty: the rubric needs at least one dimension')
     .superRefine((dimensions, ctx) => {
       const names = dimensions.map((dimension) => dimension.name);
       const i = names.findIndex((name, j) => names.indexOf(name) !== j);
-      if (i >= 0)
-        ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `duplicate dimension name "${names[i]}"` });
+      const message = `duplicate dimension name "${names[i]}"`;
+      if (i >= 0) ctx.addIssue({ code: 'custom', path: [i, 'name'], message });
     }),
 });
-const RetrySchema = z.strictObject({
-  max_retries: z.int().min(0).optional(),
-  budget_s: z.number().min(0).optional(),
-  base_delay_s: z.number().min(0).optional(),
-});
+const [count, seconds] = [z.int().min(0).optional(), z.number().min(0).optional()];
+const RetrySchema = z.strictObject({ max_retries: count, budget_s: seconds, base_delay_s: seconds });
 /** A judge entry is strict: a typo such as "temprature" must not be silently ignored. */
 const JudgeSchema = z.strictObject({
   provider: z.literal('anthropic', 'only "anthropic" is supported'),
@@ -159,45 +149,31 @@ const JudgeSchema = z.strictObject({
   retry: RetrySchema.optional(),
 });
 const ModelsSchema = z.object({ judge: JudgeSchema, fallback_judges: z.array(JudgeSchema).default([]) });
-const TaskSchema = z.object({
-  task_id: text,
-  topic: text,
-  student_level: text,
-  problem_statement: text,
-  expected_behaviors: strings,
-});
-const ReferenceKeySchema = z.object({
-  task_id: text,
-  proof_skeleton: strings,
-  common_misconceptions: strings,
-  red_flags: strings,
-});
-const ImageSourceSchema = z.object({
-  type: z.literal('base64'),
-  media_type: z.enum(['image/png', 'image/jpeg', 'image/gif', 'image/webp']),
-  data: z.string(),
-});
+const TaskSchema = z.object({ task_id: text, topic: text, student_level: text, problem_statement: text });
+const TaskFileSchema = TaskSchema.extend({ expected_behaviors: texts });
+const ReferenceKeySchema = z
+  .object({ task_id: text, proof_skeleton: texts, red_flags: texts })
+  .extend({ common_misconceptions: texts });
+const mediaType = z.enum(['image/png', 'image/jpeg', 'image/gif', 'image/webp']);
+const ImageSourceSchema = z.object({ type: z.literal('base64'), media_type: mediaType, data: z.string() });
 const BlockSchema = z.union([
   z.object({ type: z.literal('text'), text: z.string() }),
   z.object({ type: z.literal('image'), source: ImageSourceSchema }),
   z.object({ type: z.literal('image'), path: z.string() }),
 ]);
-const blocksHint =
-  '{type: "text", text}, {type: "image", path} or {type: "image", source: {type: "base64", media_type, data}}';
+const blocks = '{type: "text", text}, {type: "image", path} or {type: "image", source: {type: "base64", ...}}';
 const MessageSchema = z.object({
   role: z.enum(['user', 'assistant', 'system']),
-  content: z.union([z.string(), z.array(BlockSchema)], `must be a string or an array of blocks: ${blocksHint}`),
+  content: z.union([z.string(), z.array(BlockSchema)], `must be a string or an array of blocks: ${blocks}`),
 });
 const TranscriptSchema = z.object({
   metadata: z.record(z.string(), z.unknown()).optional(),
   problem_statement: z.string().optional(),
   messages: z.array(MessageSchema).min(1, 'is empty'),
 });
+/** A submitted batch; each request's custom_id maps to [task_id, model, sha256 of the prompt sent]. */
 const BatchEntrySchema = z.object({
-  id: z.string().nullable(),
-  judge: z.string(),
-  submitted_at: z.string(),
-  /** custom_id -> [task_id, model, sha256 of the prompt sent]. */
+  ...{ id: z.string().nullable(), judge: z.string(), submitted_at: z.string() },
   requests: z.record(z.string(), z.tuple([z.string(), z.string(), z.string()])),
 });
 const BatchStateSchema = z.object({ version: z.literal(1), batches: z.array(BatchEntrySchema) });
@@ -205,33 +181,24 @@ const BatchStateSchema = z.object({ version: z.literal(1), batches: z.array(Batc
 export type Rubric = z.infer<typeof RubricSchema>;
 export type JudgeConfig = z.infer<typeof JudgeSchema>;
 export type ModelsConfig = z.input<typeof ModelsSchema>;
-export type Task = z.infer<typeof TaskSchema>;
+export type Task = z.infer<typeof TaskFileSchema>;
 export type ReferenceKey = z.infer<typeof ReferenceKeySchema>;
 export type Transcript = z.infer<typeof TranscriptSchema>;
-type ImageSource = z.infer<typeof ImageSourceSchema>;
 type BatchState = z.infer<typeof BatchStateSchema>;
 type BatchEntry = z.infer<typeof BatchEntrySchema>;
 /** A transcript found on disk: the path alone identifies it; its content is read when it is judged. */
 export type TranscriptRef = { task_id: string; model: string; path: string };
-/** An image of a transcript, sent after the prompt; `label` is its placeholder in the transcript text. */
-export type TranscriptImage = { label: string; file?: string; source: ImageSource };
-/** One transcript's judge prompt and images, built when it is judged. */
-type PreparedTranscript = { prompt: string; promptSha: string; images: TranscriptImage[] };
+type Ref = TranscriptRef;
+/** An image sent after the prompt; `label` is its placeholder in the transcript text. */
+export type TranscriptImage = { label: string; file?: string; source: z.infer<typeof ImageSourceSchema> };
+type Image = TranscriptImage;
+type PreparedTranscript = { prompt: string; promptSha: string; images: Image[] };
 export type JudgeVerdict = { scores: Record<string, number>; notes: string };
 export type RateLimitInfo = { limit: number; remaining: number; resetAt: number };
-type Usage = { input_tokens: number; output_tokens: number };
-export type JudgeAnswer = {
-  judge: string;
-  text: string;
-  stopReason: string | null;
-  usage: Usage;
-  latencyMs: number;
-} & {
-  requestId?: string;
-  rateLimit?: RateLimitInfo;
-};
+export type JudgeAnswer = ReturnType<typeof answerFromMessage>;
 /** A judge of the chain, resolved once at set-up: its model id, its client (key passed explicitly) and its pacing. */
 export type Judge = { model: string; config: JudgeConfig; client: Anthropic; gate: RateGate };
+type JudgeSpec = Pick<Judge, 'model' | 'config'>;
 export type RunOptions = typeof FLAG_DEFAULTS & {
   task?: string;
   model?: string;
@@ -242,41 +209,31 @@ export type RunOptions = typeof FLAG_DEFAULTS & {
   dryRun?: boolean;
 };
 export type RunSummary = ReturnType<typeof newSummary>;
+type Stream = NodeJS.WritableStream & { isTTY?: boolean };
 /** Where a run reads its environment and writes its messages: the process's, or a test's. */
-export type IO = {
-  env: NodeJS.ProcessEnv;
-  stdout: NodeJS.WritableStream;
-  stderr: NodeJS.WritableStream & { isTTY?: boolean };
-};
+export type IO = { env: NodeJS.ProcessEnv; stdout: Stream; stderr: Stream };
 /** What every stage of a run shares: its inputs, its output, and how it reports and stops. */
 type Run = ReturnType<typeof loadInputs> &
-  ReturnType<typeof openOutput> & { options: RunOptions; io: IO; judges: Judge[]; summary: RunSummary } & {
+  ReturnType<typeof openOutput> & { options: RunOptions; io: IO } & {
+    judges: Judge[];
+    summary: RunSummary;
     progress: Progress;
     controller: AbortController;
   };
 
-// ---- The run ---------------------------------------------------------------------------------------------------------
+// ---- The run --------------------------------------------------------------------------------------------------------
 
 /** Judges every selected transcript that has no row yet, appending rows as they come; returns the summary. */
 export async function runJudge(options: RunOptions, io: IO, controller = new AbortController()): Promise<RunSummary> {
   const started = Date.now();
-  // 1. Load and check everything that costs nothing: rubric, transcripts, tasks on demand, judges and their keys.
+  // 1. Load and check everything that costs nothing: rubric, transcripts (tasks when needed), judges and their keys.
   const inputs = loadInputs(options);
   const judges = await createJudges(loadModelsConfig(options.models), io.env, options.fallback);
   // 2. Take the output: the lock, the CSV (a torn last line cut off), the audit log.
   const output = openOutput(options, inputs.rubric, io.stderr);
   try {
     const summary = newSummary(inputs.selected.length);
-    const run: Run = {
-      ...inputs,
-      ...output,
-      options,
-      io,
-      judges,
-      summary,
-      controller,
-      progress: new Progress(io, summary),
-    };
+    const run = { ...inputs, ...output, options, io, judges, summary, controller, progress: new Progress(io, summary) };
     // 3. Judge what has no row yet: concurrently, or through Message Batches.
     const pending = pendingTranscripts(run);
     await (options.batch ? judgeInBatches(run, pending) : judgeConcurrently(run, pending, judges));
@@ -288,7 +245,7 @@ export async function runJudge(options: RunOptions, io: IO, controller = new Abo
   }
 }
 
-// ---- Loading and checking the inputs ---------------------------------------------------------------------------------
+// ---- Loading and checking the inputs --------------------------------------------------------------------------------
 
 type EvalErrorClass = new (message: string, options?: EvalErrorOptions) => EvalError;
 
@@ -318,22 +275,16 @@ function loadValidated<S extends z.ZodType>(file: string, schema: S, ErrorClass:
 
 export const loadRubric = (file: string): Rubric => loadValidated(file, RubricSchema, EvalConfigurationError);
 export const loadModelsConfig = (file: string) => loadValidated(file, ModelsSchema, EvalConfigurationError);
-
-/** The dimension names in rubric order: the CSV column order. */
 export const rubricDimensions = (rubric: Rubric): string[] => rubric.dimensions.map((dimension) => dimension.name);
-
-/** The integer scores a dimension allows, ascending: the keys of its `scores`. */
-const allowedScores = (dimension: Rubric['dimensions'][number]) =>
-  Object.keys(dimension.scores)
-    .map(Number)
-    .sort((a, b) => a - b);
+type Dimension = Rubric['dimensions'][number];
+const allowedScores = (dimension: Dimension) => Object.keys(dimension.scores).map(Number).sort(byNumber);
 
 /** Loads a task or reference key, whose task_id must match its file name. */
-function loadTaskFile<S extends typeof TaskSchema | typeof ReferenceKeySchema>(dir: string, taskId: string, schema: S) {
-  const file = path.join(dir, `${taskId}.json`);
+function loadTaskFile<S extends typeof TaskFileSchema | typeof ReferenceKeySchema>(dir: string, id: string, schema: S) {
+  const file = path.join(dir, `${id}.json`);
   const data = loadValidated(file, schema, EvalInputError) as z.infer<S>;
-  if (data.task_id === taskId) return data;
-  throw new EvalInputError(`${file}: task_id "${data.task_id}" does not match the file name "${taskId}"`);
+  if (data.task_id === id) return data;
+  throw new EvalInputError(`${file}: task_id "${data.task_id}" does not match the file name "${id}"`);
 }
 
 /** Loads and validates one transcript; metadata, when present, must agree with its path. */
@@ -341,9 +292,8 @@ export function loadTranscript(ref: TranscriptRef): Transcript {
   const transcript = loadValidated(ref.path, TranscriptSchema, EvalInputError);
   for (const field of ['task_id', 'model'] as const) {
     const value = transcript.metadata?.[field];
-    if (value !== undefined && value !== ref[field]) {
-      throw new EvalInputError(`${ref.path}: metadata.${field} is "${value}" but the path says "${ref[field]}"`);
-    }
+    if (value === undefined || value === ref[field]) continue;
+    throw new EvalInputError(`${ref.path}: metadata.${field} is "${value}" but the path says "${ref[field]}"`);
   }
   return transcript;
 }
@@ -353,37 +303,33 @@ export function readTranscripts(inputDir: string, taskId?: string, modelName?: s
   if (!fs.statSync(inputDir, { throwIfNoEntry: false })?.isDirectory()) {
     throw new EvalInputError(`${inputDir}: transcripts folder not found`);
   }
-  const all = listDir(inputDir)
-    .filter((entry) => entry.isDirectory())
-    .flatMap(({ name: model }) =>
-      listDir(path.join(inputDir, model))
-        .filter((file) => file.isFile() && file.name.endsWith('.json'))
-        .map((file) => ({ model, task_id: file.name.slice(0, -5), path: path.join(inputDir, model, file.name) })),
-    )
-    .sort((a, b) => compareText(a.model, b.model) || compareText(a.task_id, b.task_id));
-  const selected = all.filter(
-    (ref) => (taskId ?? ref.task_id) === ref.task_id && (modelName ?? ref.model) === ref.model,
-  );
+  const refsIn = (model: string) =>
+    listDir(path.join(inputDir, model))
+      .filter((file) => file.isFile() && file.name.endsWith('.json'))
+      .map((file) => ({ model, task_id: file.name.slice(0, -5), path: path.join(inputDir, model, file.name) }));
+  const all = listDir(inputDir).flatMap((entry) => (entry.isDirectory() ? refsIn(entry.name) : []));
+  all.sort((a, b) => compareText(a.model, b.model) || compareText(a.task_id, b.task_id));
+  const chosen = (ref: Ref) => (taskId ?? ref.task_id) === ref.task_id && (modelName ?? ref.model) === ref.model;
+  const selected = all.filter(chosen);
   if (selected.length > 0) return selected;
-  const wanted = [taskId !== undefined && `--task ${taskId}`, modelName !== undefined && `--model ${modelName}`];
+  const filters = [taskId !== undefined && `--task ${taskId}`, modelName !== undefined && `--model ${modelName}`];
   const models = [...new Set(all.map((ref) => ref.model))].join(', ') || 'none';
   const tasks = [...new Set(all.map((ref) => ref.task_id))].sort().join(', ') || 'none';
-  const matches = wanted.filter(Boolean).join(' ') || 'anything';
-  throw new EvalInputError(
-    `no transcript in ${inputDir} matches ${matches}; models (folders): ${models}; tasks: ${tasks}`,
-  );
+  const matches = `matches ${filters.filter(Boolean).join(' ') || 'anything'}`;
+  throw new EvalInputError(`no transcript in ${inputDir} ${matches}; models (folders): ${models}; tasks: ${tasks}`);
 }
 
-/** The rubric, the selected transcripts, and how to prepare one for judging (tasks are loaded once, when needed). */
+/** The rubric, the selected transcripts, and how to prepare one for judging (tasks are read once each, when needed). */
 function loadInputs(options: RunOptions) {
   const rubric = loadRubric(options.rubric);
   const selected = readTranscripts(options.transcripts, options.task, options.model);
-  const taskInputs = cachedByKey((taskId: string) => ({
-    task: loadTaskFile(options.tasks, taskId, TaskSchema),
-    referenceKey: loadTaskFile(options.referenceKeys, taskId, ReferenceKeySchema),
-  }));
+  const taskFiles = new Map<string, { task: Task; referenceKey: ReferenceKey }>();
   const prepare = (ref: TranscriptRef): PreparedTranscript => {
-    const { task, referenceKey } = taskInputs(ref.task_id);
+    const { task, referenceKey } = taskFiles.get(ref.task_id) ?? {
+      task: loadTaskFile(options.tasks, ref.task_id, TaskFileSchema),
+      referenceKey: loadTaskFile(options.referenceKeys, ref.task_id, ReferenceKeySchema),
+    };
+    taskFiles.set(ref.task_id, { task, referenceKey });
     const transcript = loadTranscript(ref);
     const prompt = buildJudgePrompt(task, referenceKey, transcript, rubric);
     return { prompt, promptSha: sha256(prompt), images: transcriptImages(transcript, ref.path) };
@@ -391,7 +337,7 @@ function loadInputs(options: RunOptions) {
   return { rubric, selected, prepare };
 }
 
-// ---- The prompt ------------------------------------------------------------------------------------------------------
+// ---- The prompt -----------------------------------------------------------------------------------------------------
 
 /** One complete judge prompt for one transcript. Pure: same inputs, same prompt. */
 export function buildJudgePrompt(task: Task, referenceKey: ReferenceKey, transcript: Transcript, rubric: Rubric) {
@@ -400,9 +346,7 @@ export function buildJudgePrompt(task: Task, referenceKey: ReferenceKey, transcr
   const listed = (items: string[], marker = (_: number) => '- ') =>
     defused(items.map((item, i) => indentContinuation(`${marker(i)}${item.trim()}`)).join('\n') || '- (none)');
   return fillTemplate(JUDGE_PROMPT_TEMPLATE, {
-    task_id: defused(task.task_id),
-    topic: defused(task.topic),
-    student_level: defused(task.student_level),
+    ...{ task_id: defused(task.task_id), topic: defused(task.topic), student_level: defused(task.student_level) },
     problem_statement: defused(task.problem_statement),
     expected_behaviors: listed(task.expected_behaviors),
     proof_skeleton: listed(referenceKey.proof_skeleton, (i) => `${i + 1}. `),
@@ -439,6 +383,7 @@ export function transcriptToText(transcript: Transcript): string {
  */
 export function transcriptImages(transcript: Transcript, transcriptPath: string): TranscriptImage[] {
   const root = path.resolve(path.dirname(path.dirname(transcriptPath)));
+  const inside = (child: string, parent: string) => child.startsWith(parent + path.sep);
   const blocks = transcript.messages.flatMap((message) => (typeof message.content === 'string' ? [] : message.content));
   return blocks
     .filter((block) => block.type === 'image')
@@ -446,44 +391,37 @@ export function transcriptImages(transcript: Transcript, transcriptPath: string)
       const label = `[image ${i + 1}]`;
       if ('source' in block) return { label, source: block.source };
       const file = path.resolve(path.dirname(transcriptPath), block.path);
-      const inside = (child: string, parent: string) => child.startsWith(parent + path.sep);
-      const real = fs.existsSync(file) ? inside(fs.realpathSync(file), fs.realpathSync(root)) : inside(file, root);
-      if (path.isAbsolute(block.path) || !real) {
-        const why = `must be relative and stay inside the transcripts folder ${fs.realpathSync(root)}`;
-        throw new EvalInputError(`${transcriptPath}: image path "${block.path}" ${why}`);
+      const stays = fs.existsSync(file) ? inside(fs.realpathSync(file), fs.realpathSync(root)) : inside(file, root);
+      const where = `${transcriptPath}: image`;
+      if (path.isAbsolute(block.path) || !stays) {
+        const rule = `must be relative and stay inside the transcripts folder ${fs.realpathSync(root)}`;
+        throw new EvalInputError(`${where} path "${block.path}" ${rule}`);
       }
-      const mediaType = IMAGE_MEDIA_TYPES[path.extname(file).toLowerCase()];
-      if (!mediaType) throw new EvalInputError(`${transcriptPath}: image ${file} is not a png, jpeg, gif or webp file`);
+      const extension = path.extname(file).slice(1).toLowerCase().replace(/^jpg$/, 'jpeg');
+      const media_type = mediaType.options.find((type) => type === `image/${extension}`);
+      if (!media_type) throw new EvalInputError(`${where} ${file} is not a png, jpeg, gif or webp file`);
       try {
-        return {
-          label,
-          file,
-          source: { type: 'base64', media_type: mediaType, data: fs.readFileSync(file, 'base64') },
-        };
+        return { label, file, source: { type: 'base64' as const, media_type, data: fs.readFileSync(file, 'base64') } };
       } catch (error) {
         const code = (error as NodeJS.ErrnoException).code ?? error;
-        throw new EvalInputError(`${transcriptPath}: image ${file} cannot be read: ${code}`, { cause: error });
+        throw new EvalInputError(`${where} ${file} cannot be read: ${code}`, { cause: error });
       }
     });
 }
-const IMAGE_MEDIA_TYPES: Record<string, ImageSource['media_type']> = {
-  ...{ '.png': 'image/png', '.jpg': 'image/jpeg', '.jpeg': 'image/jpeg', '.gif': 'image/gif', '.webp': 'image/webp' },
-};
 
 /** The prompt's rubric parts, built once per rubric: they are the same in every prompt of a run. */
 const rubricPromptParts = cachedByObject((rubric: Rubric) => {
   const scoresOf = (dimension: Rubric['dimensions'][number]) => orList(allowedScores(dimension));
-  const described = rubric.dimensions.map((dimension) =>
-    [`${dimension.name}: ${dimension.description}`]
-      .concat(allowedScores(dimension).map((score) => `  ${score}: ${dimension.scores[String(score)]}`))
-      .join('\n'),
-  );
+  const described = rubric.dimensions.map(({ name, description, scores }, i) => [
+    `${name}: ${description}`,
+    ...allowedScores(rubric.dimensions[i]!).map((score) => `  ${score}: ${scores[score]}`),
+  ]);
   const shape = rubric.dimensions.map((dimension) => `"${dimension.name}": ${allowedScores(dimension).join('|')}`);
   const scoreSets = new Set(rubric.dimensions.map(scoresOf));
   // Dimensions that allow different scores each get their own list: a merged list would invite invalid scores.
   const perDimension = rubric.dimensions.map((dimension) => `${dimension.name} ${scoresOf(dimension)}`).join('; ');
   return {
-    rubric: neutraliseDelimiters(described.join('\n\n').trim()),
+    rubric: neutraliseDelimiters(described.map((lines) => lines.join('\n')).join('\n\n')),
     output_shape: `{"scores": {${shape.join(', ')}}, "notes": "brief explanation"}`,
     score_rule:
       scoreSets.size === 1
@@ -502,7 +440,7 @@ const defusePlaceholders = (value: string) => value.replace(/\[(image \d+)\]/gi,
 /** Indents every line after the first (any line break), so pasted text cannot start a turn, an item or a section. */
 const indentContinuation = (value: string) => value.split(/\r\n|[\n\r\v\f\u0085\u2028\u2029]/).join('\n    ');
 
-// ---- The judges and one call -----------------------------------------------------------------------------------------
+// ---- The judges and one call ----------------------------------------------------------------------------------------
 
 let sdk: typeof import('@anthropic-ai/sdk') | undefined;
 
@@ -510,71 +448,60 @@ let sdk: typeof import('@anthropic-ai/sdk') | undefined;
 export const judgeModel = (config: JudgeConfig, env: NodeJS.ProcessEnv) =>
   (config.model_env && env[config.model_env]?.trim()) || config.model;
 
-/** The judge chain (primary first), each with its key checked and its client made; the SDK loads here, once. */
+/** The judge chain (primary first), each judge's key checked and its client made; the SDK loads here, once. */
 export async function createJudges(models: ModelsConfig, env: NodeJS.ProcessEnv, fallback = true): Promise<Judge[]> {
   const configs = [models.judge, ...(fallback ? (models.fallback_judges ?? []) : [])];
   const keys = configs.map((config) => checkedApiKey(config, env));
   try {
-    sdk ??= await import('@anthropic-ai/sdk'); // not at start-up: the dry-run does not pay for it
+    sdk ??= await import('@anthropic-ai/sdk'); // here, not at start-up: the dry-run does not pay for it
   } catch (error) {
     throw new EvalDependencyError('the package @anthropic-ai/sdk is not installed: run npm ci', { cause: error });
   }
-  const baseURL = env.ANTHROPIC_BASE_URL || undefined;
   // The key is passed explicitly and the SDK's own retries are off: run-judge has exactly one retry layer.
-  const clientOf = (config: JudgeConfig, apiKey: string) =>
-    new sdk!.Anthropic({ apiKey, baseURL, maxRetries: 0, timeout: timeoutMs(config) });
-  return configs.map((config, i) => ({
+  const options = (config: JudgeConfig, i: number) => ({
+    apiKey: keys[i],
+    baseURL: env.ANTHROPIC_BASE_URL || undefined,
+    maxRetries: 0,
+    timeout: timeoutMs(config),
+  });
+  const judge = (config: JudgeConfig, i: number) => ({
     model: judgeModel(config, env),
     config,
-    client: clientOf(config, keys[i]!),
+    client: new sdk!.Anthropic(options(config, i)),
     gate: new RateGate(),
-  }));
+  });
+  return configs.map(judge);
 }
 
 /** The judge's API key; the errors name the variable, never the value. Also refuses what every call would fail on. */
 function checkedApiKey(config: JudgeConfig, env: NodeJS.ProcessEnv): string {
   const [judge, key, variable] = [judgeModel(config, env), env[config.api_key_env], config.api_key_env];
-  if (!key)
-    throw new EvalConfigurationError(
-      `environment variable ${variable} is not set (it must hold the Anthropic API key)`,
-      { judge },
-    );
+  const fail = (problem: string) => new EvalConfigurationError(problem, { judge });
+  if (!key) throw fail(`environment variable ${variable} is not set (it must hold the Anthropic API key)`);
   // A key with a space or line break would fail inside the HTTP library, whose error quotes the header: the key.
   if (!/^[\x21-\x7e]+$/.test(key)) {
-    const why = 'holds spaces, line breaks or other characters an API key cannot have';
-    throw new EvalConfigurationError(`environment variable ${variable} ${why}`, { judge });
+    throw fail(`environment variable ${variable} holds spaces, line breaks or other characters an API key cannot have`);
   }
   if (typeof config.temperature !== 'number') return key;
-  const why = 'and Claude Opus 4.7+ reject temperature with HTTP 400; set "temperature": null in models.json';
-  const message = `"temperature": ${config.temperature} is set, but the Anthropic API (version 2026-10-21) ${why}`;
-  throw new EvalConfigurationError(message, { judge });
+  const rejected = 'the Anthropic API (version 2026-10-21) and Claude Opus 4.7+ reject temperature with HTTP 400';
+  throw fail(`"temperature": ${config.temperature} is set, but ${rejected}; set "temperature": null in models.json`);
 }
 
-/** The judge's timeout in whole milliseconds, as the SDK requires. */
-const timeoutMs = (config: JudgeConfig) => Math.round((config.timeout_s ?? TIMEOUT_S) * 1000);
-const canTakeImages = (judge: Pick<Judge, 'config'>) => (judge.config.media ?? ['text']).includes('image');
+const timeoutMs = (config: JudgeConfig) => Math.round((config.timeout_s ?? TIMEOUT_S) * 1000); // the SDK takes whole ms
+const canTakeImages = (judge: { config: JudgeConfig }) => (judge.config.media ?? ['text']).includes('image');
 type Request = Anthropic.MessageCreateParamsNonStreaming;
 
 /** The Messages API request for one prompt and its images (each after its label); no sampling parameter. */
-export function buildJudgeRequest(
-  judge: Pick<Judge, 'model' | 'config'>,
-  prompt: string,
-  { rubric, images = [] }: { rubric?: Rubric; images?: TranscriptImage[] } = {},
-): Request {
-  const labelled = images.flatMap((image) => [
-    { type: 'text' as const, text: image.label },
-    { type: 'image' as const, source: image.source },
+export function buildJudgeRequest(judge: JudgeSpec, prompt: string, sent: { rubric?: Rubric; images?: Image[] }) {
+  const { rubric, images = [] } = sent;
+  const labelled = images.flatMap(({ label, source }) => [
+    { type: 'text', text: label },
+    { type: 'image', source },
   ]);
-  const content = images.length ? [{ type: 'text' as const, text: prompt }, ...labelled] : prompt;
-  const format = judge.config.structured_output &&
-    rubric && { type: 'json_schema' as const, schema: answerJsonSchema(rubric) };
-  const outputConfig = format ? { output_config: { format } } : {};
-  return {
-    model: judge.model,
-    max_tokens: judge.config.max_tokens,
-    messages: [{ role: 'user', content }],
-    ...outputConfig,
-  };
+  const content = images.length ? [{ type: 'text', text: prompt }, ...labelled] : prompt;
+  const format = judge.config.structured_output && rubric && { type: 'json_schema', schema: answerJsonSchema(rubric) };
+  const request = { model: judge.model, max_tokens: judge.config.max_tokens, messages: [{ role: 'user', content }] };
+  return (format ? { ...request, output_config: { format } } : request) as Request;
 }
 
 /** One request to one judge; returns the raw answer (parsing is a separate step) or throws a classified failure. */
@@ -591,7 +518,7 @@ export async function callJudge(judge: Judge, request: Request): Promise<JudgeAn
 }
 
 /** Extracts the text and bookkeeping of a Messages API answer, refusing shapes that are not a message. */
-function answerFromMessage(message: unknown, judge: string, latencyMs: number, headers?: Headers): JudgeAnswer {
+function answerFromMessage(message: unknown, judge: string, latencyMs: number, headers?: Headers) {
   const data = message as Partial<Anthropic.Message>;
   if (!isRecord(data) || !Array.isArray(data.content)) {
     const rawText = String(JSON.stringify(message));
@@ -609,62 +536,51 @@ function answerFromMessage(message: unknown, judge: string, latencyMs: number, h
 }
 
 /** Turns an SDK error into the failure policy's classes; anything else (a defect) propagates raw. */
-function classifyApiError(error: unknown, judge: Pick<Judge, 'model' | 'config'>, timedOut = false): unknown {
+function classifyApiError(error: unknown, judge: JudgeSpec, timedOut = false): unknown {
   const options = { cause: error, judge: judge.model };
   if (timedOut || error instanceof sdk!.APIConnectionTimeoutError) {
     return new EvalTimeoutError('request timed out (not resubmitted)', options);
   }
   // An answer cut off while its body was read: the SDK lets undici's error through, or wraps it in an AnthropicError.
   const code = String((error as { cause?: { code?: unknown } } | undefined)?.cause?.code ?? '');
-  const brokenBody =
-    error instanceof TypeError && (error.message === 'terminated' || /^(UND_ERR|ECONNRESET|EPIPE)/.test(code));
-  if (brokenBody || (error instanceof sdk!.AnthropicError && !(error instanceof sdk!.APIError))) {
+  const cutOff = error instanceof TypeError && /^terminated$|^(UND_ERR|ECONNRESET|EPIPE)/.test(error.message || code);
+  if (cutOff || (error instanceof sdk!.AnthropicError && !(error instanceof sdk!.APIError))) {
     return new EvalProviderError(`connection failed while reading the answer: ${(error as Error).message}`, options);
   }
   if (!(error instanceof sdk!.APIError)) return error;
+  const { status, type, apiMessage, requestID, headers } = error;
+  const request = requestID ? ` (request ${requestID})` : '';
   const what =
-    error.status === undefined
+    status === undefined
       ? `connection failed: ${(error.cause as Error | undefined)?.message ?? error.message}`
-      : `HTTP ${error.status} ${error.type ?? 'error'}: ${error.apiMessage ?? '(no message)'}` +
-        (error.requestID ? ` (request ${error.requestID})` : '');
-  const schemaRejected = /output_config|json_schema|output format|structured output/i.test(error.apiMessage ?? '');
-  if (judge.config.structured_output && error.status === 400 && schemaRejected) {
-    const fix = 'set it to false for this judge in models.json';
-    return new EvalUnsupportedError(
-      `rejects "structured_output": true (output_config.format json_schema); ${fix}: ${what}`,
-      options,
-    );
+      : `HTTP ${status} ${type ?? 'error'}: ${apiMessage ?? '(no message)'}${request}`;
+  const schemaRejected = /output_config|json_schema|output format|structured output/i.test(apiMessage ?? '');
+  if (judge.config.structured_output && status === 400 && schemaRejected) {
+    const setting = 'rejects "structured_output": true (output_config.format json_schema)';
+    return new EvalUnsupportedError(`${setting}; set it to false for this judge in models.json: ${what}`, options);
   }
-  if ([401, 402, 403, 404].includes(error.status!)) return new EvalConfigurationError(what, options);
-  if ([400, 413, 422].includes(error.status!)) return new EvalInputError(what, options);
-  return Object.assign(new EvalProviderError(what, options), {
-    status: error.status,
-    requestId: error.requestID ?? undefined,
-    retryAfterMs: parseRetryAfter(error.headers),
-    rateLimit: parseRateLimit(error.headers),
-    spendLimit: error.status === 429 && /spend|billing|credit/i.test(`${error.errorCode ?? ''} ${error.type ?? ''}`),
-  });
+  if ([401, 402, 403, 404].includes(status!)) return new EvalConfigurationError(what, options);
+  if ([400, 413, 422].includes(status!)) return new EvalInputError(what, options);
+  const spendLimit = status === 429 && /spend|billing|credit/i.test(`${error.errorCode ?? ''} ${type ?? ''}`);
+  const [retryAfterMs, rateLimit] = [parseRetryAfter(headers), parseRateLimit(headers)];
+  const details = { status, requestId: requestID ?? undefined, retryAfterMs, rateLimit, spendLimit };
+  return Object.assign(new EvalProviderError(what, options), details);
 }
 
-// ---- The failure policy: one decision, asked by the retry layer, the chain, batches and the exit status ------------
+// ---- The failure policy: one decision, asked by the retry layer, the chain, batches and the exit status -------------
 
 export type Decision = { action: 'retry'; delayMs: number } | { action: 'next-judge' | 'fail-transcript' | 'stop-run' };
+type RetryState = { attempt: number; msLeft: number; policy: typeof RETRY_DEFAULTS };
 
 /**
  * What one failed attempt means. A configuration error, a missing dependency or a Ctrl-C stops the run; bad input,
  * an unsupported request or an exhausted chain fails this transcript; a 429 or 529 (not a spend limit) is retried on
  * the same judge within its budget; anything else (an unusable answer, a provider failure, a timeout) tries the next.
  */
-export function decide(
-  error: EvalError,
-  retry?: { attempt: number; msLeft: number; policy: typeof RETRY_DEFAULTS },
-): Decision {
-  if ([EvalConfigurationError, EvalDependencyError, EvalInterruptedError].some((Class) => error instanceof Class)) {
-    return { action: 'stop-run' };
-  }
-  if ([EvalInputError, EvalUnsupportedError, EvalJudgesExhaustedError].some((Class) => error instanceof Class)) {
-    return { action: 'fail-transcript' };
-  }
+export function decide(error: EvalError, retry?: RetryState): Decision {
+  const isAny = (classes: (typeof EvalError)[]) => classes.some((Class) => error instanceof Class);
+  if (isAny([EvalConfigurationError, EvalDependencyError, EvalInterruptedError])) return { action: 'stop-run' };
+  if (isAny([EvalInputError, EvalUnsupportedError, EvalJudgesExhaustedError])) return { action: 'fail-transcript' };
   const askedToWait = error instanceof EvalProviderError && [429, 529].includes(error.status!) && !error.spendLimit;
   if (askedToWait && retry && retry.attempt < retry.policy.max_retries) {
     const backoffMs = retry.policy.base_delay_s * 1000 * 2 ** retry.attempt * (0.5 + Math.random());
@@ -675,21 +591,11 @@ export function decide(
 }
 
 /** One judgement request to one judge, with the retry layer. */
-export const callJudgeWithRetries = (judge: Judge, request: Request, signal = new AbortController().signal) =>
-  withRetries(
-    judge,
-    () => callJudge(judge, request),
-    signal,
-    (answer) => answer.rateLimit,
-  );
+export const callJudgeWithRetries = (judge: Judge, request: Request, signal = NEVER) =>
+  withRetries(judge, () => callJudge(judge, request), signal);
 
 /** Runs one call to one judge, retried on the same judge while `decide` says so, paced by the judge's gate. */
-async function withRetries<T>(
-  judge: Judge,
-  call: () => Promise<T>,
-  signal: AbortSignal,
-  rateLimitOf = (_: T): RateLimitInfo | undefined => undefined,
-) {
+async function withRetries<T>(judge: Judge, call: () => Promise<T>, signal = NEVER): Promise<T> {
   const policy = { ...RETRY_DEFAULTS, ...judge.config.retry };
   const deadline = Date.now() + policy.budget_s * 1000;
   for (let attempt = 0; ; attempt++) {
@@ -701,7 +607,7 @@ async function withRetries<T>(
     signal.throwIfAborted();
     try {
       const result = await call();
-      judge.gate.observe(rateLimitOf(result), seq);
+      judge.gate.observe((result as { rateLimit?: RateLimitInfo }).rateLimit, seq);
       return result;
     } catch (error) {
       if (!(error instanceof EvalProviderError)) throw error;
@@ -723,21 +629,16 @@ export class RateGate {
 
   /** Waits until one more request may start and returns its number; undefined when a pause outlasts `deadline`. */
   async acquire(deadline: number, signal: AbortSignal): Promise<number | undefined> {
-    for (;;) {
-      if (this.pausedUntil > deadline) return undefined;
-      const now = Date.now();
+    for (let now = Date.now(); this.pausedUntil <= deadline; now = Date.now()) {
       // After a window's reset the full limit is back; the next answer tells the new window.
-      if (this.window && now >= this.window.resetAt)
-        this.window = { ...this.window, resetAt: now + 1000, remaining: this.window.limit, fromSeq: this.started };
-      const wait =
-        now < this.pausedUntil
-          ? this.pausedUntil - now
-          : this.window && this.available(this.window) <= 0
-            ? this.window.resetAt - now
-            : 0;
+      const window = this.window && now >= this.window.resetAt ? { ...this.window, resetAt: now + 1000 } : this.window;
+      if (window !== this.window) this.window = { ...window!, remaining: window!.limit, fromSeq: this.started };
+      const full = this.window && this.available(this.window) <= 0 ? this.window.resetAt - now : 0;
+      const wait = Math.max(this.pausedUntil - now, full);
       if (wait <= 0) return this.started++;
       await sleepUnlessAborted(Math.min(wait, 1000), signal);
     }
+    return undefined;
   }
 
   private available(window: RateLimitInfo & { fromSeq: number }): number {
@@ -748,12 +649,9 @@ export class RateGate {
   observe(info: RateLimitInfo | undefined, seq: number): void {
     if (!info) return;
     const [candidate, current] = [{ ...info, fromSeq: seq + 1 }, this.window];
-    const later = !current || candidate.resetAt > current.resetAt + 500;
-    const tighter =
-      current &&
-      Math.abs(candidate.resetAt - current.resetAt) <= 500 &&
-      this.available(candidate) < this.available(current);
-    if (later || tighter) this.window = candidate;
+    const sameWindow = current && Math.abs(candidate.resetAt - current.resetAt) <= 500;
+    const tighter = sameWindow && this.available(candidate) < this.available(current);
+    if (!current || candidate.resetAt > current.resetAt + 500 || tighter) this.window = candidate;
   }
 
   /** Holds every request of this judge until `ms` from now. */
@@ -762,18 +660,14 @@ export class RateGate {
   }
 }
 
-export type ErrorReporter = (operation: string, error: EvalError) => void;
-
 /** Runs judges in order (primary, then fallbacks) under the seed's chain policy, as `decide` states it. */
 export class JudgeChain {
   readonly operation: string;
   /** The failed attempts only, in order. */
   readonly attempts: EvalError[] = [];
-  private readonly reporter: ErrorReporter;
 
-  constructor({ operation, reporter = () => {} }: { operation: string; reporter?: ErrorReporter }) {
+  constructor({ operation }: { operation: string }) {
     this.operation = operation;
-    this.reporter = reporter;
   }
 
   /** Tries each judge in order until one returns; `describe` names a judge in the failures. */
@@ -799,19 +693,13 @@ export class JudgeChain {
     if (!(failure instanceof EvalError)) throw error;
     failure.judge ??= judge;
     if (decide(failure).action !== 'next-judge') throw failure;
-    try {
-      this.reporter(this.operation, failure);
-    } catch {
-      // Reporting is best effort: a failing reporter must never stop the chain from trying the next judge.
-    }
     this.attempts.push(failure);
   }
 
   /** The failure of a chain in which no judge returned: the one attempt itself, or all of them together. */
   raiseFinal({ mediaSkips = [] }: { mediaSkips?: readonly string[] } = {}): never {
     const skipped = mediaSkips.length ? `; skipped for their media: ${mediaSkips.join(', ')}` : '';
-    if (this.attempts.length === 0)
-      throw new EvalConfigurationError(`${this.operation}: no judge was attempted${skipped}`);
+    if (!this.attempts.length) throw new EvalConfigurationError(`${this.operation}: no judge was attempted${skipped}`);
     if (this.attempts.length === 1) throw this.attempts[0];
     const reasons = this.attempts.map((error, i) => {
       const named = error.judge && !error.message.includes(error.judge) ? `judge ${error.judge}: ` : '';
@@ -822,7 +710,7 @@ export class JudgeChain {
   }
 }
 
-// ---- Judging transcripts ---------------------------------------------------------------------------------------------
+// ---- Judging transcripts --------------------------------------------------------------------------------------------
 
 /** An earlier attempt at a transcript (a batch result) that the chain starts from. */
 type PriorAttempt = { error: EvalError; answers: JudgeAnswer[]; promptSha?: string };
@@ -840,9 +728,8 @@ async function judgeConcurrently(run: Run, items: (TranscriptRef & { prior?: Pri
     run.controller.abort(defect);
     throw defect;
   };
-  const workers = Array.from({ length: Math.min(run.options.concurrency, items.length) }, () =>
-    worker().catch(stopOnDefect),
-  );
+  const count = Math.min(run.options.concurrency, items.length);
+  const workers = Array.from({ length: count }, () => worker().catch(stopOnDefect));
   const defect = (await Promise.allSettled(workers)).find((outcome) => outcome.status === 'rejected');
   if (defect) throw defect.reason;
 }
@@ -853,8 +740,7 @@ async function judgeConcurrently(run: Run, items: (TranscriptRef & { prior?: Pri
  */
 async function judgeTranscript(run: Run, ref: TranscriptRef, judges: Judge[], prior?: PriorAttempt): Promise<void> {
   const label = `${ref.model}/${ref.task_id}`;
-  const startedAt = performance.now();
-  const answers = [...(prior?.answers ?? [])];
+  const [startedAt, answers] = [performance.now(), [...(prior?.answers ?? [])]];
   const chain = new JudgeChain({ operation: label });
   let promptSha = prior?.promptSha;
   try {
@@ -863,17 +749,14 @@ async function judgeTranscript(run: Run, ref: TranscriptRef, judges: Judge[], pr
     promptSha = sha;
     const eligible = images.length ? judges.filter(canTakeImages) : judges;
     const mediaSkips = judges.filter((judge) => !eligible.includes(judge)).map((judge) => judge.model);
-    if (!eligible.length && !prior)
-      throw new EvalUnsupportedError(`no judge takes images (skipped: ${mediaSkips.join(', ')})`);
+    const skipped = `no judge takes images (skipped: ${mediaSkips.join(', ')})`;
+    if (!eligible.length && !prior) throw new EvalUnsupportedError(skipped);
     const attempt = async (candidate: Judge) => {
       const request = buildJudgeRequest(candidate, prompt, { rubric: run.rubric, images });
       answers.push(await callJudgeWithRetries(candidate, request, run.controller.signal));
       return verdictFromAnswer(answers.at(-1)!, run.rubric);
     };
-    const [judge, verdict] = await chain.run(eligible, attempt, {
-      mediaSkips,
-      describe: (candidate) => candidate.model,
-    });
+    const [judge, verdict] = await chain.run(eligible, attempt, { mediaSkips, describe: (choice) => choice.model });
     recordOutcome(run, ref, { judge: judge.model, verdict, attempts: chain.attempts, answers, promptSha, startedAt });
     const after = chain.attempts.map((error) => error.message).join('; ');
     if (after) run.progress.log(`${label}: scored by fallback judge ${judge.model} after ${after}`);
@@ -889,13 +772,8 @@ async function judgeTranscript(run: Run, ref: TranscriptRef, judges: Judge[], pr
   }
 }
 
-type Outcome = {
-  judge?: string;
-  verdict?: JudgeVerdict;
-  error?: EvalError;
-  attempts: EvalError[];
+type Outcome = { judge?: string; verdict?: JudgeVerdict; error?: EvalError; attempts: EvalError[] } & {
   answers: JudgeAnswer[];
-} & {
   promptSha?: string;
   startedAt: number;
 };
@@ -904,43 +782,43 @@ type Outcome = {
  * Writes one judged transcript: its audit line first, then its CSV row, so every row is traceable. `sync: false`
  * defers the fsync to a caller that can still redo the work (batch results, until their batch is closed).
  */
-function recordOutcome(run: Run, ref: TranscriptRef, outcome: Outcome, { sync = true } = {}): void {
-  const { verdict, error, answers } = outcome;
-  const total = (kind: keyof Usage) => answers.reduce((sum, answer) => sum + answer.usage[kind], 0);
+function recordOutcome(run: Run, ref: TranscriptRef, outcome: Outcome, sync = true) {
+  const { verdict, error, answers, attempts } = outcome;
+  const total = (kind: keyof JudgeAnswer['usage']) => answers.reduce((sum, answer) => sum + answer.usage[kind], 0);
   const usage = { input_tokens: total('input_tokens'), output_tokens: total('output_tokens') };
   run.summary.tokensIn += usage.input_tokens;
   run.summary.tokensOut += usage.output_tokens;
+  const failure = { error: { class: error?.name, message: error?.message } };
+  const result = verdict ? { scores: verdict.scores, notes: verdict.notes } : failure;
   const entry = {
     ...{ run_id: run.log.runId, timestamp: new Date().toISOString(), task_id: ref.task_id, model: ref.model },
-    ...{ status: verdict ? 'scored' : 'failed', judge: outcome.judge ?? null },
-    ...(verdict
-      ? { scores: verdict.scores, notes: verdict.notes }
-      : { error: { class: error?.name, message: error?.message } }),
-    attempts: outcome.attempts.map((attempt) => ({
-      ...{ judge: attempt.judge ?? null, error: attempt.name },
-      ...{ status: (attempt as EvalProviderError).status ?? null, message: attempt.message },
+    ...{ status: verdict ? 'scored' : 'failed', judge: outcome.judge ?? null, ...result },
+    attempts: attempts.map(({ judge, name, message, ...rest }) => ({
+      judge: judge ?? null,
+      error: name,
+      status: (rest as EvalProviderError).status ?? null,
+      message,
     })),
-    answers: answers.map((answer) => ({
-      ...{
-        judge: answer.judge,
-        text: answer.text,
-        stop_reason: answer.stopReason,
-        request_id: answer.requestId ?? null,
-      },
-      ...{ usage: answer.usage, latency_ms: answer.latencyMs },
+    answers: answers.map(({ judge, text, stopReason, requestId, usage, latencyMs }) => ({
+      judge,
+      text,
+      stop_reason: stopReason,
+      request_id: requestId ?? null,
+      usage,
+      latency_ms: latencyMs,
     })),
     ...{ usage, latency_ms: Math.round(performance.now() - outcome.startedAt) },
     ...{ prompt_sha256: outcome.promptSha ?? null, rubric_sha256: run.log.rubricSha },
   };
-  appendDurably(run.log.fd, `${JSON.stringify(entry)}\n`, { sync });
+  appendDurably(run.log.fd, `${JSON.stringify(entry)}\n`, sync);
   if (verdict) {
-    run.scoreFile.append({ task_id: ref.task_id, model: ref.model, ...verdict }, { sync });
+    run.scoreFile.append({ task_id: ref.task_id, model: ref.model, ...verdict }, sync);
     run.summary.scored++;
   }
   run.progress.update();
 }
 
-// ---- Parsing the judge's answer: exactly right, or a loud failure ----------------------------------------------------
+// ---- Parsing the judge's answer: exactly right, or a loud failure ---------------------------------------------------
 
 /** The zod schema of a judge answer, derived from the rubric once: exactly its dimensions, each an allowed integer. */
 const judgeAnswerSchema = cachedByObject((rubric: Rubric) => {
@@ -972,18 +850,14 @@ export function parseJudgeResponse(answerText: string, rubric: Rubric): JudgeVer
 export function verdictFromAnswer(answer: JudgeAnswer, rubric: Rubric): JudgeVerdict {
   try {
     if (!USABLE_STOP_REASONS.includes(answer.stopReason ?? '')) {
-      const cutOff = answer.stopReason === 'max_tokens' ? ' (cut off by max_tokens)' : ', not a finished turn';
-      throw new EvalJudgeResponseError(
-        `the answer stopped with stop_reason ${JSON.stringify(answer.stopReason)}${cutOff}`,
-      );
+      const why = answer.stopReason === 'max_tokens' ? ' (cut off by max_tokens)' : ', not a finished turn';
+      throw new EvalJudgeResponseError(`the answer stopped with stop_reason "${answer.stopReason}"${why}`);
     }
     return parseJudgeResponse(answer.text, rubric);
   } catch (error) {
     if (!(error instanceof EvalJudgeResponseError)) throw error;
-    throw new EvalJudgeResponseError(`unusable answer: ${error.message}`, {
-      judge: answer.judge,
-      rawText: answer.text,
-    });
+    const { judge, text: rawText } = answer;
+    throw new EvalJudgeResponseError(`unusable answer: ${error.message}`, { judge, rawText });
   }
 }
 
@@ -997,15 +871,12 @@ function extractJson(answerText: string): unknown {
   const plain = parseStrictJson(trimmed);
   if (plain.ok) return plain.value;
   const fences = [...trimmed.matchAll(/^[ \t]*```[ \t]*(?:json)?[ \t]*\r?\n([\s\S]*?)```[ \t]*\r?$/gim)];
-  if (fences.length === 0)
-    throw new EvalJudgeResponseError(`the answer is not JSON (${plain.reason}) and holds no Markdown JSON fence`);
-  if (fences.length > 1)
-    throw new EvalJudgeResponseError(
-      `the answer holds ${fences.length} Markdown fences; expected exactly one JSON block`,
-    );
+  const unusable = (problem: string) => new EvalJudgeResponseError(problem);
+  if (!fences.length) throw unusable(`the answer is not JSON (${plain.reason}) and holds no Markdown JSON fence`);
+  if (fences.length > 1) throw unusable(`the answer holds ${fences.length} Markdown fences; expected one JSON block`);
   const fenced = parseStrictJson(fences[0]![1]!);
   if (fenced.ok) return fenced.value;
-  throw new EvalJudgeResponseError(`the fenced block is not valid JSON: ${fenced.reason}`);
+  throw unusable(`the fenced block is not valid JSON: ${fenced.reason}`);
 }
 
 /** JSON.parse that refuses a repeated key (JSON.parse would silently keep the last value of a contradictory answer). */
@@ -1044,30 +915,24 @@ function findDuplicateKey(json: string): string | undefined {
   return undefined;
 }
 
-// ---- The output: a lock, the CSV and the audit log, each line complete in one write and flushed to disk ------------
+// ---- The output: a lock, the CSV and the audit log, each line complete in one write and flushed to disk -------------
 
 export type ScoreRow = { task_id: string; model: string; scores: Record<string, number>; notes: string };
 
 /** Takes the lock, opens the CSV (repairing a torn last line) and the audit log; refuses paths it cannot write. */
-function openOutput(options: RunOptions, rubric: Rubric, stderr: IO['stderr']) {
+function openOutput(options: RunOptions, rubric: Rubric, stderr: Stream) {
   const releaseLock = writablePath(`${options.output}.lock`, () => acquireLock(options.output));
   let scoreFile: ScoreFile | undefined;
   try {
-    const opened = (scoreFile = writablePath(options.output, () =>
-      ScoreFile.open(options.output, rubricDimensions(rubric)),
-    ));
-    const log = {
-      fd: writablePath(options.log, () => openAuditLog(options.log)),
-      runId: randomUUID(),
-      rubricSha: sha256(fs.readFileSync(options.rubric)),
-    };
-    if (opened.repairedBytes > 0) {
-      const what = `removed a torn last line (${opened.repairedBytes} bytes); that transcript is judged again`;
-      stderr.write(`repaired ${options.output}: ${what}\n`);
-    }
+    scoreFile = writablePath(options.output, () => ScoreFile.open(options.output, rubricDimensions(rubric)));
+    const fd = writablePath(options.log, () => openAuditLog(options.log));
+    const log = { fd, runId: randomUUID(), rubricSha: sha256(fs.readFileSync(options.rubric)) };
+    const torn = `removed a torn last line (${scoreFile.repairedBytes} bytes); that transcript is judged again`;
+    if (scoreFile.repairedBytes > 0) stderr.write(`repaired ${options.output}: ${torn}\n`);
+    const opened = scoreFile;
     const close = () => {
       opened.close();
-      fs.closeSync(log.fd);
+      fs.closeSync(fd);
       releaseLock();
     };
     return { scoreFile: opened, log, close };
@@ -1080,18 +945,14 @@ function openOutput(options: RunOptions, rubric: Rubric, stderr: IO['stderr']) {
 
 /** The selected transcripts without a row (after --rescore removed theirs), saying how many were skipped. */
 function pendingTranscripts({ scoreFile, options, summary, io, selected, progress }: Run): TranscriptRef[] {
-  const removed = options.rescore
-    ? scoreFile.removePairs(new Set(selected.map((ref) => pairKey(ref.task_id, ref.model))))
-    : 0;
-  if (removed > 0)
-    io.stderr.write(
-      `--rescore: removed ${removed} existing row(s) from ${options.output}; the audit log keeps their answers\n`,
-    );
+  const pairs = new Set(selected.map((ref) => pairKey(ref.task_id, ref.model)));
+  const removed = options.rescore ? scoreFile.removePairs(pairs) : 0;
+  const kept = `from ${options.output}; the audit log keeps their answers`;
+  if (removed > 0) io.stderr.write(`--rescore: removed ${removed} existing row(s) ${kept}\n`);
   const pending = selected.filter((ref) => !scoreFile.done.has(pairKey(ref.task_id, ref.model)));
   summary.skipped = selected.length - pending.length;
-  const hint = '(use --rescore to judge them again)';
-  if (summary.skipped)
-    io.stderr.write(`skipping ${summary.skipped} transcript(s) already scored in ${options.output} ${hint}\n`);
+  const skipped = `${summary.skipped} transcript(s) already scored in ${options.output}`;
+  if (summary.skipped) io.stderr.write(`skipping ${skipped} (use --rescore to judge them again)\n`);
   progress.total = pending.length;
   return pending;
 }
@@ -1114,33 +975,31 @@ export class ScoreFile {
     const columns = ['task_id', 'model', ...dimensions, 'notes'];
     const content = fs.existsSync(file) ? fs.readFileSync(file) : Buffer.alloc(0);
     const { records, completeBytes } = readCsvRecords(file, content);
-    const header = records[0];
+    const [header, tornBytes] = [records[0], content.length - completeBytes];
     if (header ? header.join(',') !== columns.join(',') : !csvLine(columns).startsWith(content.toString())) {
       const found = header?.join(',') ?? content.toString();
-      throw new EvalConfigurationError(
-        `${file}: its header "${found}" differs from the rubric's columns "${columns.join(',')}"; write to another --output`,
-      );
+      const differs = `its header "${found}" differs from the rubric's columns "${columns}"`;
+      throw new EvalConfigurationError(`${file}: ${differs}; write to another --output`);
     }
     let fd = -1;
     if (!readOnly) {
       fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
       fd = fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_APPEND);
-      if (completeBytes < content.length) fs.ftruncateSync(fd, completeBytes);
-      if (!header) appendDurably(fd, csvLine(columns));
-      else if (completeBytes < content.length) fs.fsyncSync(fd);
+      if (tornBytes > 0) fs.ftruncateSync(fd, completeBytes);
+      appendDurably(fd, header ? '' : csvLine(columns)); // also flushes the cut
     }
-    const scores = new ScoreFile(file, columns, fd, readOnly ? 0 : content.length - completeBytes);
+    const scores = new ScoreFile(file, columns, fd, readOnly ? 0 : tornBytes);
     records.slice(1).forEach((record, i) => {
-      if (record.length !== columns.length)
-        throw new EvalInputError(`${file}: line ${i + 2} has ${record.length} fields, expected ${columns.length}`);
+      const fields = `line ${i + 2} has ${record.length} fields, expected ${columns.length}`;
+      if (record.length !== columns.length) throw new EvalInputError(`${file}: ${fields}`);
       scores.done.add(pairKey(record[0]!, record[1]!));
     });
     return scores;
   }
 
-  append(row: ScoreRow, { sync = true } = {}): void {
+  append(row: ScoreRow, sync = true): void {
     const scores = this.columns.slice(2, -1).map((name) => row.scores[name]!);
-    appendDurably(this.fd, csvLine([row.task_id, row.model, ...scores, escapeFormula(row.notes)]), { sync });
+    appendDurably(this.fd, csvLine([row.task_id, row.model, ...scores, escapeFormula(row.notes)]), sync);
     this.done.add(pairKey(row.task_id, row.model));
   }
 
@@ -1171,25 +1030,24 @@ export function writeScores(file: string, rows: ScoreRow[], dimensions: string[]
   }
 }
 
-/** The CSV's complete records and where they end; a last record without its line break, or cut inside quotes, is torn. */
-function readCsvRecords(file: string, content: Buffer): { records: string[][]; completeBytes: number } {
-  const records: string[][] = [];
-  let completeBytes = 0;
+/** The CSV's complete records and where they end; a last line without its line break, or cut inside quotes, is torn. */
+function readCsvRecords(file: string, content: Buffer) {
+  const [records, completeBytes] = [[] as string[][], { at: 0 }];
+  // Collected as they are parsed, so the records before a torn tail's parse error are kept.
   const onRecord = (record: string[], { bytes }: { bytes: number }) => {
-    // Collected here, so the records before a torn tail's parse error are kept; a last line without its break is torn.
-    if (content[bytes - 1] === 0x0a) {
-      records.push(record);
-      completeBytes = bytes;
-    }
+    if (content[bytes - 1] !== 0x0a) return null;
+    records.push(record);
+    completeBytes.at = bytes;
     return null;
   };
   try {
     parseCsv(content, { relax_column_count: true, on_record: onRecord });
   } catch (error) {
-    if ((error as { code?: string }).code === 'CSV_QUOTE_NOT_CLOSED') return { records, completeBytes };
-    throw new EvalInputError(`${file}: not a CSV run-judge can read: ${(error as Error).message}`, { cause: error });
+    if ((error as { code?: string }).code !== 'CSV_QUOTE_NOT_CLOSED') {
+      throw new EvalInputError(`${file}: not a CSV run-judge can read: ${(error as Error).message}`, { cause: error });
+    }
   }
-  return { records, completeBytes };
+  return { records, completeBytes: completeBytes.at };
 }
 
 /** Defuses spreadsheet formulas: a notes cell starting (after spaces) with = + - @ tab or CR gets a leading quote. */
@@ -1225,8 +1083,7 @@ function isProcessAlive(pid: number): boolean {
  * `<lock>.takeover` (also made by link), and only if it still names the dead process.
  */
 export function acquireLock(output: string): () => void {
-  const [lock, takeover] = [`${output}.lock`, `${output}.lock.takeover`];
-  const temp = `${lock}.${process.pid}.tmp`;
+  const [lock, takeover, temp] = [`${output}.lock`, `${output}.lock.takeover`, `${output}.lock.${process.pid}.tmp`];
   const readPid = (file: string) => Number.parseInt(fs.readFileSync(file, 'utf8'), 10);
   const linked = (target: string) => {
     try {
@@ -1253,9 +1110,8 @@ export function acquireLock(output: string): () => void {
         throw new EvalConfigurationError(`${output} is locked by another run (${holder}); wait for it to finish`);
       }
       if (Number.isNaN(pid) && fs.existsSync(lock)) {
-        throw new EvalConfigurationError(
-          `${lock} holds no process id: it is not run-judge's; remove it if no run is writing ${output}`,
-        );
+        const advice = `remove it if no run is writing ${output}`;
+        throw new EvalConfigurationError(`${lock} holds no process id: it is not run-judge's; ${advice}`);
       }
       if (Number.isNaN(pid)) continue; // removed meanwhile: try again
       if (linked(takeover)) {
@@ -1286,11 +1142,10 @@ export function acquireLock(output: string): () => void {
   return release;
 }
 
-// ---- Message Batches: the same judgements at half the price, asynchronously ------------------------------------------
+// ---- Message Batches: the same judgements at half the price, asynchronously -----------------------------------------
 
 /** A short, stable batch `custom_id` for a pair: at most 64 characters of [A-Za-z0-9_-]. */
 export const batchCustomId = (taskId: string, model: string) => `t_${sha256(pairKey(taskId, model)).slice(0, 32)}`;
-type BatchRequest = { custom_id: string; params: Request };
 
 /** Splits requests into batches within the API's limits on count and size (each request's JSON counts). */
 export function* splitIntoBatches<T extends { bytes: number }>(items: Iterable<T>, limits = BATCH_LIMITS) {
@@ -1314,13 +1169,8 @@ async function judgeInBatches(run: Run, pending: TranscriptRef[]): Promise<void>
   const api = batchApi(run);
   await resumeBatches(run, api, state, stateFile);
   const inBatches = pairsInBatches(state);
-  const direct = await submitBatches(
-    run,
-    api,
-    state,
-    stateFile,
-    pending.filter((ref) => !inBatches.has(pairKey(ref.task_id, ref.model))),
-  );
+  const fresh = pending.filter((ref) => !inBatches.has(pairKey(ref.task_id, ref.model)));
+  const direct = await submitBatches(run, api, state, stateFile, fresh);
   run.progress.total = direct.length + pairsInBatches(state).size;
   await judgeConcurrently(run, direct, run.judges);
   const interval = run.options.pollInterval * 1000;
@@ -1363,7 +1213,7 @@ function batchApi(run: Run) {
     });
   return {
     primary,
-    create: (requests: BatchRequest[]) =>
+    create: (requests: { custom_id: string; params: Request }[]) =>
       withRetries(primary, () => classified(() => batches.create({ requests })), run.controller.signal),
     retrieve: (id: string) => classified(() => batches.retrieve(id)),
     /** The results, one at a time; a download cut off midway (even inside a line) is retried at the next poll. */
@@ -1372,10 +1222,8 @@ function batchApi(run: Run) {
         for await (const item of await batches.results(id)) yield item;
       } catch (error) {
         if (!(error instanceof SyntaxError)) throw classifyApiError(error, primary);
-        throw new EvalProviderError(`batch ${id} results were cut off: ${error.message}`, {
-          cause: error,
-          judge: primary.model,
-        });
+        const options = { cause: error, judge: primary.model };
+        throw new EvalProviderError(`batch ${id} results were cut off: ${error.message}`, options);
       }
     },
   };
@@ -1390,7 +1238,6 @@ function writeBatchState(file: string, state: BatchState): void {
   else replaceFileDurably(file, `${JSON.stringify(state)}\n`);
 }
 
-/** The (task_id, model) pairs of the batches in a state, as pair keys. */
 const pairsInBatches = (state: BatchState) =>
   new Set(state.batches.flatMap((entry) => Object.values(entry.requests).map(([task, model]) => pairKey(task, model))));
 
@@ -1401,11 +1248,10 @@ const pairsInBatches = (state: BatchState) =>
 async function resumeBatches(run: Run, api: BatchApi, state: BatchState, stateFile: string): Promise<void> {
   const unsure = state.batches.find((entry) => entry.id === null);
   if (unsure) {
-    const what = `${Object.keys(unsure.requests).length} transcript(s) to ${unsure.judge} at ${unsure.submitted_at}`;
+    const count = Object.keys(unsure.requests).length;
+    const batch = `a batch of ${count} transcript(s) to ${unsure.judge} at ${unsure.submitted_at}, which may exist`;
     const advice = "check the Console's batches, then delete that entry (or the file) to submit them again";
-    throw new EvalConfigurationError(
-      `${stateFile}: a previous run stopped while submitting a batch of ${what}, so it may exist at Anthropic; ${advice}`,
-    );
+    throw new EvalConfigurationError(`${stateFile}: a previous run stopped while submitting ${batch}; ${advice}`);
   }
   for (const entry of [...state.batches]) {
     try {
@@ -1414,29 +1260,21 @@ async function resumeBatches(run: Run, api: BatchApi, state: BatchState, stateFi
       const gone = error instanceof EvalConfigurationError && error.cause instanceof sdk!.NotFoundError;
       if (!gone && error instanceof EvalError && decide(error).action === 'next-judge') continue; // polled again later
       if (!gone) throw error;
-      const why = "is unknown to the API (expired, deleted, or another workspace's key)";
-      run.io.stderr.write(
-        `warning: batch ${entry.id} in ${stateFile} ${why}; its ${Object.keys(entry.requests).length} transcript(s) are submitted again\n`,
-      );
+      const lost = `is unknown to the API (expired, deleted, or another workspace's key)`;
+      const again = `its ${Object.keys(entry.requests).length} transcript(s) are submitted again`;
+      run.io.stderr.write(`warning: batch ${entry.id} in ${stateFile} ${lost}; ${again}\n`);
       state.batches = state.batches.filter((candidate) => candidate !== entry);
       writeBatchState(stateFile, state);
     }
   }
   run.summary.batchesResumed = state.batches.map((entry) => entry.id!);
-  const ids = run.summary.batchesResumed.join(', ');
-  if (ids)
-    run.io.stderr.write(
-      `resuming ${state.batches.length} pending batch(es) from ${stateFile}: ${ids}; their transcripts are not submitted again\n`,
-    );
+  const ids = `${run.summary.batchesResumed.join(', ')}; their transcripts are not submitted again`;
+  const resuming = `resuming ${state.batches.length} pending batch(es) from ${stateFile}`;
+  if (state.batches.length) run.io.stderr.write(`${resuming}: ${ids}\n`);
 }
 
-/** The batch requests of the transcripts the primary judge can take; the others are pushed to `direct`, for the chain. */
-function* batchRequests(
-  inputs: Pick<Run, 'prepare' | 'rubric'>,
-  refs: TranscriptRef[],
-  primary: Pick<Judge, 'model' | 'config'>,
-  direct: TranscriptRef[],
-) {
+/** The batch requests of the transcripts the primary judge can take; the others go to `direct`, for the chain. */
+function* batchRequests(inputs: Pick<Run, 'prepare' | 'rubric'>, refs: Ref[], primary: JudgeSpec, direct: Ref[]) {
   for (const ref of refs) {
     let prepared: PreparedTranscript;
     try {
@@ -1466,9 +1304,9 @@ async function submitBatches(run: Run, api: BatchApi, state: BatchState, stateFi
     state.batches.push(entry);
     writeBatchState(stateFile, state); // before the create call: a crash after it leaves a trace, not an unknown batch
     try {
-      entry.id = (await api.create(chunk.map((item) => item.request))).id;
+      entry.id = (await api.create(chunk.map((item) => item.request))).id as string;
     } catch (error) {
-      // A 4xx or 529 (overloaded) means no batch was made; after another 5xx, a lost connection or a timeout it may exist.
+      // A 4xx or 529 means no batch was made; after another 5xx, a lost connection or a timeout it may exist.
       const status = ((error as Error).cause as { status?: number } | undefined)?.status;
       if (status !== undefined && (status < 500 || status === 529)) {
         state.batches.pop();
@@ -1477,7 +1315,7 @@ async function submitBatches(run: Run, api: BatchApi, state: BatchState, stateFi
       throw error;
     }
     writeBatchState(stateFile, state);
-    run.summary.batchesCreated.push(entry.id);
+    run.summary.batchesCreated.push(entry.id!);
     run.io.stderr.write(`submitted batch ${entry.id}: ${chunk.length} request(s) to ${api.primary.model}\n`);
   }
   return direct;
@@ -1497,42 +1335,34 @@ async function collectBatchResults(run: Run, api: BatchApi, entry: BatchEntry): 
   const unusable = (message: string) => new EvalJudgeResponseError(message, { judge: entry.judge });
   const seen = new Set<string>();
   for await (const { custom_id, result } of api.results(entry.id!)) {
-    const mapped = entry.requests[custom_id];
-    if (!mapped) {
+    const [taskId, model, promptSha] = entry.requests[custom_id] ?? [];
+    if (!taskId || !model || !promptSha) {
       run.progress.log(`batch ${entry.id}: ignoring a result with unknown custom_id ${custom_id}`);
       continue;
     }
     seen.add(custom_id);
-    if (run.scoreFile.done.has(pairKey(mapped[0], mapped[1]))) continue; // written before a crash; the batch is re-read
-    const [ref, promptSha, answers] = [refOf(mapped[0], mapped[1]), mapped[2], [] as JudgeAnswer[]];
+    if (run.scoreFile.done.has(pairKey(taskId, model))) continue; // written before a crash; the batch is re-read
+    const [ref, answers] = [refOf(taskId, model), [] as JudgeAnswer[]];
     try {
       if (result.type !== 'succeeded') {
         const detail = result.type === 'errored' ? `: ${result.error.error.type}: ${result.error.error.message}` : '';
         throw new EvalProviderError(`batch request ${result.type}${detail}`, { judge: entry.judge });
       }
       answers.push(answerFromMessage(result.message, entry.judge, 0));
-      if (run.prepare(ref).promptSha !== promptSha)
-        throw unusable('the batch answer judged a prompt that has changed since it was submitted');
+      const changed = 'the batch answer judged a prompt that has changed since it was submitted';
+      if (run.prepare(ref).promptSha !== promptSha) throw unusable(changed);
       const verdict = verdictFromAnswer(answers[0]!, run.rubric);
-      recordOutcome(
-        run,
-        ref,
-        { judge: entry.judge, verdict, attempts: [], answers, promptSha, startedAt: performance.now() },
-        { sync: false },
-      );
+      const outcome = { judge: entry.judge, verdict, attempts: [], answers, promptSha, startedAt: performance.now() };
+      recordOutcome(run, ref, outcome, false);
     } catch (failure) {
       if (!(failure instanceof EvalError)) throw failure;
-      rejudge.push({
-        ...ref,
-        prior: { error: failure instanceof EvalInputError ? unusable(failure.message) : failure, answers, promptSha },
-      });
+      const error = failure instanceof EvalInputError ? unusable(failure.message) : failure;
+      rejudge.push({ ...ref, prior: { error, answers, promptSha } });
     }
   }
   for (const [customId, [taskId, model, promptSha]] of Object.entries(entry.requests)) {
     if (seen.has(customId) || run.scoreFile.done.has(pairKey(taskId, model))) continue;
-    const error = new EvalProviderError(`batch ${entry.id} returned no result for this request`, {
-      judge: entry.judge,
-    });
+    const error = new EvalProviderError(`batch ${entry.id} returned no result for it`, { judge: entry.judge });
     rejudge.push({ ...refOf(taskId, model), prior: { error, answers: [], promptSha } });
   }
   await judgeConcurrently(run, rejudge, run.options.fallback ? run.judges : []);
@@ -1541,7 +1371,7 @@ async function collectBatchResults(run: Run, api: BatchApi, entry: BatchEntry): 
   fs.fsyncSync(run.log.fd);
 }
 
-// ---- The command line ------------------------------------------------------------------------------------------------
+// ---- The command line -----------------------------------------------------------------------------------------------
 
 /** Runs the CLI on the user's arguments and returns its exit status; importing this file runs nothing. */
 export async function main(argv: string[], io: IO): Promise<number> {
@@ -1583,31 +1413,18 @@ function buildCli(io: IO): Command {
     if (Number(value) > 0 && (!integer || /^[1-9]\d*$/.test(value))) return Number(value);
     throw new InvalidArgumentError(`must be a positive ${integer ? 'integer' : 'number'}`);
   };
-  const exits =
-    'Exit status: 0 every selected transcript has a row; 1 some failed; 2 usage or configuration error; 130 interrupted.';
+  const exits = '0 every selected transcript has a row; 1 some failed; 2 usage or configuration error; 130 interrupted';
+  const key = 'The judge key is read from the variable named by api_key_env in models.json.';
   const defaults = FLAG_DEFAULTS;
   return new Command('run-judge')
-    .description(
-      'Score proof-tutoring transcripts with an LLM judge against rubric.json and append the scores to a CSV.',
-    )
+    .description('Score proof-tutoring transcripts with an LLM judge against rubric.json; append the scores to a CSV.')
     .option('--task <id>', 'judge only this task id (the transcript file name without .json)')
-    .option('--model <folder>', 'judge only this evaluated model (its folder under --transcripts, not a provider name)')
-    .option(
-      '--dry-run',
-      'print the judge prompt of the first selected transcript; call nothing, write nothing, need no key',
-    )
+    .option('--model <folder>', 'judge only this evaluated model (its folder under --transcripts, not a provider)')
+    .option('--dry-run', 'print the prompt of the first selected transcript; call nothing, write nothing, need no key')
     .option('--concurrency <n>', 'transcripts judged in parallel', positive(true), defaults.concurrency)
-    .option(
-      '--rescore',
-      'judge the selected transcripts again and replace their rows (default: skip those already scored)',
-    )
+    .option('--rescore', 'judge the selected transcripts again and replace their rows (default: skip scored ones)')
     .option('--batch', 'judge through Message Batches (half price, asynchronous); a rerun resumes pending batches')
-    .option(
-      '--poll-interval <seconds>',
-      'seconds between batch polls, growing with backoff',
-      positive(false),
-      defaults.pollInterval,
-    )
+    .option('--poll-interval <s>', 'seconds between batch polls, growing 1.5x', positive(false), defaults.pollInterval)
     .option('--no-fallback', 'use the primary judge only; with --batch, failed batch results are reported failed')
     .option('--transcripts <dir>', 'transcripts folder: {model}/{task_id}.json', defaults.transcripts)
     .option('--tasks <dir>', 'task files: {task_id}.json', defaults.tasks)
@@ -1616,7 +1433,7 @@ function buildCli(io: IO): Command {
     .option('--models <file>', 'models.json: the judge and its fallback judges', defaults.models)
     .option('--output <file>', 'CSV the score rows are appended to', defaults.output)
     .option('--log <file>', 'JSONL audit log: one line per judged transcript, with the raw answers', defaults.log)
-    .addHelpText('after', `\n${exits}\nThe judge key is read from the variable named by api_key_env in models.json.`)
+    .addHelpText('after', `\nExit status: ${exits}.\n${key}`)
     .showHelpAfterError('(run with --help for usage)')
     .configureOutput({ writeOut: (out) => io.stdout.write(out), writeErr: (out) => io.stderr.write(out) })
     .exitOverride();
@@ -1635,56 +1452,42 @@ function dryRun(options: RunOptions, { env, stdout, stderr }: IO): number {
       const size = `${source.media_type}, ${Buffer.from(source.data, 'base64').length} bytes`;
       stderr.write(`dry-run: ${label} is sent beside the prompt: ${file ?? 'inline base64'} (${size})\n`);
     }
-    return `; printed the prompt for ${ref.model}/${ref.task_id}`;
+    return `; printed the prompt for ${ref.model}/${ref.task_id}; nothing was sent or written`;
   };
   const [first, total] = [inputs.selected[0]!, inputs.selected.length];
+  const shown = () => show(first, inputs.prepare(first));
   if (!options.batch) {
-    stderr.write(
-      `dry-run: ${total} transcript(s) selected${show(first, inputs.prepare(first))}; nothing was sent or written\n`,
-    );
+    stderr.write(`dry-run: ${total} transcript(s) selected${shown()}\n`);
     return 0;
   }
-  const scored = options.rescore
-    ? new Set()
-    : ScoreFile.open(options.output, rubricDimensions(inputs.rubric), { readOnly: true }).done;
+  const dimensions = rubricDimensions(inputs.rubric);
+  const scored = options.rescore ? new Set() : ScoreFile.open(options.output, dimensions, { readOnly: true }).done;
   const inBatches = pairsInBatches(readBatchState(`${options.output}.batches.json`));
-  const refs = inputs.selected.filter(
-    (ref) => ![scored, inBatches].some((pairs) => pairs.has(pairKey(ref.task_id, ref.model))),
-  );
-  if (!refs.length) {
-    stderr.write(
-      `dry-run --batch: all ${total} selected transcript(s) are already scored or in a pending batch; nothing would be sent\n`,
-    );
-    return 0;
-  }
+  const unsent = (ref: Ref) => ![scored, inBatches].some((pairs) => pairs.has(pairKey(ref.task_id, ref.model)));
+  const refs = inputs.selected.filter(unsent);
   const [primary, direct] = [{ model: judgeModel(judge, env), config: judge }, [] as TranscriptRef[]];
-  let [printed, requests, batches] = ['', 0, 0];
+  let [printed, requests, batches] = ['; nothing was sent or written', 0, 0];
   // Counted one batch at a time, so memory holds one batch; the first request that would go in a batch is shown.
   for (const batch of splitIntoBatches(batchRequests(inputs, refs, primary, direct))) {
-    printed ||= show(batch[0]!.ref, batch[0]!);
+    if (!batches) printed = show(batch[0]!.ref, batch[0]!);
     [requests, batches] = [requests + batch.length, batches + 1];
   }
-  const sync = direct.length
-    ? `, and judge ${direct.length} transcript(s) synchronously (bad input, or images the primary judge cannot take)`
-    : '';
-  stderr.write(
-    `dry-run --batch: would send ${requests} request(s) in ${batches} batch(es) to ${primary.model}${sync}${printed}; nothing was sent or written\n`,
-  );
+  const sync = `, and judge ${direct.length} transcript(s) synchronously (bad input, or images the primary can't take)`;
+  const none = refs.length ? '' : ` (all ${total} selected are already scored or in a pending batch)`;
+  const would = `would send ${requests} request(s) in ${batches} batch(es) to ${primary.model}`;
+  stderr.write(`dry-run --batch: ${would}${direct.length ? sync : ''}${none}${printed}\n`);
   return 0;
 }
 
 function formatSummary(summary: RunSummary, output: string): string {
-  const interrupted = summary.stoppedBy instanceof EvalInterruptedError ? 'interrupted: ' : '';
   const { selected, scored, skipped, failed, tokensIn, tokensOut, wallMs, batchesCreated, batchesResumed } = summary;
-  const batches =
-    batchesCreated.length + batchesResumed.length
-      ? `; batches created ${batchesCreated.length}, resumed ${batchesResumed.length}`
-      : '';
-  const lines = [
-    `${interrupted}${selected} selected: ${scored} scored, ${skipped} skipped (already in ${output}), ${failed.length} failed; ` +
-      `tokens in ${tokensIn}, out ${tokensOut}; wall time ${(wallMs / 1000).toFixed(2)} s${batches}`,
-    ...failed.map((failure) => `  failed ${failure.label}: ${failure.reason}`),
-  ];
+  const interrupted = summary.stoppedBy instanceof EvalInterruptedError ? 'interrupted: ' : '';
+  const counts = `${selected} selected: ${scored} scored, ${skipped} skipped (already in ${output})`;
+  const batches = `; batches created ${batchesCreated.length}, resumed ${batchesResumed.length}`;
+  const cost = `tokens in ${tokensIn}, out ${tokensOut}; wall time ${(wallMs / 1000).toFixed(2)} s`;
+  const anyBatch = batchesCreated.length + batchesResumed.length ? batches : '';
+  const lines = [`${interrupted}${counts}, ${failed.length} failed; ${cost}${anyBatch}`];
+  for (const failure of failed) lines.push(`  failed ${failure.label}: ${failure.reason}`);
   if (summary.stoppedBy && !interrupted) lines.push(`stopped: ${summary.stoppedBy.message}`);
   return `${lines.map(oneLine).join('\n')}\n`;
 }
@@ -1705,9 +1508,8 @@ class Progress {
     const done = this.summary.scored + this.summary.failed.length;
     const rate = done / Math.max((Date.now() - this.started) / 1000, 0.001);
     const eta = rate > 0 ? `${Math.ceil(Math.max(this.total - done, 0) / rate)} s` : '?';
-    this.io.stderr.write(
-      `\r\x1b[2Kjudged ${done}/${this.total}, failed ${this.summary.failed.length}, ${rate.toFixed(1)}/s, ETA ${eta}`,
-    );
+    const line = `judged ${done}/${this.total}, failed ${this.summary.failed.length}, ${rate.toFixed(1)}/s, ETA ${eta}`;
+    this.io.stderr.write(`\r\x1b[2K${line}`);
   }
 
   log(message: string): void {
@@ -1720,13 +1522,13 @@ class Progress {
   }
 }
 
-// ---- Small helpers ---------------------------------------------------------------------------------------------------
+// ---- Small helpers --------------------------------------------------------------------------------------------------
 
 function newSummary(selected: number) {
   const [failed, batchesCreated, batchesResumed] = [
     [] as { label: string; reason: string }[],
     [] as string[],
-    [] as string[],
+    [''].slice(1),
   ];
   const counts = { scored: 0, skipped: 0, tokensIn: 0, tokensOut: 0, wallMs: 0 };
   return { selected, ...counts, failed, batchesCreated, batchesResumed, stoppedBy: undefined as EvalError | undefined };
@@ -1736,12 +1538,15 @@ function newSummary(selected: number) {
 const pairKey = (taskId: string, model: string) => `${model}\u0000${taskId}`;
 const sha256 = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
 const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
+  !!value && typeof value === 'object' && !Array.isArray(value);
 const listDir = (dir: string) => fs.readdirSync(dir, { withFileTypes: true });
 const compareText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
-const orList = (values: number[]) =>
-  values.length > 1 ? `${values.slice(0, -1).join(', ')} or ${values.at(-1)}` : `${values[0]}`;
+const byNumber = (a: number, b: number) => a - b;
+const orList = (values: number[]) => values.join(', ').replace(/, (?=[^,]*$)/, ' or ');
 const csvLine = (cells: (string | number)[]) => stringifyCsv([cells], { record_delimiter: '\n' });
+/** Sleeps for `ms`; an abort ends the wait by throwing the abort's reason. */
+const sleepUnlessAborted = (ms: number, signal: AbortSignal) =>
+  sleep(ms, undefined, { signal }).catch(() => signal.throwIfAborted());
 
 /** Shows control characters escaped, so whatever a run prints on one line stays one line. */
 const oneLine = (message: string) =>
@@ -1750,32 +1555,10 @@ const oneLine = (message: string) =>
     return named ?? `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`;
   });
 
-/** Sleeps for `ms`; an abort ends the wait by throwing the abort's reason. */
-const sleepUnlessAborted = (ms: number, signal: AbortSignal) =>
-  sleep(ms, undefined, { signal }).catch(() => signal.throwIfAborted());
-
 /** Memoises a function of one object (a rubric) without keeping the object alive. */
 function cachedByObject<K extends object, V>(build: (key: K) => V): (key: K) => V {
   const cache = new WeakMap<K, V>();
   return (key) => (cache.has(key) ? cache.get(key)! : (cache.set(key, build(key)), cache.get(key)!));
-}
-
-/** Memoises a function of a string, failures included (a bad task file fails every transcript of that task alike). */
-function cachedByKey<V>(build: (key: string) => V): (key: string) => V {
-  const cache = new Map<string, () => V>();
-  return (key) => {
-    if (!cache.has(key)) {
-      try {
-        const value = build(key);
-        cache.set(key, () => value);
-      } catch (error) {
-        cache.set(key, () => {
-          throw error;
-        });
-      }
-    }
-    return cache.get(key)!();
-  };
 }
 
 /** Runs the set-up of an output file; one that cannot be created or written is a configuration error naming it. */
@@ -1791,7 +1574,7 @@ function writablePath<T>(file: string, setUp: () => T): T {
 }
 
 /** Writes all of `content` at the end of the file in one go and, unless a caller syncs later, flushes it to disk. */
-function appendDurably(fd: number, content: string, { sync = true } = {}): void {
+function appendDurably(fd: number, content: string, sync = true): void {
   const buffer = Buffer.from(content);
   for (let offset = 0; offset < buffer.length;) offset += fs.writeSync(fd, buffer, offset);
   if (sync) fs.fsyncSync(fd);
@@ -1799,30 +1582,26 @@ function appendDurably(fd: number, content: string, { sync = true } = {}): void 
 
 /** Replaces a file atomically: temp file, fsync, rename, fsync of the folder; never a partial file. */
 function replaceFileDurably(file: string, content: string): void {
-  const temp = `${file}.${process.pid}.tmp`;
-  const fd = fs.openSync(temp, 'w');
-  try {
-    appendDurably(fd, content);
-  } finally {
-    fs.closeSync(fd);
-  }
+  const [temp, closing] = [
+    `${file}.${process.pid}.tmp`,
+    (fd: number, use: (fd: number) => void) => {
+      try {
+        use(fd);
+      } finally {
+        fs.closeSync(fd);
+      }
+    },
+  ];
+  closing(fs.openSync(temp, 'w'), (fd) => appendDurably(fd, content));
   fs.renameSync(temp, file);
-  const dir = fs.openSync(path.dirname(file), 'r');
-  try {
-    fs.fsyncSync(dir);
-  } finally {
-    fs.closeSync(dir);
-  }
+  closing(fs.openSync(path.dirname(file), 'r'), fs.fsyncSync);
 }
 
 /** Reads the API's rate-limit headers (`anthropic-ratelimit-requests-*`), when it sent them. */
 function parseRateLimit(headers: Headers | undefined): RateLimitInfo | undefined {
-  const header = (name: string) => headers?.get(`anthropic-ratelimit-requests-${name}`) || NaN;
-  const [limit, remaining, resetAt] = [
-    Number(header('limit')),
-    Number(header('remaining')),
-    Date.parse(String(header('reset'))),
-  ];
+  const header = (name: string) => headers?.get(`anthropic-ratelimit-requests-${name}`) || 'none';
+  const [limit, remaining] = [Number(header('limit')), Number(header('remaining'))];
+  const resetAt = Date.parse(header('reset'));
   return [limit, remaining, resetAt].every(Number.isFinite) ? { limit, remaining, resetAt } : undefined;
 }
 
@@ -1836,25 +1615,22 @@ function parseRetryAfter(headers: Headers | undefined): number | undefined {
   return Number.isFinite(date) ? Math.max(0, date - Date.now()) : undefined;
 }
 
-/** One validation problem as "field.path: what is wrong (got value)"; a path through a named dimension says its name. */
+/** One validation problem as "field.path: what is wrong (got value)"; a path through a named dimension names it. */
 function describeIssue(issue: z.core.$ZodIssue, data: unknown): string {
-  const where =
-    issue.path.map((key, i) => (typeof key === 'number' ? `[${key}]` : `${i ? '.' : ''}${String(key)}`)).join('') ||
-    '(top level)';
+  const keys = issue.path.map((key, i) => (typeof key === 'number' ? `[${key}]` : `${i ? '.' : ''}${String(key)}`));
+  const where = keys.join('') || '(top level)';
   let value = data;
   const names = issue.path.flatMap((key) => {
-    value =
-      isRecord(value) || Array.isArray(value) ? (value as Record<PropertyKey, unknown>)[key as string] : undefined;
+    value = isRecord(value) || Array.isArray(value) ? (value as Record<PropertyKey, unknown>)[key] : undefined;
     return typeof key === 'number' && isRecord(value) && typeof value.name === 'string' ? [`"${value.name}"`] : [];
   });
-  const named = names.length ? ` (in ${names.join(', ')})` : '';
   if (issue.code === 'unrecognized_keys') {
     const inJudge = issue.path[0] === 'judge' || issue.path[0] === 'fallback_judges';
     const known = !inJudge ? [] : Object.keys(issue.path.at(-1) === 'retry' ? RetrySchema.shape : JudgeSchema.shape);
     return `${where}: unknown key ${issue.keys.map((key) => `"${key}"${nearestKeyHint(key, known)}`).join(', ')}`;
   }
   const got = issue.input === undefined ? 'nothing' : JSON.stringify(issue.input)?.slice(0, 80);
-  return `${where}: ${issue.message} (got ${got})${named}`;
+  return `${where}: ${issue.message} (got ${got})${names.length ? ` (in ${names.join(', ')})` : ''}`;
 }
 
 /** ` (did you mean "x"?)` for the known key nearest a misspelt one, by edit distance; empty when none is close. */
@@ -1863,8 +1639,9 @@ function nearestKeyHint(key: string, known: string[]): string {
     let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
     for (let i = 1; i <= a.length; i++) {
       const row = [i];
-      for (let j = 1; j <= b.length; j++)
+      for (let j = 1; j <= b.length; j++) {
         row[j] = Math.min(previous[j]! + 1, row[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+      }
       previous = row;
     }
     return previous[b.length]!;
