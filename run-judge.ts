@@ -149,11 +149,12 @@ const JudgeSchema = z.strictObject({
   retry: RetrySchema.optional(),
 });
 const ModelsSchema = z.object({ judge: JudgeSchema, fallback_judges: z.array(JudgeSchema).default([]) });
-const TaskSchema = z.object({ task_id: text, topic: text, student_level: text, problem_statement: text });
-const TaskFileSchema = TaskSchema.extend({ expected_behaviors: texts });
-const ReferenceKeySchema = z
-  .object({ task_id: text, proof_skeleton: texts, red_flags: texts })
-  .extend({ common_misconceptions: texts });
+const TaskSchema = z.object({
+  ...{ task_id: text, topic: text, student_level: text, problem_statement: text, expected_behaviors: texts },
+});
+const ReferenceKeySchema = z.object({
+  ...{ task_id: text, proof_skeleton: texts, common_misconceptions: texts, red_flags: texts },
+});
 const mediaType = z.enum(['image/png', 'image/jpeg', 'image/gif', 'image/webp']);
 const ImageSourceSchema = z.object({ type: z.literal('base64'), media_type: mediaType, data: z.string() });
 const BlockSchema = z.union([
@@ -177,11 +178,10 @@ const BatchEntrySchema = z.object({
   requests: z.record(z.string(), z.tuple([z.string(), z.string(), z.string()])),
 });
 const BatchStateSchema = z.object({ version: z.literal(1), batches: z.array(BatchEntrySchema) });
-
 export type Rubric = z.infer<typeof RubricSchema>;
 export type JudgeConfig = z.infer<typeof JudgeSchema>;
 export type ModelsConfig = z.input<typeof ModelsSchema>;
-export type Task = z.infer<typeof TaskFileSchema>;
+export type Task = z.infer<typeof TaskSchema>;
 export type ReferenceKey = z.infer<typeof ReferenceKeySchema>;
 export type Transcript = z.infer<typeof TranscriptSchema>;
 type BatchState = z.infer<typeof BatchStateSchema>;
@@ -195,7 +195,17 @@ type Image = TranscriptImage;
 type PreparedTranscript = { prompt: string; promptSha: string; images: Image[] };
 export type JudgeVerdict = { scores: Record<string, number>; notes: string };
 export type RateLimitInfo = { limit: number; remaining: number; resetAt: number };
-export type JudgeAnswer = ReturnType<typeof answerFromMessage>;
+type Usage = { input_tokens: number; output_tokens: number };
+export type JudgeAnswer = {
+  judge: string;
+  text: string;
+  stopReason: string | null;
+  usage: Usage;
+  latencyMs: number;
+} & {
+  requestId?: string;
+  rateLimit?: RateLimitInfo;
+};
 /** A judge of the chain, resolved once at set-up: its model id, its client (key passed explicitly) and its pacing. */
 export type Judge = { model: string; config: JudgeConfig; client: Anthropic; gate: RateGate };
 type JudgeSpec = Pick<Judge, 'model' | 'config'>;
@@ -213,13 +223,11 @@ type Stream = NodeJS.WritableStream & { isTTY?: boolean };
 /** Where a run reads its environment and writes its messages: the process's, or a test's. */
 export type IO = { env: NodeJS.ProcessEnv; stdout: Stream; stderr: Stream };
 /** What every stage of a run shares: its inputs, its output, and how it reports and stops. */
-type Run = ReturnType<typeof loadInputs> &
-  ReturnType<typeof openOutput> & { options: RunOptions; io: IO } & {
-    judges: Judge[];
-    summary: RunSummary;
-    progress: Progress;
-    controller: AbortController;
-  };
+type Run = ReturnType<typeof loadInputs> & ReturnType<typeof openOutput> & RunState;
+type RunState = { options: RunOptions; judges: Judge[]; summary: RunSummary } & {
+  progress: Progress;
+  controller: AbortController;
+};
 
 // ---- The run --------------------------------------------------------------------------------------------------------
 
@@ -230,10 +238,10 @@ export async function runJudge(options: RunOptions, io: IO, controller = new Abo
   const inputs = loadInputs(options);
   const judges = await createJudges(loadModelsConfig(options.models), io.env, options.fallback);
   // 2. Take the output: the lock, the CSV (a torn last line cut off), the audit log.
-  const output = openOutput(options, inputs.rubric, io.stderr);
+  const output = openOutput(options, inputs.rubric);
   try {
     const summary = newSummary(inputs.selected.length);
-    const run = { ...inputs, ...output, options, io, judges, summary, controller, progress: new Progress(io, summary) };
+    const run = { ...inputs, ...output, options, judges, summary, controller, progress: new Progress(io, summary) };
     // 3. Judge what has no row yet: concurrently, or through Message Batches.
     const pending = pendingTranscripts(run);
     await (options.batch ? judgeInBatches(run, pending) : judgeConcurrently(run, pending, judges));
@@ -248,7 +256,6 @@ export async function runJudge(options: RunOptions, io: IO, controller = new Abo
 // ---- Loading and checking the inputs --------------------------------------------------------------------------------
 
 type EvalErrorClass = new (message: string, options?: EvalErrorOptions) => EvalError;
-
 /** Reads a JSON file; a missing or malformed file is an error of the given class naming the file. */
 export function loadJson(file: string, ErrorClass: EvalErrorClass = EvalInputError): unknown {
   let content: string;
@@ -278,9 +285,8 @@ export const loadModelsConfig = (file: string) => loadValidated(file, ModelsSche
 export const rubricDimensions = (rubric: Rubric): string[] => rubric.dimensions.map((dimension) => dimension.name);
 type Dimension = Rubric['dimensions'][number];
 const allowedScores = (dimension: Dimension) => Object.keys(dimension.scores).map(Number).sort(byNumber);
-
 /** Loads a task or reference key, whose task_id must match its file name. */
-function loadTaskFile<S extends typeof TaskFileSchema | typeof ReferenceKeySchema>(dir: string, id: string, schema: S) {
+function loadTaskFile<S extends typeof TaskSchema | typeof ReferenceKeySchema>(dir: string, id: string, schema: S) {
   const file = path.join(dir, `${id}.json`);
   const data = loadValidated(file, schema, EvalInputError) as z.infer<S>;
   if (data.task_id === id) return data;
@@ -326,7 +332,7 @@ function loadInputs(options: RunOptions) {
   const taskFiles = new Map<string, { task: Task; referenceKey: ReferenceKey }>();
   const prepare = (ref: TranscriptRef): PreparedTranscript => {
     const { task, referenceKey } = taskFiles.get(ref.task_id) ?? {
-      task: loadTaskFile(options.tasks, ref.task_id, TaskFileSchema),
+      task: loadTaskFile(options.tasks, ref.task_id, TaskSchema),
       referenceKey: loadTaskFile(options.referenceKeys, ref.task_id, ReferenceKeySchema),
     };
     taskFiles.set(ref.task_id, { task, referenceKey });
@@ -362,7 +368,6 @@ export const neutraliseDelimiters = (value: string) =>
   value.replace(/<{3,}/g, (run) => '‹'.repeat(run.length)).replace(/>{3,}/g, (run) => '›'.repeat(run.length));
 
 const ROLE_LABELS = { user: 'Student', assistant: 'Assistant', system: 'System (instructions given to the tutor)' };
-
 /** The transcript as readable text: one labelled turn each, continuation lines indented so text cannot fake a turn. */
 export function transcriptToText(transcript: Transcript): string {
   let images = 0;
@@ -436,14 +441,12 @@ const fillTemplate = (template: string, values: Record<string, string>) =>
 
 /** Text that looks like an image placeholder is defused, so only real images are numbered `[image N]`. */
 const defusePlaceholders = (value: string) => value.replace(/\[(image \d+)\]/gi, '($1)');
-
 /** Indents every line after the first (any line break), so pasted text cannot start a turn, an item or a section. */
 const indentContinuation = (value: string) => value.split(/\r\n|[\n\r\v\f\u0085\u2028\u2029]/).join('\n    ');
 
 // ---- The judges and one call ----------------------------------------------------------------------------------------
 
 let sdk: typeof import('@anthropic-ai/sdk') | undefined;
-
 /** The judge's model id: `model_env`, when set in the environment, replaces `model`. */
 export const judgeModel = (config: JudgeConfig, env: NodeJS.ProcessEnv) =>
   (config.model_env && env[config.model_env]?.trim()) || config.model;
@@ -457,20 +460,12 @@ export async function createJudges(models: ModelsConfig, env: NodeJS.ProcessEnv,
   } catch (error) {
     throw new EvalDependencyError('the package @anthropic-ai/sdk is not installed: run npm ci', { cause: error });
   }
-  // The key is passed explicitly and the SDK's own retries are off: run-judge has exactly one retry layer.
-  const options = (config: JudgeConfig, i: number) => ({
-    apiKey: keys[i],
-    baseURL: env.ANTHROPIC_BASE_URL || undefined,
-    maxRetries: 0,
-    timeout: timeoutMs(config),
+  const baseURL = env.ANTHROPIC_BASE_URL || undefined;
+  return configs.map((config, i) => {
+    // The key is passed explicitly and the SDK's own retries are off: run-judge has exactly one retry layer.
+    const client = new sdk!.Anthropic({ apiKey: keys[i], baseURL, maxRetries: 0, timeout: timeoutMs(config) });
+    return { model: judgeModel(config, env), config, client, gate: new RateGate() };
   });
-  const judge = (config: JudgeConfig, i: number) => ({
-    model: judgeModel(config, env),
-    config,
-    client: new sdk!.Anthropic(options(config, i)),
-    gate: new RateGate(),
-  });
-  return configs.map(judge);
 }
 
 /** The judge's API key; the errors name the variable, never the value. Also refuses what every call would fail on. */
@@ -490,15 +485,12 @@ function checkedApiKey(config: JudgeConfig, env: NodeJS.ProcessEnv): string {
 const timeoutMs = (config: JudgeConfig) => Math.round((config.timeout_s ?? TIMEOUT_S) * 1000); // the SDK takes whole ms
 const canTakeImages = (judge: { config: JudgeConfig }) => (judge.config.media ?? ['text']).includes('image');
 type Request = Anthropic.MessageCreateParamsNonStreaming;
-
 /** The Messages API request for one prompt and its images (each after its label); no sampling parameter. */
 export function buildJudgeRequest(judge: JudgeSpec, prompt: string, sent: { rubric?: Rubric; images?: Image[] }) {
   const { rubric, images = [] } = sent;
-  const labelled = images.flatMap(({ label, source }) => [
-    { type: 'text', text: label },
-    { type: 'image', source },
-  ]);
-  const content = images.length ? [{ type: 'text', text: prompt }, ...labelled] : prompt;
+  const textBlock = (text: string) => ({ type: 'text', text });
+  const labelled = images.flatMap(({ label, source }) => [textBlock(label), { type: 'image', source }]);
+  const content = images.length ? [textBlock(prompt), ...labelled] : prompt;
   const format = judge.config.structured_output && rubric && { type: 'json_schema', schema: answerJsonSchema(rubric) };
   const request = { model: judge.model, max_tokens: judge.config.max_tokens, messages: [{ role: 'user', content }] };
   return (format ? { ...request, output_config: { format } } : request) as Request;
@@ -511,28 +503,23 @@ export async function callJudge(judge: Judge, request: Request): Promise<JudgeAn
   const deadline = AbortSignal.timeout(timeoutMs(judge.config));
   try {
     const { data, response } = await judge.client.messages.create(request, { signal: deadline }).withResponse();
-    return answerFromMessage(data, judge.model, performance.now() - started, response.headers);
+    return answerFromMessage(data, judge.model, Math.round(performance.now() - started), response.headers);
   } catch (error) {
     throw classifyApiError(error, judge, deadline.aborted);
   }
 }
 
 /** Extracts the text and bookkeeping of a Messages API answer, refusing shapes that are not a message. */
-function answerFromMessage(message: unknown, judge: string, latencyMs: number, headers?: Headers) {
+function answerFromMessage(message: unknown, judge: string, latencyMs: number, headers?: Headers): JudgeAnswer {
   const data = message as Partial<Anthropic.Message>;
   if (!isRecord(data) || !Array.isArray(data.content)) {
     const rawText = String(JSON.stringify(message));
     throw new EvalJudgeResponseError('the API answered with something that is not a message', { judge, rawText });
   }
-  return {
-    judge,
-    text: data.content.flatMap((block) => (block.type === 'text' ? [block.text] : [])).join(''),
-    stopReason: data.stop_reason ?? null,
-    usage: { input_tokens: data.usage?.input_tokens ?? 0, output_tokens: data.usage?.output_tokens ?? 0 },
-    requestId: headers?.get('request-id') ?? undefined,
-    latencyMs: Math.round(latencyMs),
-    rateLimit: parseRateLimit(headers),
-  };
+  const text = data.content.flatMap((block) => (block.type === 'text' ? [block.text] : [])).join('');
+  const usage = { input_tokens: data.usage?.input_tokens ?? 0, output_tokens: data.usage?.output_tokens ?? 0 };
+  const [stopReason, requestId] = [data.stop_reason ?? null, headers?.get('request-id') ?? undefined];
+  return { judge, text, stopReason, usage, requestId, latencyMs, rateLimit: parseRateLimit(headers) };
 }
 
 /** Turns an SDK error into the failure policy's classes; anything else (a defect) propagates raw. */
@@ -542,8 +529,8 @@ function classifyApiError(error: unknown, judge: JudgeSpec, timedOut = false): u
     return new EvalTimeoutError('request timed out (not resubmitted)', options);
   }
   // An answer cut off while its body was read: the SDK lets undici's error through, or wraps it in an AnthropicError.
-  const code = String((error as { cause?: { code?: unknown } } | undefined)?.cause?.code ?? '');
-  const cutOff = error instanceof TypeError && /^terminated$|^(UND_ERR|ECONNRESET|EPIPE)/.test(error.message || code);
+  const undiciCode = /^(UND_ERR|ECONNRESET|EPIPE)/.test(String((error as { cause?: { code?: unknown } })?.cause?.code));
+  const cutOff = error instanceof TypeError && (error.message === 'terminated' || undiciCode);
   if (cutOff || (error instanceof sdk!.AnthropicError && !(error instanceof sdk!.APIError))) {
     return new EvalProviderError(`connection failed while reading the answer: ${(error as Error).message}`, options);
   }
@@ -714,7 +701,6 @@ export class JudgeChain {
 
 /** An earlier attempt at a transcript (a batch result) that the chain starts from. */
 type PriorAttempt = { error: EvalError; answers: JudgeAnswer[]; promptSha?: string };
-
 /** Judges transcripts `concurrency` at a time; stops starting new ones once the run is stopping. */
 async function judgeConcurrently(run: Run, items: (TranscriptRef & { prior?: PriorAttempt })[], judges: Judge[]) {
   const queue = items.values();
@@ -793,20 +779,12 @@ function recordOutcome(run: Run, ref: TranscriptRef, outcome: Outcome, sync = tr
   const entry = {
     ...{ run_id: run.log.runId, timestamp: new Date().toISOString(), task_id: ref.task_id, model: ref.model },
     ...{ status: verdict ? 'scored' : 'failed', judge: outcome.judge ?? null, ...result },
-    attempts: attempts.map(({ judge, name, message, ...rest }) => ({
-      judge: judge ?? null,
-      error: name,
-      status: (rest as EvalProviderError).status ?? null,
-      message,
-    })),
-    answers: answers.map(({ judge, text, stopReason, requestId, usage, latencyMs }) => ({
-      judge,
-      text,
-      stop_reason: stopReason,
-      request_id: requestId ?? null,
-      usage,
-      latency_ms: latencyMs,
-    })),
+    attempts: attempts.map(({ judge = null, name: error, message, ...rest }) => {
+      return { judge, error, status: (rest as EvalProviderError).status ?? null, message };
+    }),
+    answers: answers.map(({ judge, text, stopReason, requestId = null, usage, latencyMs }) => {
+      return { judge, text, stop_reason: stopReason, request_id: requestId, usage, latency_ms: latencyMs };
+    }),
     ...{ usage, latency_ms: Math.round(performance.now() - outcome.startedAt) },
     ...{ prompt_sha256: outcome.promptSha ?? null, rubric_sha256: run.log.rubricSha },
   };
@@ -918,17 +896,14 @@ function findDuplicateKey(json: string): string | undefined {
 // ---- The output: a lock, the CSV and the audit log, each line complete in one write and flushed to disk -------------
 
 export type ScoreRow = { task_id: string; model: string; scores: Record<string, number>; notes: string };
-
 /** Takes the lock, opens the CSV (repairing a torn last line) and the audit log; refuses paths it cannot write. */
-function openOutput(options: RunOptions, rubric: Rubric, stderr: Stream) {
+function openOutput(options: RunOptions, rubric: Rubric) {
   const releaseLock = writablePath(`${options.output}.lock`, () => acquireLock(options.output));
   let scoreFile: ScoreFile | undefined;
   try {
     scoreFile = writablePath(options.output, () => ScoreFile.open(options.output, rubricDimensions(rubric)));
     const fd = writablePath(options.log, () => openAuditLog(options.log));
     const log = { fd, runId: randomUUID(), rubricSha: sha256(fs.readFileSync(options.rubric)) };
-    const torn = `removed a torn last line (${scoreFile.repairedBytes} bytes); that transcript is judged again`;
-    if (scoreFile.repairedBytes > 0) stderr.write(`repaired ${options.output}: ${torn}\n`);
     const opened = scoreFile;
     const close = () => {
       opened.close();
@@ -944,15 +919,17 @@ function openOutput(options: RunOptions, rubric: Rubric, stderr: Stream) {
 }
 
 /** The selected transcripts without a row (after --rescore removed theirs), saying how many were skipped. */
-function pendingTranscripts({ scoreFile, options, summary, io, selected, progress }: Run): TranscriptRef[] {
+function pendingTranscripts({ scoreFile, options, summary, selected, progress }: Run): TranscriptRef[] {
+  const torn = `removed a torn last line (${scoreFile.repairedBytes} bytes); that transcript is judged again`;
+  if (scoreFile.repairedBytes > 0) progress.log(`repaired ${options.output}: ${torn}`);
   const pairs = new Set(selected.map((ref) => pairKey(ref.task_id, ref.model)));
   const removed = options.rescore ? scoreFile.removePairs(pairs) : 0;
   const kept = `from ${options.output}; the audit log keeps their answers`;
-  if (removed > 0) io.stderr.write(`--rescore: removed ${removed} existing row(s) ${kept}\n`);
+  if (removed) progress.log(`--rescore: removed ${removed} existing row(s) ${kept}`);
   const pending = selected.filter((ref) => !scoreFile.done.has(pairKey(ref.task_id, ref.model)));
   summary.skipped = selected.length - pending.length;
   const skipped = `${summary.skipped} transcript(s) already scored in ${options.output}`;
-  if (summary.skipped) io.stderr.write(`skipping ${skipped} (use --rescore to judge them again)\n`);
+  if (summary.skipped) progress.log(`skipping ${skipped} (use --rescore to judge them again)`);
   progress.total = pending.length;
   return pending;
 }
@@ -968,32 +945,22 @@ export class ScoreFile {
   ) {}
 
   /**
-   * Opens (or creates, with its header) the CSV. A header that differs from the rubric's columns is an error; a torn
-   * last line (a write cut short by a crash) is cut off, unless the file is only read.
+   * Opens (or creates, with its header) the CSV. A header that differs from the rubric's columns, or a malformed row,
+   * is an error that leaves the file as it was; a torn last line (a crash mid-write) is cut off, unless only read.
    */
   static open(file: string, dimensions: string[], { readOnly = false } = {}): ScoreFile {
     const columns = ['task_id', 'model', ...dimensions, 'notes'];
     const content = fs.existsSync(file) ? fs.readFileSync(file) : Buffer.alloc(0);
-    const { records, completeBytes } = readCsvRecords(file, content);
-    const [header, tornBytes] = [records[0], content.length - completeBytes];
-    if (header ? header.join(',') !== columns.join(',') : !csvLine(columns).startsWith(content.toString())) {
-      const found = header?.join(',') ?? content.toString();
-      const differs = `its header "${found}" differs from the rubric's columns "${columns}"`;
-      throw new EvalConfigurationError(`${file}: ${differs}; write to another --output`);
-    }
+    const { rows, completeBytes } = readScoreRows(file, content, columns);
     let fd = -1;
     if (!readOnly) {
       fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
       fd = fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_APPEND);
-      if (tornBytes > 0) fs.ftruncateSync(fd, completeBytes);
-      appendDurably(fd, header ? '' : csvLine(columns)); // also flushes the cut
+      if (completeBytes < content.length) fs.ftruncateSync(fd, completeBytes);
+      appendDurably(fd, completeBytes ? '' : csvLine(columns)); // a new file's header; also flushes the cut
     }
-    const scores = new ScoreFile(file, columns, fd, readOnly ? 0 : tornBytes);
-    records.slice(1).forEach((record, i) => {
-      const fields = `line ${i + 2} has ${record.length} fields, expected ${columns.length}`;
-      if (record.length !== columns.length) throw new EvalInputError(`${file}: ${fields}`);
-      scores.done.add(pairKey(record[0]!, record[1]!));
-    });
+    const scores = new ScoreFile(file, columns, fd, readOnly ? 0 : content.length - completeBytes);
+    for (const [taskId, model] of rows) scores.done.add(pairKey(taskId!, model!));
     return scores;
   }
 
@@ -1005,13 +972,13 @@ export class ScoreFile {
 
   /** Rewrites the CSV once without the given pairs (for --rescore), atomically; returns how many rows went. */
   removePairs(pairs: Set<string>): number {
-    const { records } = readCsvRecords(this.file, fs.readFileSync(this.file));
-    const kept = records.slice(1).filter((record) => !pairs.has(pairKey(record[0]!, record[1]!)));
+    const { rows } = readScoreRows(this.file, fs.readFileSync(this.file), this.columns);
+    const kept = rows.filter((row) => !pairs.has(pairKey(row[0]!, row[1]!)));
     replaceFileDurably(this.file, [this.columns, ...kept].map(csvLine).join(''));
     fs.closeSync(this.fd);
     this.fd = fs.openSync(this.file, 'a');
     for (const pair of pairs) this.done.delete(pair);
-    return records.length - 1 - kept.length;
+    return rows.length - kept.length;
   }
 
   close(): void {
@@ -1030,29 +997,41 @@ export function writeScores(file: string, rows: ScoreRow[], dimensions: string[]
   }
 }
 
-/** The CSV's complete records and where they end; a last line without its line break, or cut inside quotes, is torn. */
-function readCsvRecords(file: string, content: Buffer) {
-  const [records, completeBytes] = [[] as string[][], { at: 0 }];
-  // Collected as they are parsed, so the records before a torn tail's parse error are kept.
-  const onRecord = (record: string[], { bytes }: { bytes: number }) => {
-    if (content[bytes - 1] !== 0x0a) return null;
-    records.push(record);
-    completeBytes.at = bytes;
+/**
+ * The CSV's data rows, checked against the columns, and where its complete lines end: a last line without its line
+ * break, or one cut inside quotes, is a torn write. Rows are collected as parsed, so a torn tail's error keeps them.
+ */
+function readScoreRows(file: string, content: Buffer, columns: string[]) {
+  const records: { fields: string[]; line: number }[] = [];
+  let [completeBytes, line] = [0, 1];
+  const onRecord = (fields: string[], { bytes, lines }: { bytes: number; lines: number }) => {
+    if (content[bytes - 1] === 0x0a) {
+      records.push({ fields, line });
+      completeBytes = bytes;
+    }
+    line = lines + 1;
     return null;
   };
   try {
-    parseCsv(content, { relax_column_count: true, on_record: onRecord });
+    parseCsv(content, { relax_column_count: true, record_delimiter: ['\r\n', '\n'], on_record: onRecord });
   } catch (error) {
     if ((error as { code?: string }).code !== 'CSV_QUOTE_NOT_CLOSED') {
       throw new EvalInputError(`${file}: not a CSV run-judge can read: ${(error as Error).message}`, { cause: error });
     }
   }
-  return { records, completeBytes: completeBytes.at };
+  const [header, ...rows] = records;
+  if (header ? header.fields.join(',') !== columns.join(',') : !csvLine(columns).startsWith(content.toString())) {
+    const differs = `its header "${header?.fields.join(',') ?? content}" differs from the rubric's columns "${columns}"`;
+    throw new EvalConfigurationError(`${file}: ${differs}; write to another --output`);
+  }
+  const bad = rows.find((row) => row.fields.length !== columns.length);
+  if (bad)
+    throw new EvalInputError(`${file}: line ${bad.line} has ${bad.fields.length} fields, expected ${columns.length}`);
+  return { rows: rows.map((row) => row.fields), completeBytes };
 }
 
 /** Defuses spreadsheet formulas: a notes cell starting (after spaces) with = + - @ tab or CR gets a leading quote. */
 export const escapeFormula = (notes: string) => (/^[^\S\t\r]*[=+\-@\t\r]/.test(notes) ? `'${notes}` : notes);
-
 /** Opens the JSONL audit log for appending; a torn last line is ended so the next entry starts clean. */
 function openAuditLog(file: string): number {
   fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
@@ -1064,16 +1043,12 @@ function openAuditLog(file: string): number {
 
 /** Whether a process runs; a zombie (killed, not yet reaped) passes `kill(pid, 0)`, so its state is read too. */
 function isProcessAlive(pid: number): boolean {
+  if (!Number.isInteger(pid)) return false;
   try {
     process.kill(pid, 0);
+    return !/^[ZX]/.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, ''));
   } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return !/^[ZX]/.test(stat.slice(stat.lastIndexOf(')') + 2));
-  } catch {
-    return true;
+    return (error as NodeJS.ErrnoException).code !== 'ESRCH'; // EPERM: another user's; no /proc: assume it runs
   }
 }
 
@@ -1084,7 +1059,15 @@ function isProcessAlive(pid: number): boolean {
  */
 export function acquireLock(output: string): () => void {
   const [lock, takeover, temp] = [`${output}.lock`, `${output}.lock.takeover`, `${output}.lock.${process.pid}.tmp`];
-  const readPid = (file: string) => Number.parseInt(fs.readFileSync(file, 'utf8'), 10);
+  const pidIn = (file: string) => {
+    try {
+      return Number.parseInt(fs.readFileSync(file, 'utf8'), 10); // NaN: not a pid
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') return undefined; // removed meanwhile
+      throw new EvalConfigurationError(`${file}: cannot be read (${code})`, { cause: error });
+    }
+  };
   const linked = (target: string) => {
     try {
       fs.linkSync(temp, target);
@@ -1098,44 +1081,31 @@ export function acquireLock(output: string): () => void {
   fs.writeFileSync(temp, `${process.pid}\n`);
   try {
     for (let attempt = 0; !linked(lock); attempt++) {
-      let pid = NaN;
-      try {
-        pid = readPid(lock);
-      } catch (error) {
-        const code = (error as NodeJS.ErrnoException).code;
-        if (code !== 'ENOENT') throw new EvalConfigurationError(`${lock}: cannot be read (${code})`, { cause: error });
+      const pid = pidIn(lock);
+      if (Number.isNaN(pid)) {
+        throw new EvalConfigurationError(
+          `${lock} holds no process id: it is not run-judge's; remove it if no run is writing ${output}`,
+        );
       }
-      if (attempt >= 50 || (Number.isInteger(pid) && pid !== process.pid && isProcessAlive(pid))) {
-        const holder = `process ${Number.isInteger(pid) ? pid : 'unknown'}, lock file ${lock}`;
+      if (attempt >= 50 || (pid !== undefined && pid !== process.pid && isProcessAlive(pid))) {
+        const holder = `process ${pid ?? 'unknown'}, lock file ${lock}`;
         throw new EvalConfigurationError(`${output} is locked by another run (${holder}); wait for it to finish`);
       }
-      if (Number.isNaN(pid) && fs.existsSync(lock)) {
-        const advice = `remove it if no run is writing ${output}`;
-        throw new EvalConfigurationError(`${lock} holds no process id: it is not run-judge's; ${advice}`);
+      if (pid !== undefined && linked(takeover)) {
+        if (pidIn(lock) === pid) fs.rmSync(lock, { force: true });
+        fs.rmSync(takeover, { force: true });
+      } else if (pid !== undefined) {
+        // Another run is taking the stale lock over; its takeover file outlives it only if it died within microseconds.
+        const taker = pidIn(takeover);
+        if (taker !== undefined && !isProcessAlive(taker)) fs.rmSync(takeover, { force: true });
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10); // set-up is synchronous: nothing else waits
       }
-      if (Number.isNaN(pid)) continue; // removed meanwhile: try again
-      if (linked(takeover)) {
-        try {
-          if (fs.existsSync(lock) && readPid(lock) === pid) fs.rmSync(lock, { force: true });
-        } finally {
-          fs.rmSync(takeover, { force: true });
-        }
-        continue;
-      }
-      // Another run is taking the stale lock over; its takeover file outlives it only if it died within microseconds.
-      try {
-        const taker = readPid(takeover);
-        if (!Number.isInteger(taker) || !isProcessAlive(taker)) fs.rmSync(takeover, { force: true });
-      } catch {
-        // Released meanwhile.
-      }
-      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10); // set-up is synchronous: nothing else waits
     }
   } finally {
     fs.rmSync(temp, { force: true });
   }
   const release = () => {
-    if (fs.existsSync(lock) && readPid(lock) === process.pid) fs.rmSync(lock, { force: true });
+    if (fs.existsSync(lock) && pidIn(lock) === process.pid) fs.rmSync(lock, { force: true });
     process.off('exit', release);
   };
   process.on('exit', release);
@@ -1146,12 +1116,11 @@ export function acquireLock(output: string): () => void {
 
 /** A short, stable batch `custom_id` for a pair: at most 64 characters of [A-Za-z0-9_-]. */
 export const batchCustomId = (taskId: string, model: string) => `t_${sha256(pairKey(taskId, model)).slice(0, 32)}`;
-
 /** Splits requests into batches within the API's limits on count and size (each request's JSON counts). */
 export function* splitIntoBatches<T extends { bytes: number }>(items: Iterable<T>, limits = BATCH_LIMITS) {
   let [current, bytes] = [[] as T[], 0];
   for (const item of items) {
-    if (current.length >= limits.maxRequests || bytes + item.bytes > limits.maxBytes) {
+    if (current.length && (current.length >= limits.maxRequests || bytes + item.bytes > limits.maxBytes)) {
       yield current;
       [current, bytes] = [[], 0];
     }
@@ -1199,7 +1168,7 @@ async function judgeInBatches(run: Run, pending: TranscriptRef[]): Promise<void>
   if (state.batches.length > 0 && signal.reason instanceof EvalInterruptedError) {
     const ids = state.batches.map((entry) => entry.id).join(', ');
     const advice = `rerun the same command to resume polling them (state: ${stateFile})`;
-    run.io.stderr.write(`batch(es) ${ids} left running at Anthropic, not cancelled; ${advice}\n`);
+    run.progress.log(`batch(es) ${ids} left running at Anthropic, not cancelled; ${advice}`);
   }
 }
 
@@ -1229,7 +1198,6 @@ function batchApi(run: Run) {
   };
 }
 type BatchApi = ReturnType<typeof batchApi>;
-
 const readBatchState = (file: string): BatchState =>
   fs.existsSync(file) ? loadValidated(file, BatchStateSchema, EvalConfigurationError) : { version: 1, batches: [] };
 
@@ -1262,7 +1230,7 @@ async function resumeBatches(run: Run, api: BatchApi, state: BatchState, stateFi
       if (!gone) throw error;
       const lost = `is unknown to the API (expired, deleted, or another workspace's key)`;
       const again = `its ${Object.keys(entry.requests).length} transcript(s) are submitted again`;
-      run.io.stderr.write(`warning: batch ${entry.id} in ${stateFile} ${lost}; ${again}\n`);
+      run.progress.log(`warning: batch ${entry.id} in ${stateFile} ${lost}; ${again}`);
       state.batches = state.batches.filter((candidate) => candidate !== entry);
       writeBatchState(stateFile, state);
     }
@@ -1270,7 +1238,7 @@ async function resumeBatches(run: Run, api: BatchApi, state: BatchState, stateFi
   run.summary.batchesResumed = state.batches.map((entry) => entry.id!);
   const ids = `${run.summary.batchesResumed.join(', ')}; their transcripts are not submitted again`;
   const resuming = `resuming ${state.batches.length} pending batch(es) from ${stateFile}`;
-  if (state.batches.length) run.io.stderr.write(`${resuming}: ${ids}\n`);
+  if (state.batches.length) run.progress.log(`${resuming}: ${ids}`);
 }
 
 /** The batch requests of the transcripts the primary judge can take; the others go to `direct`, for the chain. */
@@ -1316,7 +1284,7 @@ async function submitBatches(run: Run, api: BatchApi, state: BatchState, stateFi
     }
     writeBatchState(stateFile, state);
     run.summary.batchesCreated.push(entry.id!);
-    run.io.stderr.write(`submitted batch ${entry.id}: ${chunk.length} request(s) to ${api.primary.model}\n`);
+    run.progress.log(`submitted batch ${entry.id}: ${chunk.length} request(s) to ${api.primary.model}`);
   }
   return direct;
 }
@@ -1525,11 +1493,8 @@ class Progress {
 // ---- Small helpers --------------------------------------------------------------------------------------------------
 
 function newSummary(selected: number) {
-  const [failed, batchesCreated, batchesResumed] = [
-    [] as { label: string; reason: string }[],
-    [] as string[],
-    [''].slice(1),
-  ];
+  const failed: { label: string; reason: string }[] = [];
+  const [batchesCreated, batchesResumed] = [[] as string[], [] as string[]];
   const counts = { scored: 0, skipped: 0, tokensIn: 0, tokensOut: 0, wallMs: 0 };
   return { selected, ...counts, failed, batchesCreated, batchesResumed, stoppedBy: undefined as EvalError | undefined };
 }

@@ -206,8 +206,14 @@ export const tagLine = (model: string, taskId: string) => `test-tag ${model}/${t
 
 /** The "model/task" a request is about, read from the tag in its prompt. */
 export function tagOf(req: RecordedRequest): string | undefined {
-  const content = req.body?.messages?.[0]?.content;
-  const text = typeof content === 'string' ? content : JSON.stringify(content ?? '');
+  return tagOfParams(req.body);
+}
+
+/** The "model/task" of a request's params (a synchronous body or a batch request's params): its text blocks joined. */
+export function tagOfParams(params: any): string | undefined {
+  const content = params?.messages?.[0]?.content;
+  const blocks = Array.isArray(content) ? content : [];
+  const text = typeof content === 'string' ? content : blocks.map((block: any) => block?.text ?? '').join('\n');
   return /test-tag (\S+\/\S+)/.exec(text)?.[1];
 }
 

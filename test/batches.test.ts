@@ -1,0 +1,1020 @@
+// Message Batches (--batch), end to end through `main` in-process against the loopback fake: submission and the state
+// file, results matched by custom_id, failed results through the synchronous chain, resume, creates and polls that
+// fail, the dry-run, structured outputs and images (images in transcripts also without --batch). Ctrl-C and kill -9
+// need a real process. Plus unit tests of splitIntoBatches and batchCustomId.
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import * as path from 'node:path';
+import { describe, test } from 'node:test';
+import type { TestContext } from 'node:test';
+import type { BatchResult, FakeOptions, RecordedRequest } from './fake-anthropic.ts';
+import {
+  answerJson,
+  csvRows,
+  goodScores,
+  judgeEntry,
+  mentioning,
+  readCsv,
+  readLog,
+  setupRun,
+  sha256,
+  shippedRubricJson,
+  snapshot,
+  tagLine,
+  tagOf,
+  tagOfParams,
+  waitFor,
+} from './helpers.ts';
+import type { JudgeEntry, Workspace, WorkspaceOptions } from './helpers.ts';
+import type { ReferenceKey, Task } from '../run-judge.ts';
+
+// Destructured, not imported by name: a renamed export then fails its own tests, not the whole file.
+const { batchCustomId, buildJudgePrompt, loadJson, loadRubric, loadTranscript, splitIntoBatches } =
+  await import('../run-judge.ts');
+
+// ---------------------------------------------------------------------------------------------
+// Helpers (this file's own)
+// ---------------------------------------------------------------------------------------------
+
+const BATCH = ['--batch', '--poll-interval', '0.01'];
+const CUSTOM_ID = /^[A-Za-z0-9_-]{1,64}$/;
+const CREATE = 'POST /v1/messages/batches';
+const SYNC_CALL = 'POST /v1/messages';
+const PNG_1X1 = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==';
+const GIF_1X1 = 'R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7';
+
+/** Sees a request before the fake does; returns true when it answered the request itself. */
+type Intercept = (req: IncomingMessage, res: ServerResponse) => boolean;
+
+const route = (req: IncomingMessage) => `${req.method} ${(req.url ?? '').split('?')[0]}`;
+const isCreate = (req: IncomingMessage) => route(req) === CREATE;
+const isRetrieve = (req: IncomingMessage) => /^GET \/v1\/messages\/batches\/[^/]+$/.test(route(req));
+const isResults = (req: IncomingMessage) => /^GET \/v1\/messages\/batches\/[^/]+\/results$/.test(route(req));
+
+/**
+ * setupRun, plus `http`: every request the fake receives as "METHOD /path" (batch endpoints included, which
+ * `fake.requests` leaves out), and `intercept`: for what the fake cannot script (a create the API rejects, a results
+ * download cut off); it returns the interceptor's removal.
+ */
+async function setup(t: TestContext, fakeOpts: FakeOptions = {}, wsOpts: WorkspaceOptions = {}) {
+  const base = await setupRun(t, fakeOpts, wsOpts);
+  // The fake keeps its server private; wrapping its request listener changes nothing else.
+  const server = (base.fake as unknown as { server: Server }).server;
+  const fakeHandlers = server.listeners('request') as Intercept[];
+  server.removeAllListeners('request');
+  const http: string[] = [];
+  const intercepts = new Set<Intercept>();
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    http.push(route(req));
+    for (const intercept of intercepts) if (intercept(req, res)) return;
+    for (const handler of fakeHandlers) handler(req, res);
+  });
+  const intercept = (fn: Intercept) => {
+    intercepts.add(fn);
+    return () => void intercepts.delete(fn);
+  };
+  return { ...base, http, intercept, stateFile: `${base.ws.output}.batches.json` };
+}
+
+/** Answers an intercepted request with an API error, once its body is read; a 529 may be retried at once. */
+function answerError(req: IncomingMessage, res: ServerResponse, status: number, type: string, message: string) {
+  const headers = { 'content-type': 'application/json', ...(status === 529 ? { 'retry-after-ms': '0' } : {}) };
+  req
+    .resume()
+    .on('end', () => res.writeHead(status, headers).end(JSON.stringify({ type: 'error', error: { type, message } })));
+  return true;
+}
+
+/** Lets the fake answer, rewriting the body it sends. */
+function rewriteBody(res: ServerResponse, rewrite: (body: string) => string): false {
+  const end = res.end.bind(res) as (body: string) => ServerResponse;
+  (res as unknown as { end: (body: string) => ServerResponse }).end = (body) => end(rewrite(body));
+  return false;
+}
+
+/** The JSONL results without the lines of the given custom_ids. */
+const dropResults = (body: string, dropped: string[]) =>
+  body
+    .split('\n')
+    .filter((line) => line !== '' && !dropped.includes((JSON.parse(line) as { custom_id: string }).custom_id))
+    .map((line) => `${line}\n`)
+    .join('');
+
+const modelOf = (req: RecordedRequest) => req.body?.model as string;
+const keysOf = (ws: Workspace) => ws.pairs.map((pair) => `${pair.model}/${pair.task_id}`).sort();
+const rowKeys = (file: string) =>
+  fs.existsSync(file)
+    ? csvRows(file)
+        .map((row) => row.key)
+        .sort()
+    : [];
+const count = (http: string[], line: string) => http.filter((seen) => seen === line).length;
+const readState = (file: string) =>
+  JSON.parse(fs.readFileSync(file, 'utf8')) as {
+    version: number;
+    batches: { id: string | null; judge: string; requests: Record<string, [string, string, string]> }[];
+  };
+
+/** The text prompt of a request: the whole content, or its first block. */
+const promptOf = (params: any) => {
+  const content = params.messages[0].content;
+  return (typeof content === 'string' ? content : content[0].text) as string;
+};
+
+/** Batch results scripted per transcript ("m01/proof02"); unlisted ones succeed with the fake's valid answer. */
+function resultsByTag(map: Record<string, BatchResult | undefined>): FakeOptions['batch'] {
+  return { result: (_id, params) => map[tagOfParams(params) ?? ''] };
+}
+
+/** One log entry per transcript; fails when one has none or several. */
+function logByKey(file: string) {
+  const byKey = new Map<string, ReturnType<typeof readLog>[number]>();
+  for (const entry of readLog(file)) {
+    const key = `${entry.model}/${entry.task_id}`;
+    assert.ok(!byKey.has(key), `one log entry for ${key}`);
+    byKey.set(key, entry);
+  }
+  return byKey;
+}
+
+/** Appends `marker` to the last message of a workspace transcript. */
+function editTranscript(ws: Workspace, model: string, taskId: string, marker: string): void {
+  const file = path.join(ws.transcripts, model, `${taskId}.json`);
+  const transcript = JSON.parse(fs.readFileSync(file, 'utf8')) as { messages: { content: string }[] };
+  transcript.messages.at(-1)!.content += ` ${marker}`;
+  fs.writeFileSync(file, JSON.stringify(transcript, null, 2));
+}
+
+/** The judge prompt of one workspace transcript, built from its files. */
+function expectedPrompt(ws: Workspace, model: string, taskId: string): string {
+  return buildJudgePrompt(
+    loadJson(path.join(ws.tasks, `${taskId}.json`)) as Task,
+    loadJson(path.join(ws.referenceKeys, `${taskId}.json`)) as ReferenceKey,
+    loadTranscript({ task_id: taskId, model, path: path.join(ws.transcripts, model, `${taskId}.json`) }),
+    loadRubric(ws.rubric),
+  );
+}
+
+/** The shipped rubric with proof_scaffolding allowing 0, 2 or 4: enums must follow the rubric, not 0..2. */
+function rubricWithGaps(): { text: string; allowed: Record<string, number[]> } {
+  const rubric = shippedRubricJson();
+  rubric.dimensions.find((d) => d.name === 'proof_scaffolding')!.scores = { 0: 'none', 2: 'some', 4: 'excellent' };
+  const allowed = Object.fromEntries(
+    rubric.dimensions.map((d) => [
+      d.name,
+      Object.keys(d.scores)
+        .map(Number)
+        .sort((a, b) => a - b),
+    ]),
+  );
+  return { text: JSON.stringify(rubric, null, 2), allowed };
+}
+
+/** Checks a structured-output schema: flat, all required, enums of the allowed scores, no bounds, closed objects. */
+function assertAnswerSchema(schema: any, allowed: Record<string, number[]>): void {
+  const keysAnywhere = new Set<string>();
+  const walk = (value: unknown): void => {
+    if (Array.isArray(value)) value.forEach(walk);
+    else if (value && typeof value === 'object')
+      for (const [key, child] of Object.entries(value)) {
+        keysAnywhere.add(key);
+        walk(child);
+      }
+  };
+  walk(schema);
+  for (const banned of [
+    '$ref',
+    '$defs',
+    'definitions',
+    '$schema',
+    'minimum',
+    'maximum',
+    'exclusiveMinimum',
+    'exclusiveMaximum',
+  ]) {
+    assert.ok(!keysAnywhere.has(banned), `no "${banned}" anywhere in the schema: ${JSON.stringify(schema)}`);
+  }
+  assert.equal(schema.type, 'object');
+  assert.equal(schema.additionalProperties, false);
+  assert.deepEqual([...schema.required].sort(), ['notes', 'scores']);
+  assert.equal(schema.properties.notes.type, 'string');
+  const scores = schema.properties.scores;
+  assert.equal(scores.type, 'object');
+  assert.equal(scores.additionalProperties, false);
+  assert.deepEqual([...scores.required].sort(), Object.keys(allowed).sort());
+  assert.deepEqual(Object.keys(scores.properties).sort(), Object.keys(allowed).sort());
+  for (const [name, values] of Object.entries(allowed)) {
+    assert.deepEqual(
+      [...scores.properties[name].enum].sort((a: number, b: number) => a - b),
+      values,
+      `enum of ${name}`,
+    );
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+describe('--batch: submission and results', () => {
+  test('one batch of every pending transcript, recorded in the state file before the create; rows and log from the results', async (t) => {
+    const { fake, http, ws, run, intercept, stateFile } = await setup(t, { batch: { pollsUntilEnded: 2 } });
+    let stateAtCreate: ReturnType<typeof readState> | undefined;
+    intercept((req) => {
+      if (isCreate(req) && fs.existsSync(stateFile)) stateAtCreate = readState(stateFile);
+      return false;
+    });
+    const result = await run(BATCH);
+    assert.equal(result.code, 0, result.stderr);
+
+    assert.equal(count(http, CREATE), 1);
+    assert.equal(count(http, SYNC_CALL), 0, 'no synchronous call');
+    assert.equal(fake.batches.length, 1);
+    const requests = fake.batches[0]!.requests;
+    assert.deepEqual(requests.map((r) => tagOfParams(r.params)).sort(), keysOf(ws), 'one request per transcript');
+    for (const { custom_id, params } of requests) {
+      const [model, taskId] = tagOfParams(params)!.split('/') as [string, string];
+      assert.match(custom_id, CUSTOM_ID);
+      assert.equal(custom_id, batchCustomId(taskId, model));
+      assert.deepEqual([params.model, params.max_tokens, 'output_config' in params], ['judge-a', 512, false]);
+      assert.equal(promptOf(params), expectedPrompt(ws, model, taskId));
+    }
+    assert.equal(new Set(requests.map((r) => r.custom_id)).size, 6, 'custom_ids are unique');
+
+    // Before the create call, the state maps every custom_id to its pair and prompt hash, with no batch id yet.
+    assert.ok(stateAtCreate, 'the state file exists when the create call arrives');
+    assert.equal(stateAtCreate.batches.length, 1);
+    assert.deepEqual([stateAtCreate.batches[0]!.id, stateAtCreate.batches[0]!.judge], [null, 'judge-a']);
+    const expectedMapping = Object.fromEntries(
+      requests.map(({ custom_id, params }) => {
+        const [model, taskId] = tagOfParams(params)!.split('/');
+        return [custom_id, [taskId, model, sha256(promptOf(params))]];
+      }),
+    );
+    assert.deepEqual(stateAtCreate.batches[0]!.requests, expectedMapping);
+
+    assert.match(result.stderr, /submitted batch msgbatch_fake_1: 6 request\(s\) to judge-a/);
+    assert.match(result.stderr, /batches pending 1: 6 processing, 0 succeeded/, 'the counts are shown while polling');
+    assert.match(result.stderr, /6 selected: 6 scored, 0 skipped .*0 failed.*batches created 1, resumed 0/);
+    assert.deepEqual(rowKeys(ws.output), keysOf(ws));
+    assert.equal(readCsv(ws.output).length, 7, 'header + 6 rows');
+    assert.equal(fs.existsSync(stateFile), false, 'the state file is removed when no batch is pending');
+    assert.equal(fs.existsSync(`${ws.output}.lock`), false);
+
+    const log = logByKey(ws.log);
+    assert.equal(log.size, 6);
+    for (const [key, entry] of log) {
+      assert.deepEqual([entry.status, entry.judge, entry.attempts.length], ['scored', 'judge-a', 0], key);
+      assert.deepEqual(
+        entry.answers.map((answer) => answer.text),
+        [fake.validAnswer()],
+      );
+      const [model, taskId] = key.split('/') as [string, string];
+      assert.equal(entry.prompt_sha256, expectedMapping[batchCustomId(taskId, model)]![2]);
+    }
+  });
+
+  test('results arriving in any order are matched by custom_id: each row and log entry gets its own answer', async (t) => {
+    const keys = ['m01', 'm02'].flatMap((model) => ['proof01', 'proof02', 'proof03'].map((task) => `${model}/${task}`));
+    const scoresFor = (key: string) => {
+      const i = keys.indexOf(key);
+      return { mathematical_correctness: i % 3, proof_scaffolding: Math.floor(i / 3), error_diagnosis: (i + 1) % 3 };
+    };
+    const { fake, ws, run } = await setup(t, {
+      batch: {
+        result: (_id, params) => {
+          const key = tagOfParams(params)!;
+          return { type: 'succeeded', text: answerJson(goodScores(scoresFor(key)), `note for ${key}`) };
+        },
+      },
+    });
+    const result = await run(BATCH);
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(fake.requests.length, 0);
+    const rows = csvRows(ws.output);
+    assert.deepEqual(rows.map((row) => row.key).sort(), keys);
+    for (const { key, record } of rows) {
+      const expected = scoresFor(key);
+      assert.deepEqual(
+        record.slice(2, 5),
+        [expected.mathematical_correctness, expected.proof_scaffolding, expected.error_diagnosis].map(String),
+        key,
+      );
+      assert.equal(record[8], `note for ${key}`);
+    }
+    for (const [key, entry] of logByKey(ws.log)) assert.equal(entry.notes, `note for ${key}`);
+  });
+
+  test('with structured_output, every batch request carries the answer schema derived from the rubric', async (t) => {
+    const rubric = rubricWithGaps();
+    const { fake, run } = await setup(
+      t,
+      {},
+      { models: 1, rubricText: rubric.text, judge: judgeEntry('judge-a', { structured_output: true }) },
+    );
+    const result = await run(BATCH);
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(fake.batches.length, 1);
+    assert.equal(fake.batches[0]!.requests.length, 3);
+    for (const { params } of fake.batches[0]!.requests) {
+      assert.equal(params.output_config.format.type, 'json_schema');
+      assertAnswerSchema(params.output_config.format.schema, rubric.allowed);
+    }
+    assert.equal(fake.requests.length, 0);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+describe('--batch: results that cannot become rows go through the synchronous chain', () => {
+  const staleAnswer = answerJson(goodScores(), 'stale batch answer');
+  const maxTokensAnswer = answerJson(goodScores(), 'cut off');
+  /** One transcript per kind of failed result; m03/proof02 and m03/proof03 succeed. */
+  const FAILED: Record<string, { result?: BatchResult; reason: RegExp; batchAnswer?: string }> = {
+    'm01/proof01': {
+      result: { type: 'errored', errorType: 'overloaded_error', message: 'Overloaded' },
+      reason: /judge judge-a: batch request errored: overloaded_error: Overloaded/,
+    },
+    'm01/proof02': { result: { type: 'expired' }, reason: /judge judge-a: batch request expired/ },
+    'm01/proof03': { result: { type: 'canceled' }, reason: /judge judge-a: batch request canceled/ },
+    'm02/proof01': {
+      result: { type: 'succeeded', text: 'I think 2' },
+      reason: /judge judge-a: unusable answer: the answer is not JSON/,
+      batchAnswer: 'I think 2',
+    },
+    'm02/proof02': {
+      result: { type: 'succeeded', text: maxTokensAnswer, stopReason: 'max_tokens' },
+      reason: /judge judge-a: unusable answer: .*max_tokens/,
+      batchAnswer: maxTokensAnswer,
+    },
+    // Missing from the results stream.
+    'm02/proof03': { reason: /judge judge-a: batch msgbatch_fake_1 returned no result/ },
+    // Its transcript is edited after submission: the answer judged a prompt that is no longer the transcript's.
+    'm03/proof01': {
+      result: { type: 'succeeded', text: staleAnswer },
+      reason: /judge judge-a: the batch answer judged a prompt that has changed since it was submitted/,
+      batchAnswer: staleAnswer,
+    },
+  };
+  const SUCCEEDED = ['m03/proof02', 'm03/proof03'];
+
+  async function failedResults(t: TestContext, fakeOpts: FakeOptions = {}) {
+    const results = Object.fromEntries(Object.entries(FAILED).map(([key, { result }]) => [key, result]));
+    const s = await setup(t, { batch: resultsByTag(results), ...fakeOpts }, { models: 3 });
+    s.intercept((req) => {
+      if (isCreate(req)) editTranscript(s.ws, 'm03', 'proof01', 'EDITED-AFTER-SUBMISSION');
+      return false;
+    });
+    s.intercept(
+      (req, res) => isResults(req) && rewriteBody(res, (body) => dropResults(body, [batchCustomId('proof03', 'm02')])),
+    );
+    return s;
+  }
+
+  test('each is judged again, primary judge first, then the fallback; the log keeps the batch answer and why', async (t) => {
+    const fromB = answerJson(goodScores({ mathematical_correctness: 1 }), 'from judge-b');
+    const { fake, http, ws, run, stateFile } = await failedResults(t, {
+      // The primary fails synchronously too, so the chain's order shows.
+      responder: (req) =>
+        modelOf(req) === 'judge-a'
+          ? { kind: 'error', status: 500, type: 'api_error', message: 'boom' }
+          : { text: fromB },
+    });
+    const result = await run(BATCH);
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(count(http, CREATE), 1);
+    assert.equal(fake.batches[0]!.requests.length, 9);
+    assert.deepEqual(rowKeys(ws.output), keysOf(ws));
+    const rows = new Map(csvRows(ws.output).map(({ key, record }) => [key, record]));
+    const log = logByKey(ws.log);
+    for (const [key, { reason, batchAnswer }] of Object.entries(FAILED)) {
+      const sent = fake.requests.filter((req) => tagOf(req) === key);
+      assert.deepEqual(sent.map(modelOf), ['judge-a', 'judge-b'], key);
+      assert.equal(rows.get(key)![8], 'from judge-b', key);
+      const entry = log.get(key)!;
+      assert.deepEqual([entry.status, entry.judge], ['scored', 'judge-b'], key);
+      assert.equal(entry.attempts.length, 2, `${key}: ${JSON.stringify(entry.attempts)}`);
+      assert.match(entry.attempts[0]!.message, reason, key);
+      assert.deepEqual([entry.attempts[1]!.judge, entry.attempts[1]!.status], ['judge-a', 500], key);
+      assert.deepEqual(
+        entry.answers.map((answer) => answer.text),
+        [...(batchAnswer ? [batchAnswer] : []), fromB],
+        key,
+      );
+      assert.equal(entry.prompt_sha256, sha256(promptOf(sent[1]!.body)), `${key}: the log hashes the prompt judged`);
+      const line = result.stderr.split('\n').find((candidate) => candidate.startsWith(`${key}: scored by fallback`));
+      assert.match(
+        line ?? '',
+        /^\S+: scored by fallback judge judge-b after judge judge-a: .*; judge judge-a: HTTP 500/,
+      );
+    }
+    assert.match(promptOf(fake.requests.find((req) => tagOf(req) === 'm03/proof01')!.body), /EDITED-AFTER-SUBMISSION/);
+    for (const key of SUCCEEDED) {
+      assert.equal(fake.requests.filter((req) => tagOf(req) === key).length, 0, `${key} comes from the batch`);
+      assert.deepEqual([log.get(key)!.attempts.length, log.get(key)!.answers.length, rows.get(key)![8]], [0, 1, 'ok']);
+    }
+    assert.equal(fs.existsSync(stateFile), false);
+  });
+
+  test('--no-fallback: each is reported failed (exit 1) with zero synchronous calls; the others are written', async (t) => {
+    const { fake, http, ws, run, stateFile } = await failedResults(t);
+    const result = await run([...BATCH, '--no-fallback']);
+    assert.equal(result.code, 1, result.stderr);
+    assert.equal(count(http, SYNC_CALL), 0);
+    assert.equal(fake.requests.length, 0);
+    assert.deepEqual(rowKeys(ws.output), SUCCEEDED);
+    assert.match(result.stderr, /9 selected: 2 scored, 0 skipped .*7 failed/);
+    const log = logByKey(ws.log);
+    for (const [key, { reason, batchAnswer }] of Object.entries(FAILED)) {
+      const lines = result.stderr.split('\n').filter((line) => line.includes(`failed ${key}: `));
+      assert.equal(lines.length, 2, `${key} is printed when it fails and in the summary: ${result.stderr}`);
+      for (const line of lines) assert.match(line, reason);
+      const entry = log.get(key)!;
+      assert.equal(entry.status, 'failed', key);
+      assert.match(entry.error!.message, reason, key);
+      assert.deepEqual(
+        entry.answers.map((answer) => answer.text),
+        batchAnswer ? [batchAnswer] : [],
+        `${key}: the log keeps the batch answer`,
+      );
+    }
+    assert.equal(fs.existsSync(stateFile), false, 'the ended batch is no longer pending');
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+describe('--batch: a rerun resumes pending batches', () => {
+  test('after kill -9 while polling: the state names the batch; the rerun creates none, writes each row once', async (t) => {
+    const { fake, http, ws, run, spawn, stateFile } = await setup(t, { batch: { pollsUntilEnded: 1000 } });
+    const first = spawn(BATCH);
+    await waitFor(() => fake.batchPolls >= 1, 20_000, 'the first poll');
+    // Before polling starts, the state file names the batch and maps every custom_id.
+    const state = readState(stateFile);
+    assert.equal(state.batches.length, 1);
+    assert.equal(state.batches[0]!.id, fake.batches[0]!.id);
+    assert.deepEqual(
+      Object.keys(state.batches[0]!.requests).sort(),
+      fake.batches[0]!.requests.map((request) => request.custom_id).sort(),
+    );
+    first.child.kill('SIGKILL');
+    assert.equal((await first.done).signal, 'SIGKILL');
+    assert.equal(fs.existsSync(stateFile), true);
+
+    fake.batches[0]!.endedAt = Date.now();
+    const result = await run(BATCH);
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(count(http, CREATE), 1, 'no second batch');
+    assert.equal(fake.requests.length, 0);
+    assert.match(result.stderr, mentioning('resuming 1 pending batch(es) from ', stateFile, 'msgbatch_fake_1'));
+    assert.match(result.stderr, /batches created 0, resumed 1/);
+    assert.deepEqual(rowKeys(ws.output), keysOf(ws));
+    assert.equal(readCsv(ws.output).length, 7);
+    assert.equal(fs.existsSync(stateFile), false);
+  });
+
+  test('a resume check that fails transiently (503) keeps the batch: it is polled again, never resubmitted', async (t) => {
+    const { fake, http, ws, run, intercept, stateFile } = await setup(t, {}, { models: 1 });
+    // A 401 at the first poll stops the first run (exit 2) with its batch still pending.
+    const stopAtPoll = intercept(
+      (req, res) => isRetrieve(req) && answerError(req, res, 401, 'authentication_error', 'no'),
+    );
+    const stopped = await run(BATCH);
+    assert.equal(stopped.code, 2, stopped.stderr);
+    assert.match(stopped.stderr, /run-judge: judge judge-a: HTTP 401/);
+    stopAtPoll();
+    assert.equal(readState(stateFile).batches[0]!.id, 'msgbatch_fake_1');
+    assert.equal(rowKeys(ws.output).length, 0);
+
+    let failResumeCheck = true;
+    intercept((req, res) => {
+      if (!(isRetrieve(req) && failResumeCheck)) return false;
+      failResumeCheck = false;
+      return answerError(req, res, 503, 'api_error', 'unavailable');
+    });
+    const result = await run(BATCH);
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(failResumeCheck, false);
+    assert.equal(count(http, CREATE), 1, 'never resubmitted');
+    assert.equal(fake.requests.length, 0);
+    assert.match(result.stderr, /resuming 1 pending batch/);
+    assert.doesNotMatch(result.stderr, /warning/);
+    assert.deepEqual(rowKeys(ws.output), keysOf(ws));
+    assert.equal(fs.existsSync(stateFile), false);
+  });
+
+  test('a pending batch the API does not know (404) is dropped with a warning naming the state file; its transcripts are submitted again', async (t) => {
+    const { fake, http, ws, run, stateFile } = await setup(t);
+    const gone = [
+      ['proof01', 'm01'],
+      ['proof02', 'm02'],
+    ] as const;
+    const requests = Object.fromEntries(
+      gone.map(([task, model]) => [batchCustomId(task, model), [task, model, 'abc']]),
+    );
+    fs.mkdirSync(path.dirname(stateFile), { recursive: true });
+    const entry = { id: 'msgbatch_gone', judge: 'judge-a', submitted_at: '2026-11-30T00:00:00Z', requests };
+    fs.writeFileSync(stateFile, JSON.stringify({ version: 1, batches: [entry] }));
+    const result = await run(BATCH);
+    assert.equal(result.code, 0, result.stderr);
+    assert.ok(http.includes('GET /v1/messages/batches/msgbatch_gone'), http.join(', '));
+    const warning = result.stderr.split('\n').find((line) => line.includes('msgbatch_gone')) ?? '';
+    assert.match(
+      warning,
+      /^warning: batch msgbatch_gone .*unknown to the API.*its 2 transcript\(s\) are submitted again/,
+    );
+    assert.ok(warning.includes(stateFile), warning);
+    assert.equal(fake.batches.length, 1, 'one new batch');
+    const submitted = fake.batches[0]!.requests.map((request) => request.custom_id);
+    assert.equal(submitted.length, 6, 'every pending transcript, those of the unknown batch included');
+    for (const [task, model] of gone) assert.ok(submitted.includes(batchCustomId(task, model)), `${model}/${task}`);
+    assert.equal(fake.requests.length, 0);
+    assert.deepEqual(rowKeys(ws.output), keysOf(ws));
+    assert.equal(readCsv(ws.output).length, 7);
+    assert.match(result.stderr, /batches created 1, resumed 0/);
+    assert.equal(fs.existsSync(stateFile), false);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+describe('--batch: a create that fails', () => {
+  interface CreateFailure {
+    label: string;
+    judge?: JudgeEntry;
+    answer: Intercept;
+    attempts: number;
+    code: number;
+    message: RegExp;
+    /** Whether the batch may exist: its state entry (id null) then stays, and the next run refuses. */
+    mayExist: boolean;
+  }
+  const CASES: CreateFailure[] = [
+    {
+      label: 'rejected with 400 (structured output unsupported): no batch was made',
+      judge: judgeEntry('judge-a', { structured_output: true }),
+      answer: (req, res) =>
+        answerError(
+          req,
+          res,
+          400,
+          'invalid_request_error',
+          'requests.0.params.output_config.format: json_schema is not supported',
+        ),
+      attempts: 1,
+      code: 2,
+      message: /run-judge: judge judge-a: rejects "structured_output"/,
+      mayExist: false,
+    },
+    {
+      label: 'overloaded (529) on every attempt: retried, then no batch was made',
+      answer: (req, res) => answerError(req, res, 529, 'overloaded_error', 'Overloaded'),
+      attempts: 6,
+      code: 1,
+      message: /run-judge: judge judge-a: HTTP 529 overloaded_error: Overloaded/,
+      mayExist: false,
+    },
+    {
+      label: 'a server error (500): the batch may exist',
+      answer: (req, res) => answerError(req, res, 500, 'api_error', 'Internal server error'),
+      attempts: 1,
+      code: 1,
+      message: /run-judge: judge judge-a: HTTP 500 api_error/,
+      mayExist: true,
+    },
+    {
+      label: 'a connection lost: the batch may exist',
+      answer: (req) => (req.socket.destroy(), true),
+      attempts: 1,
+      code: 1,
+      message: /run-judge: judge judge-a: connection failed/,
+      mayExist: true,
+    },
+  ];
+
+  for (const { label, judge, answer, attempts, code, message, mayExist } of CASES) {
+    const then = mayExist
+      ? 'its state entry stays and the next run refuses (exit 2) naming the state file, calling nothing'
+      : 'no state entry is left, and the next run submits as if nothing happened';
+    test(`${label}: exit ${code}; ${then}`, async (t) => {
+      const { fake, http, ws, run, intercept, stateFile } = await setup(t, {}, { models: 1, ...(judge && { judge }) });
+      const removeIntercept = intercept((req, res) => isCreate(req) && answer(req, res));
+      const failed = await run(BATCH);
+      assert.equal(failed.code, code, failed.stderr);
+      assert.match(failed.stderr, message);
+      assert.equal(count(http, CREATE), attempts);
+      assert.equal(count(http, SYNC_CALL), 0, 'nothing judged synchronously instead');
+      assert.deepEqual(rowKeys(ws.output), []);
+      assert.equal(fs.existsSync(`${ws.output}.lock`), false);
+      removeIntercept();
+      const state = fs.existsSync(stateFile) ? fs.readFileSync(stateFile, 'utf8') : undefined;
+      if (mayExist) {
+        assert.deepEqual(
+          readState(stateFile).batches.map((entry) => [entry.id, Object.keys(entry.requests).length]),
+          [[null, 3]],
+        );
+      } else assert.equal(state, undefined, 'no pending-batch entry after a create that made no batch');
+
+      const seenBefore = http.length;
+      const rerun = await run(BATCH);
+      if (mayExist) {
+        assert.equal(rerun.code, 2, rerun.stderr);
+        assert.match(rerun.stderr, mentioning(`run-judge: ${stateFile}: `, 'may exist', 'delete that entry'));
+        assert.deepEqual(http.slice(seenBefore), [], 'no call at all: a second create could pay twice');
+        assert.equal(fake.batches.length, 0);
+        assert.equal(fs.readFileSync(stateFile, 'utf8'), state, 'the state file is left for the user to check');
+        assert.deepEqual(rowKeys(ws.output), []);
+      } else {
+        assert.equal(rerun.code, 0, rerun.stderr);
+        assert.doesNotMatch(rerun.stderr, /warning|resuming|orphan/);
+        assert.equal(fake.batches.length, 1);
+        assert.deepEqual(rowKeys(ws.output), keysOf(ws));
+        assert.equal(fs.existsSync(stateFile), false);
+      }
+      assert.equal(fs.existsSync(`${ws.output}.lock`), false);
+    });
+  }
+
+  test('answered 429 once (retry-after 0.01 s), it is retried on the same judge: 2 attempts, 1 batch, nothing judged synchronously', async (t) => {
+    const { fake, http, ws, run, intercept, stateFile } = await setup(t, {}, { models: 1 });
+    let rateLimited = false;
+    intercept((req, res) => {
+      if (!isCreate(req) || rateLimited) return false;
+      rateLimited = true;
+      req
+        .resume()
+        .on('end', () =>
+          res
+            .writeHead(429, { 'content-type': 'application/json', 'retry-after': '0.01' })
+            .end(JSON.stringify({ type: 'error', error: { type: 'rate_limit_error', message: 'Number of requests' } })),
+        );
+      return true;
+    });
+    const result = await run(BATCH);
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(count(http, CREATE), 2, 'one retry');
+    assert.equal(fake.batches.length, 1);
+    assert.equal(fake.batches[0]!.requests.length, 3);
+    assert.equal(count(http, SYNC_CALL), 0);
+    assert.deepEqual(rowKeys(ws.output), keysOf(ws));
+    assert.match(result.stderr, /batches created 1, resumed 0/);
+    assert.equal(fs.existsSync(stateFile), false);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+describe('--batch: a poll or a results download that fails is tried again at the next poll', () => {
+  const CASES: { label: string; matches: (req: IncomingMessage) => boolean; fail: Intercept; message: RegExp }[] = [
+    {
+      label: 'results cut off inside a line',
+      matches: isResults,
+      fail: (_req, res) => rewriteBody(res, (body) => body.slice(0, Math.floor(body.length / 2))),
+      message:
+        /batch msgbatch_fake_1: judge judge-a: batch msgbatch_fake_1 results were cut off: .*; trying again at the next poll/,
+    },
+    {
+      label: 'a poll answered 503',
+      matches: isRetrieve,
+      fail: (req, res) => answerError(req, res, 503, 'api_error', 'unavailable'),
+      message: /batch msgbatch_fake_1: judge judge-a: HTTP 503 api_error: unavailable; trying again at the next poll/,
+    },
+  ];
+  for (const { label, matches, fail, message } of CASES) {
+    test(`${label}: the batch stays in the state file until its rows are written, each once`, async (t) => {
+      const { fake, ws, run, intercept, stateFile } = await setup(t, {}, { models: 1 });
+      let failed = false;
+      let stateKeptAfterFailure: boolean | undefined;
+      intercept((req, res) => {
+        if (failed) stateKeptAfterFailure ??= fs.existsSync(stateFile) && readState(stateFile).batches.length === 1;
+        if (failed || !matches(req)) return false;
+        failed = true;
+        return fail(req, res);
+      });
+      const result = await run(BATCH);
+      assert.equal(result.code, 0, result.stderr);
+      assert.ok(failed);
+      assert.match(result.stderr, message);
+      assert.equal(stateKeptAfterFailure, true, 'the batch is still pending at the next poll');
+      assert.equal(fake.batches.length, 1);
+      assert.equal(fake.requests.length, 0, 'no synchronous call: the results were read again');
+      assert.deepEqual(rowKeys(ws.output), keysOf(ws));
+      assert.equal(readCsv(ws.output).length, 4, 'each row once');
+      assert.equal(logByKey(ws.log).size, 3);
+      assert.equal(fs.existsSync(stateFile), false);
+    });
+  }
+});
+
+// ---------------------------------------------------------------------------------------------
+describe('--batch: Ctrl-C while polling', () => {
+  test('leaves the batch running (not cancelled), says how to resume, exits 130; the dry-run and a rerun see it pending', async (t) => {
+    const { fake, http, ws, run, spawn, stateFile } = await setup(t, { batch: { pollsUntilEnded: 1000 } });
+    const first = spawn(BATCH);
+    await waitFor(() => fake.batchPolls >= 1, 20_000, 'the first poll');
+    first.child.kill('SIGINT');
+    const interrupted = await first.done;
+    assert.equal(interrupted.code, 130, interrupted.stderr);
+    assert.match(
+      interrupted.stderr,
+      /batches pending 1: 6 processing, 0 succeeded/,
+      'the counts are shown while polling',
+    );
+    assert.match(
+      interrupted.stderr,
+      mentioning(
+        'batch(es) msgbatch_fake_1 left running at Anthropic, not cancelled',
+        'rerun the same command',
+        stateFile,
+      ),
+    );
+    assert.ok(!http.some((line) => /cancel/.test(line)), `no cancel call: ${http.join(', ')}`);
+    assert.equal(fake.batches[0]!.endedAt, undefined);
+    assert.equal(readState(stateFile).batches[0]!.id, 'msgbatch_fake_1', 'the state file is kept');
+    assert.deepEqual(rowKeys(ws.output), []);
+
+    const dry = await run(['--dry-run', ...BATCH], { apiKey: null });
+    assert.equal(dry.code, 0, dry.stderr);
+    assert.match(dry.stderr, /would send 0 request\(s\).*all 6 selected.* already scored or in a pending batch/);
+    assert.equal(dry.stdout, '');
+
+    fake.batches[0]!.endedAt = Date.now();
+    const result = await run(BATCH);
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(count(http, CREATE), 1);
+    assert.deepEqual(rowKeys(ws.output), keysOf(ws));
+    assert.equal(fs.existsSync(stateFile), false);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+describe('--dry-run --batch', () => {
+  const CASES = [
+    { label: 'nothing scored yet', scoreFirst: false, first: ['m01', 'proof01'], requests: 6 },
+    { label: 'proof01 already scored', scoreFirst: true, first: ['m01', 'proof02'], requests: 4 },
+  ] as const;
+  for (const { label, scoreFirst, first, requests } of CASES) {
+    test(`${label}: prints the first request's prompt, counts the requests not yet scored, sends and writes nothing`, async (t) => {
+      const { fake, http, ws, run, stateFile } = await setup(t);
+      if (scoreFirst) assert.equal((await run(['--task', 'proof01'])).code, 0);
+      const seenBefore = http.length;
+      const before = snapshot(ws.dir);
+      const result = await run(['--dry-run', ...BATCH], { apiKey: null });
+      assert.equal(result.code, 0, result.stderr);
+      assert.equal(result.stdout, `${expectedPrompt(ws, first[0], first[1])}\n`);
+      assert.match(
+        result.stderr,
+        new RegExp(
+          `would send ${requests} request\\(s\\) in 1 batch\\(es\\) to judge-a; printed the prompt for ${first.join('/')}`,
+        ),
+      );
+      assert.equal(fake.batches.length, 0);
+      assert.deepEqual(http.slice(seenBefore), []);
+      assert.deepEqual(snapshot(ws.dir), before, 'no file written');
+      assert.equal(fs.existsSync(stateFile), false);
+    });
+  }
+});
+
+// ---------------------------------------------------------------------------------------------
+describe('images in transcripts', () => {
+  const imageJudge = (model: string) => judgeEntry(model, { media: ['text', 'image'] });
+
+  /** Replaces m01/proof01 with a transcript holding a file image (photo.png beside it) and an inline GIF. */
+  function writeImageTranscript(ws: Workspace, { withFile = true } = {}): string {
+    const dir = path.join(ws.transcripts, 'm01');
+    const png = path.join(dir, 'photo.png');
+    if (withFile) fs.writeFileSync(png, Buffer.from(PNG_1X1, 'base64'));
+    const image = { type: 'image', source: { type: 'base64', media_type: 'image/gif', data: GIF_1X1 } };
+    const user = [
+      { type: 'text', text: 'IMG-BEFORE my attempt:' },
+      { type: 'image', path: 'photo.png' },
+      { type: 'text', text: 'IMG-AFTER is it right?' },
+    ];
+    const messages = [
+      { role: 'system', content: tagLine('m01', 'proof01') },
+      { role: 'user', content: user },
+      { role: 'assistant', content: 'What does your second line claim?' },
+      { role: 'user', content: [image] },
+    ];
+    fs.writeFileSync(
+      path.join(dir, 'proof01.json'),
+      JSON.stringify({ metadata: { task_id: 'proof01', model: 'm01' }, messages }),
+    );
+    return png;
+  }
+
+  /** The content of a request for the image transcript: its prompt, then each label and its image, in order. */
+  function assertImageContent(content: any): void {
+    assert.ok(Array.isArray(content), 'content is a list of blocks');
+    assert.equal(content.length, 5, JSON.stringify(content).slice(0, 400));
+    assert.equal(content[0].type, 'text');
+    assert.match(content[0].text, /Student: IMG-BEFORE my attempt:\n {4}\[image 1\]\n {4}IMG-AFTER is it right\?/);
+    assert.match(content[0].text, /Student: \[image 2\]/);
+    assert.deepEqual(content.slice(1), [
+      { type: 'text', text: '[image 1]' },
+      { type: 'image', source: { type: 'base64', media_type: 'image/png', data: PNG_1X1 } },
+      { type: 'text', text: '[image 2]' },
+      { type: 'image', source: { type: 'base64', media_type: 'image/gif', data: GIF_1X1 } },
+    ]);
+  }
+
+  interface ImageCase {
+    label: string;
+    batch: boolean;
+    judges: [JudgeEntry, ...JudgeEntry[]];
+    withFile?: boolean;
+    /** Where m01/proof01 (with images) goes: to a judge synchronously, in the batch, or nowhere (it fails). */
+    imageTo: string | 'batch' | null;
+    /** For a failure: its error class and what the failure line must mention. */
+    failure?: { name: string; mentions: (png: string) => string[] };
+  }
+  const skipped = { name: 'EvalUnsupportedError', mentions: () => ['no judge takes images', 'judge-a, judge-b'] };
+  const missingFile = { name: 'EvalInputError', mentions: (png: string) => [png, 'cannot be read'] };
+  const CASES: ImageCase[] = [
+    {
+      label:
+        'a text-only primary is skipped for the image transcript, which its image fallback judges; the primary judges the rest',
+      batch: false,
+      judges: [judgeEntry('judge-a'), imageJudge('judge-b')],
+      imageTo: 'judge-b',
+    },
+    {
+      label:
+        'when no judge takes images, the image transcript fails naming the skipped judges (exit 1); the rest get rows',
+      batch: false,
+      judges: [judgeEntry('judge-a'), judgeEntry('judge-b')],
+      imageTo: null,
+      failure: skipped,
+    },
+    {
+      label: 'a missing image file is an input error naming the file; no request for that transcript',
+      batch: false,
+      judges: [imageJudge('judge-a'), imageJudge('judge-b')],
+      withFile: false,
+      imageTo: null,
+      failure: missingFile,
+    },
+    {
+      label: '--batch: an image-capable primary gets the images in its batch request',
+      batch: true,
+      judges: [imageJudge('judge-a')],
+      imageTo: 'batch',
+    },
+    {
+      label:
+        '--batch, text-only primary: the image transcript is judged synchronously by the image fallback, the rest batched',
+      batch: true,
+      judges: [judgeEntry('judge-a'), imageJudge('judge-b')],
+      imageTo: 'judge-b',
+    },
+    {
+      label: '--batch, no judge takes images: the image transcript fails naming the skipped judges; the rest batched',
+      batch: true,
+      judges: [judgeEntry('judge-a'), judgeEntry('judge-b')],
+      imageTo: null,
+      failure: skipped,
+    },
+    {
+      label:
+        '--batch, a missing image file: that transcript is not batched and fails as an input error naming the file',
+      batch: true,
+      judges: [imageJudge('judge-a'), imageJudge('judge-b')],
+      withFile: false,
+      imageTo: null,
+      failure: missingFile,
+    },
+  ];
+
+  for (const { label, batch, judges, withFile, imageTo, failure } of CASES) {
+    test(label, async (t) => {
+      const [judge, ...fallbacks] = judges;
+      const { fake, ws, run } = await setup(t, {}, { models: 1, tasks: ['proof01', 'proof02'], judge, fallbacks });
+      const png = writeImageTranscript(ws, { withFile });
+      const result = await run(batch ? BATCH : []);
+      assert.equal(result.code, failure ? 1 : 0, result.stderr);
+
+      const batched = fake.batches.flatMap((created) => created.requests);
+      const expectedBatched = batch ? ['m01/proof02', ...(imageTo === 'batch' ? ['m01/proof01'] : [])] : [];
+      assert.deepEqual(batched.map((request) => tagOfParams(request.params)).sort(), expectedBatched.sort());
+      const expectedSync = [
+        ...(typeof imageTo === 'string' && imageTo !== 'batch' ? [`m01/proof01 ${imageTo}`] : []),
+        ...(batch ? [] : ['m01/proof02 judge-a']),
+      ];
+      assert.deepEqual(fake.requests.map((req) => `${tagOf(req)} ${modelOf(req)}`).sort(), expectedSync.sort());
+      if (imageTo === 'batch')
+        assertImageContent(batched.find((r) => tagOfParams(r.params) === 'm01/proof01')!.params.messages[0].content);
+      else if (imageTo)
+        assertImageContent(fake.requests.find((req) => tagOf(req) === 'm01/proof01')!.body.messages[0].content);
+
+      const log = logByKey(ws.log);
+      assert.equal(log.get('m01/proof02')!.judge, 'judge-a');
+      if (failure) {
+        assert.deepEqual(rowKeys(ws.output), ['m01/proof02']);
+        const lines = result.stderr.split('\n').filter((line) => line.includes('failed m01/proof01: '));
+        assert.equal(lines.length, 2, result.stderr);
+        for (const line of lines) assert.match(line, mentioning(...failure.mentions(png)));
+        assert.match(result.stderr, /2 selected: 1 scored, 0 skipped .*1 failed/);
+        assert.deepEqual(
+          [log.get('m01/proof01')!.status, log.get('m01/proof01')!.error?.class],
+          ['failed', failure.name],
+        );
+      } else {
+        assert.deepEqual(rowKeys(ws.output), ['m01/proof01', 'm01/proof02']);
+        assert.equal(log.get('m01/proof01')!.judge, imageTo === 'batch' ? 'judge-a' : imageTo);
+      }
+    });
+  }
+
+  test('the dry-run shows the placeholders and lists the image files on stderr; it sends and writes nothing', async (t) => {
+    const { http, ws, run } = await setup(
+      t,
+      {},
+      { models: 1, tasks: ['proof01', 'proof02'], judge: imageJudge('judge-a') },
+    );
+    const png = writeImageTranscript(ws);
+    const before = snapshot(ws.dir);
+    const result = await run(['--dry-run'], { apiKey: null });
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stdout, /Student: IMG-BEFORE my attempt:\n {4}\[image 1\]\n {4}IMG-AFTER is it right\?/);
+    assert.match(result.stdout, /Student: \[image 2\]/);
+    assert.match(result.stderr, mentioning('dry-run: [image 1] is sent beside the prompt: ', png, 'image/png'));
+    assert.match(
+      result.stderr,
+      /dry-run: \[image 2\] is sent beside the prompt: inline base64 \(image\/gif, \d+ bytes\)/,
+    );
+    assert.deepEqual(http, []);
+    assert.deepEqual(snapshot(ws.dir), before);
+  });
+
+  test('--dry-run --batch with a text-only primary counts the image transcript as judged synchronously', async (t) => {
+    const { http, ws, run } = await setup(
+      t,
+      {},
+      { models: 1, tasks: ['proof01', 'proof02'], fallbacks: [imageJudge('judge-b')] },
+    );
+    writeImageTranscript(ws);
+    const result = await run(['--dry-run', ...BATCH], { apiKey: null });
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(result.stdout, `${expectedPrompt(ws, 'm01', 'proof02')}\n`, 'the first request that would be batched');
+    assert.match(
+      result.stderr,
+      /would send 1 request\(s\) in 1 batch\(es\) to judge-a, and judge 1 transcript\(s\) synchronously/,
+    );
+    assert.deepEqual(http, []);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+describe('splitIntoBatches and batchCustomId', () => {
+  const items = (...bytes: number[]) => bytes.map((size, id) => ({ id, bytes: size }));
+  const split = (list: { id: number; bytes: number }[], maxRequests: number, maxBytes: number) =>
+    [...splitIntoBatches(list, { maxRequests, maxBytes })].map((batch) => batch.map((item) => item.id));
+
+  const CASES: [string, number[], number, number, number[][]][] = [
+    ['by count', [1, 1, 1, 1, 1], 2, 1000, [[0, 1], [2, 3], [4]]],
+    ['by size, a batch filled exactly to maxBytes', [40, 60, 1, 50, 50, 100], 10, 100, [[0, 1], [2, 3], [4], [5]]],
+    ['by count and size together', [30, 30, 30, 30, 30], 2, 70, [[0, 1], [2, 3], [4]]],
+    ['nothing to split', [], 2, 10, []],
+    ['an item over maxBytes goes alone, and no batch is ever empty', [11, 5, 11], 10, 10, [[0], [1], [2]]],
+  ];
+  for (const [label, bytes, maxRequests, maxBytes, expected] of CASES) {
+    test(`splitIntoBatches: ${label}`, () => {
+      assert.deepEqual(split(items(...bytes), maxRequests, maxBytes), expected);
+    });
+  }
+
+  test('splitIntoBatches keeps order, loses nothing and respects both limits on a longer list', () => {
+    const many = items(...Array.from({ length: 25 }, (_, i) => 1 + (i % 7)));
+    const batches = [...splitIntoBatches(many, { maxRequests: 4, maxBytes: 12 })];
+    assert.deepEqual(batches.flat(), many);
+    for (const batch of batches) {
+      assert.ok(batch.length >= 1 && batch.length <= 4);
+      assert.ok(batch.reduce((sum, item) => sum + item.bytes, 0) <= 12);
+    }
+  });
+
+  test('splitIntoBatches by default splits at the API limit of 100,000 requests', () => {
+    assert.deepEqual(
+      [...splitIntoBatches(items(...Array<number>(100_001).fill(1)))].map((batch) => batch.length),
+      [100_000, 1],
+    );
+  });
+
+  test('batchCustomId is stable, distinct per pair, and within the API limits', () => {
+    const pairs: [string, string][] = [
+      ['proof01', 'm01'],
+      ['proof01', 'm02'],
+      ['proof02', 'm01'],
+      ['a_b', 'c'],
+      ['a', 'b_c'],
+      ['a\u0000b', 'c'],
+      ['x'.repeat(300), 'model with spaces/and:colons'],
+      ['証明', 'モデル'],
+      ['', ''],
+    ];
+    const seen = new Set<string>();
+    for (const [taskId, model] of pairs) {
+      const id = batchCustomId(taskId, model);
+      assert.match(id, CUSTOM_ID, `${taskId}/${model}`);
+      assert.equal(batchCustomId(taskId, model), id, 'stable');
+      seen.add(id);
+    }
+    assert.equal(seen.size, pairs.length, 'distinct');
+    assert.notEqual(batchCustomId('proof01', 'm01'), batchCustomId('m01', 'proof01'));
+  });
+});
