@@ -63,7 +63,6 @@ const BATCH_LIMITS = { maxRequests: 100_000, maxBytes: 256 * 1024 * 1024 };
 const USABLE_STOP_REASONS = ['end_turn', 'stop_sequence'];
 
 // ---- Errors: one hierarchy; a failure is its own outcome, never a verdict -------------------------------------------
-
 export type EvalErrorOptions = { cause?: unknown; judge?: string };
 export class EvalError extends Error {
   /** The judge (model id) an attempt failed on; with it, the message starts "judge <model>: ". */
@@ -74,17 +73,12 @@ export class EvalError extends Error {
     this.judge = options.judge;
   }
 }
-/** Bad rubric.json or models.json, missing key, 401/402/403/404: no other judge can fix it. */
-export class EvalConfigurationError extends EvalError {}
-/** A bad transcript, task or reference key, or a request the API rejects (400/413/422). */
-export class EvalInputError extends EvalError {}
-/** The judge cannot do what was asked (a structured-output setting it rejects, images it cannot take). */
-export class EvalUnsupportedError extends EvalError {}
-export class EvalDependencyError extends EvalError {}
-/** The run was stopped (Ctrl-C) before this attempt could be made. */
-export class EvalInterruptedError extends EvalError {}
-/** The request timed out; it is never resubmitted. */
-export class EvalTimeoutError extends EvalError {}
+export class EvalConfigurationError extends EvalError {} // bad rubric/models.json, no key, 401/402/403/404
+export class EvalInputError extends EvalError {} // a bad transcript, task or reference key; a 400/413/422
+export class EvalUnsupportedError extends EvalError {} // what the judge cannot do: a setting it rejects, images
+export class EvalDependencyError extends EvalError {} // a package the operation needs is missing
+export class EvalInterruptedError extends EvalError {} // Ctrl-C came before this attempt
+export class EvalTimeoutError extends EvalError {} // never resubmitted
 /** The judge answered, but not a usable score; `rawText` keeps the answer for the audit log. */
 export class EvalJudgeResponseError extends EvalError {
   readonly rawText?: string;
@@ -112,7 +106,6 @@ export class EvalJudgesExhaustedError extends EvalError {
 }
 
 // ---- Schemas and types: every input is a zod schema; the rubric also decides the columns and the answer schema ------
-
 const text = z.string().refine((value) => value.trim() !== '', 'must be a non-empty string');
 const texts = z.array(z.string());
 const DimensionSchema = z.object({
@@ -184,7 +177,6 @@ export type ModelsConfig = z.input<typeof ModelsSchema>;
 export type Task = z.infer<typeof TaskSchema>;
 export type ReferenceKey = z.infer<typeof ReferenceKeySchema>;
 export type Transcript = z.infer<typeof TranscriptSchema>;
-type BatchState = z.infer<typeof BatchStateSchema>;
 type BatchEntry = z.infer<typeof BatchEntrySchema>;
 /** A transcript found on disk: the path alone identifies it; its content is read when it is judged. */
 export type TranscriptRef = { task_id: string; model: string; path: string };
@@ -196,41 +188,23 @@ type PreparedTranscript = { prompt: string; promptSha: string; images: Image[] }
 export type JudgeVerdict = { scores: Record<string, number>; notes: string };
 export type RateLimitInfo = { limit: number; remaining: number; resetAt: number };
 type Usage = { input_tokens: number; output_tokens: number };
-export type JudgeAnswer = {
-  judge: string;
-  text: string;
-  stopReason: string | null;
-  usage: Usage;
-  latencyMs: number;
-} & {
-  requestId?: string;
-  rateLimit?: RateLimitInfo;
-};
+type Answered = { judge: string; text: string; stopReason: string | null; usage: Usage; latencyMs: number };
+export type JudgeAnswer = Answered & { requestId?: string; rateLimit?: RateLimitInfo };
 /** A judge of the chain, resolved once at set-up: its model id, its client (key passed explicitly) and its pacing. */
 export type Judge = { model: string; config: JudgeConfig; client: Anthropic; gate: RateGate };
 type JudgeSpec = Pick<Judge, 'model' | 'config'>;
-export type RunOptions = typeof FLAG_DEFAULTS & {
-  task?: string;
-  model?: string;
-  rescore?: boolean;
-  batch?: boolean;
-  /** false (--no-fallback): the primary judge only; failed batch results are reported failed. */
-  fallback: boolean;
-  dryRun?: boolean;
-};
+/** The flags; `fallback` is false for --no-fallback (the primary judge only). */
+export type RunOptions = typeof FLAG_DEFAULTS & { task?: string; model?: string; fallback: boolean } & Switches;
+type Switches = { rescore?: boolean; batch?: boolean; dryRun?: boolean };
 export type RunSummary = ReturnType<typeof newSummary>;
 type Stream = NodeJS.WritableStream & { isTTY?: boolean };
 /** Where a run reads its environment and writes its messages: the process's, or a test's. */
 export type IO = { env: NodeJS.ProcessEnv; stdout: Stream; stderr: Stream };
 /** What every stage of a run shares: its inputs, its output, and how it reports and stops. */
-type Run = ReturnType<typeof loadInputs> & ReturnType<typeof openOutput> & RunState;
-type RunState = { options: RunOptions; judges: Judge[]; summary: RunSummary } & {
-  progress: Progress;
-  controller: AbortController;
-};
+type Run = ReturnType<typeof loadInputs> & ReturnType<typeof openOutput> & RunState & { controller: AbortController };
+type RunState = { options: RunOptions; judges: Judge[]; summary: RunSummary; progress: Progress };
 
 // ---- The run --------------------------------------------------------------------------------------------------------
-
 /** Judges every selected transcript that has no row yet, appending rows as they come; returns the summary. */
 export async function runJudge(options: RunOptions, io: IO, controller = new AbortController()): Promise<RunSummary> {
   const started = Date.now();
@@ -241,7 +215,8 @@ export async function runJudge(options: RunOptions, io: IO, controller = new Abo
   const output = openOutput(options, inputs.rubric);
   try {
     const summary = newSummary(inputs.selected.length);
-    const run = { ...inputs, ...output, options, judges, summary, controller, progress: new Progress(io, summary) };
+    const progress = new Progress({ stderr: io.stderr, summary });
+    const run = { ...inputs, ...output, options, judges, summary, controller, progress };
     // 3. Judge what has no row yet: concurrently, or through Message Batches.
     const pending = pendingTranscripts(run);
     await (options.batch ? judgeInBatches(run, pending) : judgeConcurrently(run, pending, judges));
@@ -254,7 +229,6 @@ export async function runJudge(options: RunOptions, io: IO, controller = new Abo
 }
 
 // ---- Loading and checking the inputs --------------------------------------------------------------------------------
-
 type EvalErrorClass = new (message: string, options?: EvalErrorOptions) => EvalError;
 /** Reads a JSON file; a missing or malformed file is an error of the given class naming the file. */
 export function loadJson(file: string, ErrorClass: EvalErrorClass = EvalInputError): unknown {
@@ -312,7 +286,7 @@ export function readTranscripts(inputDir: string, taskId?: string, modelName?: s
   const refsIn = (model: string) =>
     listDir(path.join(inputDir, model))
       .filter((file) => file.isFile() && file.name.endsWith('.json'))
-      .map((file) => ({ model, task_id: file.name.slice(0, -5), path: path.join(inputDir, model, file.name) }));
+      .map((file) => transcriptRef(inputDir, model, file.name.slice(0, -5)));
   const all = listDir(inputDir).flatMap((entry) => (entry.isDirectory() ? refsIn(entry.name) : []));
   all.sort((a, b) => compareText(a.model, b.model) || compareText(a.task_id, b.task_id));
   const chosen = (ref: Ref) => (taskId ?? ref.task_id) === ref.task_id && (modelName ?? ref.model) === ref.model;
@@ -344,7 +318,6 @@ function loadInputs(options: RunOptions) {
 }
 
 // ---- The prompt -----------------------------------------------------------------------------------------------------
-
 /** One complete judge prompt for one transcript. Pure: same inputs, same prompt. */
 export function buildJudgePrompt(task: Task, referenceKey: ReferenceKey, transcript: Transcript, rubric: Rubric) {
   const defused = (value: string) => neutraliseDelimiters(value.trim());
@@ -382,10 +355,7 @@ export function transcriptToText(transcript: Transcript): string {
   return neutraliseDelimiters(turns.join('\n'));
 }
 
-/**
- * The transcript's images in order, read from disk when given by path: relative to the transcript file and inside
- * the transcripts folder (the transcript is untrusted: it must not make the run send other local files).
- */
+/** The transcript's images; a path must stay inside the transcripts folder (it must not make us send other files). */
 export function transcriptImages(transcript: Transcript, transcriptPath: string): TranscriptImage[] {
   const root = path.resolve(path.dirname(path.dirname(transcriptPath)));
   const inside = (child: string, parent: string) => child.startsWith(parent + path.sep);
@@ -445,7 +415,6 @@ const defusePlaceholders = (value: string) => value.replace(/\[(image \d+)\]/gi,
 const indentContinuation = (value: string) => value.split(/\r\n|[\n\r\v\f\u0085\u2028\u2029]/).join('\n    ');
 
 // ---- The judges and one call ----------------------------------------------------------------------------------------
-
 let sdk: typeof import('@anthropic-ai/sdk') | undefined;
 /** The judge's model id: `model_env`, when set in the environment, replaces `model`. */
 export const judgeModel = (config: JudgeConfig, env: NodeJS.ProcessEnv) =>
@@ -522,6 +491,12 @@ function answerFromMessage(message: unknown, judge: string, latencyMs: number, h
   return { judge, text, stopReason, usage, requestId, latencyMs, rateLimit: parseRateLimit(headers) };
 }
 
+/** An SDK call's promise whose failure is classified like every other call's. */
+const classified = <T>(judge: JudgeSpec, call: Promise<T>) =>
+  call.catch((error) => {
+    throw classifyApiError(error, judge);
+  });
+
 /** Turns an SDK error into the failure policy's classes; anything else (a defect) propagates raw. */
 function classifyApiError(error: unknown, judge: JudgeSpec, timedOut = false): unknown {
   const options = { cause: error, judge: judge.model };
@@ -555,15 +530,10 @@ function classifyApiError(error: unknown, judge: JudgeSpec, timedOut = false): u
 }
 
 // ---- The failure policy: one decision, asked by the retry layer, the chain, batches and the exit status -------------
-
 export type Decision = { action: 'retry'; delayMs: number } | { action: 'next-judge' | 'fail-transcript' | 'stop-run' };
 type RetryState = { attempt: number; msLeft: number; policy: typeof RETRY_DEFAULTS };
 
-/**
- * What one failed attempt means. A configuration error, a missing dependency or a Ctrl-C stops the run; bad input,
- * an unsupported request or an exhausted chain fails this transcript; a 429 or 529 (not a spend limit) is retried on
- * the same judge within its budget; anything else (an unusable answer, a provider failure, a timeout) tries the next.
- */
+/** What one failed attempt means: the whole failure policy, asked by the retry layer, the chain and the exit status. */
 export function decide(error: EvalError, retry?: RetryState): Decision {
   const isAny = (classes: (typeof EvalError)[]) => classes.some((Class) => error instanceof Class);
   if (isAny([EvalConfigurationError, EvalDependencyError, EvalInterruptedError])) return { action: 'stop-run' };
@@ -611,36 +581,26 @@ async function withRetries<T>(judge: Judge, call: () => Promise<T>, signal = NEV
 export class RateGate {
   private pausedUntil = 0;
   private started = 0;
-  /** The most restrictive known window: `remaining` as of the request numbered `fromSeq`. */
+  /** What the latest-started request's answer said: `remaining` as of the request numbered `fromSeq`. */
   private window?: RateLimitInfo & { fromSeq: number };
-
   /** Waits until one more request may start and returns its number; undefined when a pause outlasts `deadline`. */
   async acquire(deadline: number, signal: AbortSignal): Promise<number | undefined> {
     for (let now = Date.now(); this.pausedUntil <= deadline; now = Date.now()) {
-      // After a window's reset the full limit is back; the next answer tells the new window.
-      const window = this.window && now >= this.window.resetAt ? { ...this.window, resetAt: now + 1000 } : this.window;
-      if (window !== this.window) this.window = { ...window!, remaining: window!.limit, fromSeq: this.started };
-      const full = this.window && this.available(this.window) <= 0 ? this.window.resetAt - now : 0;
+      const { limit = 0, resetAt = Infinity } = this.window ?? {};
+      // After a reset the bucket is full again; the next answer says more.
+      if (now >= resetAt) this.window = { limit, remaining: limit, resetAt: now + 1000, fromSeq: this.started };
+      const window = this.window;
+      const full = window && window.remaining - (this.started - window.fromSeq) <= 0 ? window.resetAt - now : 0;
       const wait = Math.max(this.pausedUntil - now, full);
       if (wait <= 0) return this.started++;
       await sleepUnlessAborted(Math.min(wait, 1000), signal);
     }
     return undefined;
   }
-
-  private available(window: RateLimitInfo & { fromSeq: number }): number {
-    return window.remaining - (this.started - window.fromSeq);
-  }
-
   /** Learns from an answer's headers; requests started after `seq` are assumed not yet counted. */
   observe(info: RateLimitInfo | undefined, seq: number): void {
-    if (!info) return;
-    const [candidate, current] = [{ ...info, fromSeq: seq + 1 }, this.window];
-    const sameWindow = current && Math.abs(candidate.resetAt - current.resetAt) <= 500;
-    const tighter = sameWindow && this.available(candidate) < this.available(current);
-    if (!current || candidate.resetAt > current.resetAt + 500 || tighter) this.window = candidate;
+    if (info && seq + 1 >= (this.window?.fromSeq ?? 0)) this.window = { ...info, fromSeq: seq + 1 };
   }
-
   /** Holds every request of this judge until `ms` from now. */
   pause(ms: number): void {
     this.pausedUntil = Math.max(this.pausedUntil, Date.now() + ms);
@@ -649,10 +609,9 @@ export class RateGate {
 
 /** Runs judges in order (primary, then fallbacks) under the seed's chain policy, as `decide` states it. */
 export class JudgeChain {
-  readonly operation: string;
   /** The failed attempts only, in order. */
   readonly attempts: EvalError[] = [];
-
+  readonly operation: string;
   constructor({ operation }: { operation: string }) {
     this.operation = operation;
   }
@@ -688,17 +647,17 @@ export class JudgeChain {
     const skipped = mediaSkips.length ? `; skipped for their media: ${mediaSkips.join(', ')}` : '';
     if (!this.attempts.length) throw new EvalConfigurationError(`${this.operation}: no judge was attempted${skipped}`);
     if (this.attempts.length === 1) throw this.attempts[0];
-    const reasons = this.attempts.map((error, i) => {
-      const named = error.judge && !error.message.includes(error.judge) ? `judge ${error.judge}: ` : '';
-      return `(${i + 1}) ${named}${error.name}: ${error.message}`;
-    });
-    const message = `${this.operation}: all ${this.attempts.length} judges failed: ${reasons.join('; ')}${skipped}`;
+    const named = (error: EvalError) =>
+      error.judge && !error.message.includes(error.judge) ? `judge ${error.judge}: ` : '';
+    const reasons = this.attempts
+      .map((error, i) => `(${i + 1}) ${named(error)}${error.name}: ${error.message}`)
+      .join('; ');
+    const message = `${this.operation}: all ${this.attempts.length} judges failed: ${reasons}${skipped}`;
     throw new EvalJudgesExhaustedError(message, { errors: [...this.attempts] });
   }
 }
 
 // ---- Judging transcripts --------------------------------------------------------------------------------------------
-
 /** An earlier attempt at a transcript (a batch result) that the chain starts from. */
 type PriorAttempt = { error: EvalError; answers: JudgeAnswer[]; promptSha?: string };
 /** Judges transcripts `concurrency` at a time; stops starting new ones once the run is stopping. */
@@ -720,10 +679,7 @@ async function judgeConcurrently(run: Run, items: (TranscriptRef & { prior?: Pri
   if (defect) throw defect.reason;
 }
 
-/**
- * Judges one transcript through the chain (after a `prior` batch attempt, when given) and records the outcome, saying
- * once what failed and when a fallback scored. A failure that stops the run aborts it; any other is this transcript's.
- */
+/** Judges one transcript through the chain, after a `prior` batch attempt if any, and writes or reports the outcome. */
 async function judgeTranscript(run: Run, ref: TranscriptRef, judges: Judge[], prior?: PriorAttempt): Promise<void> {
   const label = `${ref.model}/${ref.task_id}`;
   const [startedAt, answers] = [performance.now(), [...(prior?.answers ?? [])]];
@@ -764,10 +720,7 @@ type Outcome = { judge?: string; verdict?: JudgeVerdict; error?: EvalError; atte
   startedAt: number;
 };
 
-/**
- * Writes one judged transcript: its audit line first, then its CSV row, so every row is traceable. `sync: false`
- * defers the fsync to a caller that can still redo the work (batch results, until their batch is closed).
- */
+/** Writes the audit line, then the row (so every row is traced); `sync: false` while a batch can still be re-read. */
 function recordOutcome(run: Run, ref: TranscriptRef, outcome: Outcome, sync = true) {
   const { verdict, error, answers, attempts } = outcome;
   const total = (kind: keyof JudgeAnswer['usage']) => answers.reduce((sum, answer) => sum + answer.usage[kind], 0);
@@ -797,7 +750,6 @@ function recordOutcome(run: Run, ref: TranscriptRef, outcome: Outcome, sync = tr
 }
 
 // ---- Parsing the judge's answer: exactly right, or a loud failure ---------------------------------------------------
-
 /** The zod schema of a judge answer, derived from the rubric once: exactly its dimensions, each an allowed integer. */
 const judgeAnswerSchema = cachedByObject((rubric: Rubric) => {
   const scores = rubric.dimensions.map((dimension) => [dimension.name, z.literal(allowedScores(dimension))]);
@@ -839,10 +791,7 @@ export function verdictFromAnswer(answer: JudgeAnswer, rubric: Rubric): JudgeVer
   }
 }
 
-/**
- * Finds the JSON of an answer: the whole text, else the one Markdown fence (labelled json or not). A fence closes only
- * at the end of a line: a JSON string holds no raw line break, so backticks inside `notes` cannot close it.
- */
+/** The answer's JSON: all of it, or its one fence, which closes only at a line end (so backticks in notes cannot). */
 function extractJson(answerText: string): unknown {
   const trimmed = answerText.trim();
   if (trimmed === '') throw new EvalJudgeResponseError('empty answer');
@@ -894,7 +843,6 @@ function findDuplicateKey(json: string): string | undefined {
 }
 
 // ---- The output: a lock, the CSV and the audit log, each line complete in one write and flushed to disk -------------
-
 export type ScoreRow = { task_id: string; model: string; scores: Record<string, number>; notes: string };
 /** Takes the lock, opens the CSV (repairing a torn last line) and the audit log; refuses paths it cannot write. */
 function openOutput(options: RunOptions, rubric: Rubric) {
@@ -944,10 +892,7 @@ export class ScoreFile {
     readonly repairedBytes: number,
   ) {}
 
-  /**
-   * Opens (or creates, with its header) the CSV. A header that differs from the rubric's columns, or a malformed row,
-   * is an error that leaves the file as it was; a torn last line (a crash mid-write) is cut off, unless only read.
-   */
+  /** Opens or creates the CSV; a wrong header or row is refused untouched, a torn last line (a crash) is cut off. */
   static open(file: string, dimensions: string[], { readOnly = false } = {}): ScoreFile {
     const columns = ['task_id', 'model', ...dimensions, 'notes'];
     const content = fs.existsSync(file) ? fs.readFileSync(file) : Buffer.alloc(0);
@@ -997,10 +942,7 @@ export function writeScores(file: string, rows: ScoreRow[], dimensions: string[]
   }
 }
 
-/**
- * The CSV's data rows, checked against the columns, and where its complete lines end: a last line without its line
- * break, or one cut inside quotes, is a torn write. Rows are collected as parsed, so a torn tail's error keeps them.
- */
+/** The rows, checked, and where complete lines end: a last line without its break, or cut inside quotes, is torn. */
 function readScoreRows(file: string, content: Buffer, columns: string[]) {
   const records: { fields: string[]; line: number }[] = [];
   let [completeBytes, line] = [0, 1];
@@ -1021,7 +963,8 @@ function readScoreRows(file: string, content: Buffer, columns: string[]) {
   }
   const [header, ...rows] = records;
   if (header ? header.fields.join(',') !== columns.join(',') : !csvLine(columns).startsWith(content.toString())) {
-    const differs = `its header "${header?.fields.join(',') ?? content}" differs from the rubric's columns "${columns}"`;
+    const found = header?.fields.join(',') ?? content;
+    const differs = `its header "${found}" differs from the rubric's columns "${columns}"`;
     throw new EvalConfigurationError(`${file}: ${differs}; write to another --output`);
   }
   const bad = rows.find((row) => row.fields.length !== columns.length);
@@ -1052,11 +995,7 @@ function isProcessAlive(pid: number): boolean {
   }
 }
 
-/**
- * Takes the lock next to the output, taking over a stale one; returns its release. A lock appears with its pid
- * already inside (hard link of a written temp file); a stale lock is removed only by the one run that holds
- * `<lock>.takeover` (also made by link), and only if it still names the dead process.
- */
+/** Takes the lock, born holding our pid (a hard link); a stale one is removed only under `<lock>.takeover`. */
 export function acquireLock(output: string): () => void {
   const [lock, takeover, temp] = [`${output}.lock`, `${output}.lock.takeover`, `${output}.lock.${process.pid}.tmp`];
   const pidIn = (file: string) => {
@@ -1113,7 +1052,6 @@ export function acquireLock(output: string): () => void {
 }
 
 // ---- Message Batches: the same judgements at half the price, asynchronously -----------------------------------------
-
 /** A short, stable batch `custom_id` for a pair: at most 64 characters of [A-Za-z0-9_-]. */
 export const batchCustomId = (taskId: string, model: string) => `t_${sha256(pairKey(taskId, model)).slice(0, 32)}`;
 /** Splits requests into batches within the API's limits on count and size (each request's JSON counts). */
@@ -1133,112 +1071,89 @@ export function* splitIntoBatches<T extends { bytes: number }>(items: Iterable<T
 /** Judges the pending transcripts through Message Batches: resume, submit, judge the rest directly, poll, collect. */
 async function judgeInBatches(run: Run, pending: TranscriptRef[]): Promise<void> {
   const { signal } = run.controller;
-  const stateFile = `${run.options.output}.batches.json`;
-  const state = readBatchState(stateFile);
-  const api = batchApi(run);
-  await resumeBatches(run, api, state, stateFile);
-  const inBatches = pairsInBatches(state);
-  const fresh = pending.filter((ref) => !inBatches.has(pairKey(ref.task_id, ref.model)));
-  const direct = await submitBatches(run, api, state, stateFile, fresh);
-  run.progress.total = direct.length + pairsInBatches(state).size;
+  const batches = new BatchState(`${run.options.output}.batches.json`);
+  await resumeBatches(run, batches);
+  const fresh = pending.filter((ref) => !batches.pairs().has(pairKey(ref.task_id, ref.model)));
+  const direct = await submitBatches(run, batches, fresh);
+  run.progress.total = direct.length + batches.pairs().size;
   await judgeConcurrently(run, direct, run.judges);
   const interval = run.options.pollInterval * 1000;
-  for (let polls = 0; state.batches.length > 0 && !signal.aborted; polls++) {
+  for (let polls = 0; batches.entries.length > 0 && !signal.aborted; polls++) {
     const counts = { processing: 0, succeeded: 0, errored: 0, canceled: 0, expired: 0 };
-    for (const entry of [...state.batches]) {
+    for (const entry of [...batches.entries]) {
       try {
-        const batch = await api.retrieve(entry.id!);
+        const batch = await classified(run.judges[0]!, run.judges[0]!.client.messages.batches.retrieve(entry.id!));
         for (const key of Object.keys(counts) as (keyof typeof counts)[]) counts[key] += batch.request_counts[key];
         if (batch.processing_status !== 'ended') continue;
-        await collectBatchResults(run, api, entry);
+        await collectBatchResults(run, entry);
       } catch (error) {
         if (!(error instanceof EvalError) || decide(error).action !== 'next-judge') throw error;
         run.progress.log(`batch ${entry.id}: ${error.message}; trying again at the next poll`);
         continue;
       }
-      if (signal.aborted) break;
-      state.batches = state.batches.filter((candidate) => candidate !== entry);
-      writeBatchState(stateFile, state);
+      if (!signal.aborted) batches.remove(entry); // its rows are on disk
     }
-    if (state.batches.length === 0) break;
     const counted = Object.entries(counts).map(([key, value]) => `${value} ${key}`);
-    run.progress.log(`batches pending ${state.batches.length}: ${counted.join(', ')}`);
+    if (batches.entries.length) run.progress.log(`batches pending ${batches.entries.length}: ${counted.join(', ')}`);
     await sleepUnlessAborted(Math.min(interval * 1.5 ** polls, interval * 10), signal).catch(() => {});
   }
-  if (state.batches.length > 0 && signal.reason instanceof EvalInterruptedError) {
-    const ids = state.batches.map((entry) => entry.id).join(', ');
-    const advice = `rerun the same command to resume polling them (state: ${stateFile})`;
+  if (batches.entries.length > 0 && signal.reason instanceof EvalInterruptedError) {
+    const ids = batches.entries.map((entry) => entry.id).join(', ');
+    const advice = `rerun the same command to resume polling them (state: ${batches.file})`;
     run.progress.log(`batch(es) ${ids} left running at Anthropic, not cancelled; ${advice}`);
   }
 }
 
-/** The primary judge's batch endpoints, with SDK errors classified like every other call. */
-function batchApi(run: Run) {
-  const primary = run.judges[0]!;
-  const batches = primary.client.messages.batches;
-  const classified = <T>(call: () => Promise<T>) =>
-    call().catch((error) => {
-      throw classifyApiError(error, primary);
-    });
-  return {
-    primary,
-    create: (requests: { custom_id: string; params: Request }[]) =>
-      withRetries(primary, () => classified(() => batches.create({ requests })), run.controller.signal),
-    retrieve: (id: string) => classified(() => batches.retrieve(id)),
-    /** The results, one at a time; a download cut off midway (even inside a line) is retried at the next poll. */
-    async *results(id: string) {
-      try {
-        for await (const item of await batches.results(id)) yield item;
-      } catch (error) {
-        if (!(error instanceof SyntaxError)) throw classifyApiError(error, primary);
-        const options = { cause: error, judge: primary.model };
-        throw new EvalProviderError(`batch ${id} results were cut off: ${error.message}`, options);
-      }
-    },
-  };
-}
-type BatchApi = ReturnType<typeof batchApi>;
-const readBatchState = (file: string): BatchState =>
-  fs.existsSync(file) ? loadValidated(file, BatchStateSchema, EvalConfigurationError) : { version: 1, batches: [] };
-
-function writeBatchState(file: string, state: BatchState): void {
-  if (state.batches.length === 0) fs.rmSync(file, { force: true });
-  else replaceFileDurably(file, `${JSON.stringify(state)}\n`);
+/** The batches submitted, not yet collected, kept beside the output: a rerun resumes them instead of paying twice. */
+class BatchState {
+  entries: BatchEntry[];
+  constructor(readonly file: string) {
+    const empty = { version: 1 as const, batches: [] };
+    this.entries = (
+      fs.existsSync(file) ? loadValidated(file, BatchStateSchema, EvalConfigurationError) : empty
+    ).batches;
+  }
+  /** The (task_id, model) pairs of the pending batches, as pair keys. */
+  pairs = () =>
+    new Set(
+      this.entries.flatMap((entry) => Object.values(entry.requests).map(([task, model]) => pairKey(task, model))),
+    );
+  save(): void {
+    if (this.entries.length === 0) fs.rmSync(this.file, { force: true });
+    else replaceFileDurably(this.file, `${JSON.stringify({ version: 1, batches: this.entries })}\n`);
+  }
+  remove(entry: BatchEntry): void {
+    this.entries = this.entries.filter((candidate) => candidate !== entry);
+    this.save();
+  }
 }
 
-const pairsInBatches = (state: BatchState) =>
-  new Set(state.batches.flatMap((entry) => Object.values(entry.requests).map(([task, model]) => pairKey(task, model))));
-
-/**
- * Checks the batches a previous run left in the state file: one still being submitted when that run stopped may exist
- * unknown to us, so the run refuses rather than pay twice; one the API no longer knows is dropped.
- */
-async function resumeBatches(run: Run, api: BatchApi, state: BatchState, stateFile: string): Promise<void> {
-  const unsure = state.batches.find((entry) => entry.id === null);
+/** Checks the pending batches: one maybe created but not recorded stops the run (no double pay); a lost one goes. */
+async function resumeBatches(run: Run, batches: BatchState): Promise<void> {
+  const unsure = batches.entries.find((entry) => entry.id === null);
   if (unsure) {
     const count = Object.keys(unsure.requests).length;
     const batch = `a batch of ${count} transcript(s) to ${unsure.judge} at ${unsure.submitted_at}, which may exist`;
     const advice = "check the Console's batches, then delete that entry (or the file) to submit them again";
-    throw new EvalConfigurationError(`${stateFile}: a previous run stopped while submitting ${batch}; ${advice}`);
+    throw new EvalConfigurationError(`${batches.file}: a previous run stopped while submitting ${batch}; ${advice}`);
   }
-  for (const entry of [...state.batches]) {
+  for (const entry of [...batches.entries]) {
     try {
-      await api.retrieve(entry.id!);
+      await classified(run.judges[0]!, run.judges[0]!.client.messages.batches.retrieve(entry.id!));
     } catch (error) {
       const gone = error instanceof EvalConfigurationError && error.cause instanceof sdk!.NotFoundError;
       if (!gone && error instanceof EvalError && decide(error).action === 'next-judge') continue; // polled again later
       if (!gone) throw error;
       const lost = `is unknown to the API (expired, deleted, or another workspace's key)`;
       const again = `its ${Object.keys(entry.requests).length} transcript(s) are submitted again`;
-      run.progress.log(`warning: batch ${entry.id} in ${stateFile} ${lost}; ${again}`);
-      state.batches = state.batches.filter((candidate) => candidate !== entry);
-      writeBatchState(stateFile, state);
+      run.progress.log(`warning: batch ${entry.id} in ${batches.file} ${lost}; ${again}`);
+      batches.remove(entry);
     }
   }
-  run.summary.batchesResumed = state.batches.map((entry) => entry.id!);
+  run.summary.batchesResumed = batches.entries.map((entry) => entry.id!);
   const ids = `${run.summary.batchesResumed.join(', ')}; their transcripts are not submitted again`;
-  const resuming = `resuming ${state.batches.length} pending batch(es) from ${stateFile}`;
-  if (state.batches.length) run.progress.log(`${resuming}: ${ids}`);
+  if (batches.entries.length)
+    run.progress.log(`resuming ${batches.entries.length} pending batch(es) from ${batches.file}: ${ids}`);
 }
 
 /** The batch requests of the transcripts the primary judge can take; the others go to `direct`, for the chain. */
@@ -1262,71 +1177,73 @@ function* batchRequests(inputs: Pick<Run, 'prepare' | 'rubric'>, refs: Ref[], pr
 }
 
 /** Submits transcripts as batches, each recorded in the state file before and after its create call. */
-async function submitBatches(run: Run, api: BatchApi, state: BatchState, stateFile: string, refs: TranscriptRef[]) {
-  const direct: TranscriptRef[] = [];
-  for (const chunk of splitIntoBatches(batchRequests(run, refs, api.primary, direct))) {
+async function submitBatches(run: Run, batches: BatchState, refs: TranscriptRef[]) {
+  const [primary, direct] = [run.judges[0]!, [] as TranscriptRef[]];
+  for (const chunk of splitIntoBatches(batchRequests(run, refs, primary, direct))) {
     if (run.controller.signal.aborted) break;
     const requests: BatchEntry['requests'] = {};
     for (const { request, ref, promptSha } of chunk) requests[request.custom_id] = [ref.task_id, ref.model, promptSha];
-    const entry: BatchEntry = { id: null, judge: api.primary.model, submitted_at: new Date().toISOString(), requests };
-    state.batches.push(entry);
-    writeBatchState(stateFile, state); // before the create call: a crash after it leaves a trace, not an unknown batch
+    const entry: BatchEntry = { id: null, judge: primary.model, submitted_at: new Date().toISOString(), requests };
+    batches.entries.push(entry);
+    batches.save(); // before the create call: a crash after it leaves a trace, not an unknown batch
+    const create = () =>
+      classified(primary, primary.client.messages.batches.create({ requests: chunk.map((item) => item.request) }));
     try {
-      entry.id = (await api.create(chunk.map((item) => item.request))).id as string;
+      entry.id = (await withRetries(primary, create, run.controller.signal)).id;
     } catch (error) {
       // A 4xx or 529 means no batch was made; after another 5xx, a lost connection or a timeout it may exist.
       const status = ((error as Error).cause as { status?: number } | undefined)?.status;
-      if (status !== undefined && (status < 500 || status === 529)) {
-        state.batches.pop();
-        writeBatchState(stateFile, state);
-      }
+      if (status !== undefined && (status < 500 || status === 529)) batches.remove(entry);
       throw error;
     }
-    writeBatchState(stateFile, state);
-    run.summary.batchesCreated.push(entry.id!);
-    run.progress.log(`submitted batch ${entry.id}: ${chunk.length} request(s) to ${api.primary.model}`);
+    batches.save();
+    run.summary.batchesCreated.push(entry.id);
+    run.progress.log(`submitted batch ${entry.id}: ${chunk.length} request(s) to ${primary.model}`);
   }
   return direct;
 }
 
-/**
- * Streams one ended batch's results into rows. A failed or unusable result, a missing one, or one whose prompt has
- * changed since submission (an edited transcript, task, reference key or rubric) goes through the chain.
- */
-async function collectBatchResults(run: Run, api: BatchApi, entry: BatchEntry): Promise<void> {
-  const rejudge: (TranscriptRef & { prior: PriorAttempt })[] = [];
-  const refOf = (task_id: string, model: string) => ({
-    task_id,
-    model,
-    path: path.join(run.options.transcripts, model, `${task_id}.json`),
-  });
+/** Writes a batch's results; a failed, unusable, missing or stale (prompt since edited) one goes through the chain. */
+async function collectBatchResults(run: Run, entry: BatchEntry): Promise<void> {
+  const primary = run.judges[0]!;
+  const [rejudge, seen] = [[] as (TranscriptRef & { prior: PriorAttempt })[], new Set<string>()];
+  const refOf = (task_id: string, model: string) => transcriptRef(run.options.transcripts, model, task_id);
   const unusable = (message: string) => new EvalJudgeResponseError(message, { judge: entry.judge });
-  const seen = new Set<string>();
-  for await (const { custom_id, result } of api.results(entry.id!)) {
-    const [taskId, model, promptSha] = entry.requests[custom_id] ?? [];
-    if (!taskId || !model || !promptSha) {
-      run.progress.log(`batch ${entry.id}: ignoring a result with unknown custom_id ${custom_id}`);
-      continue;
-    }
-    seen.add(custom_id);
-    if (run.scoreFile.done.has(pairKey(taskId, model))) continue; // written before a crash; the batch is re-read
-    const [ref, answers] = [refOf(taskId, model), [] as JudgeAnswer[]];
-    try {
-      if (result.type !== 'succeeded') {
-        const detail = result.type === 'errored' ? `: ${result.error.error.type}: ${result.error.error.message}` : '';
-        throw new EvalProviderError(`batch request ${result.type}${detail}`, { judge: entry.judge });
+  try {
+    const results = await classified(primary, primary.client.messages.batches.results(entry.id!));
+    for await (const { custom_id, result } of results) {
+      const [taskId, model, promptSha] = entry.requests[custom_id] ?? [];
+      if (!taskId || !model || !promptSha) {
+        run.progress.log(`batch ${entry.id}: ignoring a result with unknown custom_id ${custom_id}`);
+        continue;
       }
-      answers.push(answerFromMessage(result.message, entry.judge, 0));
-      const changed = 'the batch answer judged a prompt that has changed since it was submitted';
-      if (run.prepare(ref).promptSha !== promptSha) throw unusable(changed);
-      const verdict = verdictFromAnswer(answers[0]!, run.rubric);
-      const outcome = { judge: entry.judge, verdict, attempts: [], answers, promptSha, startedAt: performance.now() };
-      recordOutcome(run, ref, outcome, false);
-    } catch (failure) {
-      if (!(failure instanceof EvalError)) throw failure;
-      const error = failure instanceof EvalInputError ? unusable(failure.message) : failure;
-      rejudge.push({ ...ref, prior: { error, answers, promptSha } });
+      seen.add(custom_id);
+      if (run.scoreFile.done.has(pairKey(taskId, model))) continue; // written before a crash; the batch is re-read
+      const [ref, answers] = [refOf(taskId, model), [] as JudgeAnswer[]];
+      try {
+        if (result.type !== 'succeeded') {
+          const detail = result.type === 'errored' ? `: ${result.error.error.type}: ${result.error.error.message}` : '';
+          throw new EvalProviderError(`batch request ${result.type}${detail}`, { judge: entry.judge });
+        }
+        answers.push(answerFromMessage(result.message, entry.judge, 0));
+        const changed = 'the batch answer judged a prompt that has changed since it was submitted';
+        if (run.prepare(ref).promptSha !== promptSha) throw unusable(changed);
+        const verdict = verdictFromAnswer(answers[0]!, run.rubric);
+        const outcome = { judge: entry.judge, verdict, attempts: [], answers, promptSha, startedAt: performance.now() };
+        recordOutcome(run, ref, outcome, false);
+      } catch (failure) {
+        if (!(failure instanceof EvalError)) throw failure;
+        const error = failure instanceof EvalInputError ? unusable(failure.message) : failure;
+        rejudge.push({ ...ref, prior: { error, answers, promptSha } });
+      }
     }
+  } catch (error) {
+    // A download cut off midway, even inside a line, is retried at the next poll: the batch stays in the state file.
+    if (!(error instanceof SyntaxError)) throw error instanceof EvalError ? error : classifyApiError(error, primary);
+    throw new EvalProviderError(`batch ${entry.id} results were cut off: ${error.message}`, {
+      cause: error,
+      judge: primary.model,
+    });
   }
   for (const [customId, [taskId, model, promptSha]] of Object.entries(entry.requests)) {
     if (seen.has(customId) || run.scoreFile.done.has(pairKey(taskId, model))) continue;
@@ -1340,7 +1257,6 @@ async function collectBatchResults(run: Run, api: BatchApi, entry: BatchEntry): 
 }
 
 // ---- The command line -----------------------------------------------------------------------------------------------
-
 /** Runs the CLI on the user's arguments and returns its exit status; importing this file runs nothing. */
 export async function main(argv: string[], io: IO): Promise<number> {
   let options: RunOptions;
@@ -1407,10 +1323,7 @@ function buildCli(io: IO): Command {
     .exitOverride();
 }
 
-/**
- * Prints the prompt of the first selected transcript (with --batch: of the first request that would be sent, and how
- * many requests and batches); calls nothing, writes nothing, needs no key.
- */
+/** Prints the first prompt (with --batch: of the first request, and how many requests and batches); sends nothing. */
 function dryRun(options: RunOptions, { env, stdout, stderr }: IO): number {
   const inputs = loadInputs(options);
   const { judge } = loadModelsConfig(options.models);
@@ -1430,7 +1343,7 @@ function dryRun(options: RunOptions, { env, stdout, stderr }: IO): number {
   }
   const dimensions = rubricDimensions(inputs.rubric);
   const scored = options.rescore ? new Set() : ScoreFile.open(options.output, dimensions, { readOnly: true }).done;
-  const inBatches = pairsInBatches(readBatchState(`${options.output}.batches.json`));
+  const inBatches = new BatchState(`${options.output}.batches.json`).pairs();
   const unsent = (ref: Ref) => ![scored, inBatches].some((pairs) => pairs.has(pairKey(ref.task_id, ref.model)));
   const refs = inputs.selected.filter(unsent);
   const [primary, direct] = [{ model: judgeModel(judge, env), config: judge }, [] as TranscriptRef[]];
@@ -1462,36 +1375,30 @@ function formatSummary(summary: RunSummary, output: string): string {
 
 /** The live progress line on a terminal; plain lines, without control characters, elsewhere. */
 class Progress {
+  total = 0;
   private lastDraw = 0;
   private readonly started = Date.now();
-  total = 0;
-  constructor(
-    private readonly io: IO,
-    private readonly summary: RunSummary,
-  ) {}
-
+  constructor(private readonly run: { stderr: Stream; summary: RunSummary }) {}
   update(force = false): void {
-    if (!this.io.stderr.isTTY || (!force && Date.now() - this.lastDraw < 100)) return;
+    const { stderr, summary } = this.run;
+    if (!stderr.isTTY || (!force && Date.now() - this.lastDraw < 100)) return;
     this.lastDraw = Date.now();
-    const done = this.summary.scored + this.summary.failed.length;
+    const done = summary.scored + summary.failed.length;
     const rate = done / Math.max((Date.now() - this.started) / 1000, 0.001);
     const eta = rate > 0 ? `${Math.ceil(Math.max(this.total - done, 0) / rate)} s` : '?';
-    const line = `judged ${done}/${this.total}, failed ${this.summary.failed.length}, ${rate.toFixed(1)}/s, ETA ${eta}`;
-    this.io.stderr.write(`\r\x1b[2K${line}`);
+    const line = `judged ${done}/${this.total}, failed ${summary.failed.length}, ${rate.toFixed(1)}/s, ETA ${eta}`;
+    stderr.write(`\r\x1b[2K${line}`);
   }
-
   log(message: string): void {
-    this.io.stderr.write(`${this.io.stderr.isTTY ? '\r\x1b[2K' : ''}${oneLine(message)}\n`);
+    this.run.stderr.write(`${this.run.stderr.isTTY ? '\r\x1b[2K' : ''}${oneLine(message)}\n`);
     this.update(true);
   }
-
   end(): void {
-    if (this.io.stderr.isTTY) this.io.stderr.write('\r\x1b[2K');
+    if (this.run.stderr.isTTY) this.run.stderr.write('\r\x1b[2K');
   }
 }
 
 // ---- Small helpers --------------------------------------------------------------------------------------------------
-
 function newSummary(selected: number) {
   const failed: { label: string; reason: string }[] = [];
   const [batchesCreated, batchesResumed] = [[] as string[], [] as string[]];
@@ -1504,11 +1411,15 @@ const pairKey = (taskId: string, model: string) => `${model}\u0000${taskId}`;
 const sha256 = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
 const isRecord = (value: unknown): value is Record<string, unknown> =>
   !!value && typeof value === 'object' && !Array.isArray(value);
+const transcriptRef = (dir: string, model: string, taskId: string) =>
+  ({ task_id: taskId, model, path: path.join(dir, model, `${taskId}.json`) }) as TranscriptRef;
 const listDir = (dir: string) => fs.readdirSync(dir, { withFileTypes: true });
 const compareText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 const byNumber = (a: number, b: number) => a - b;
 const orList = (values: number[]) => values.join(', ').replace(/, (?=[^,]*$)/, ' or ');
-const csvLine = (cells: (string | number)[]) => stringifyCsv([cells], { record_delimiter: '\n' });
+/** One CSV record; a field with a line break is quoted, so reading it back (CRLF files too) gives the same field. */
+const csvLine = (cells: (string | number)[]) =>
+  stringifyCsv([cells], { record_delimiter: '\n', quoted_match: /[\r\n]/ });
 /** Sleeps for `ms`; an abort ends the wait by throwing the abort's reason. */
 const sleepUnlessAborted = (ms: number, signal: AbortSignal) =>
   sleep(ms, undefined, { signal }).catch(() => signal.throwIfAborted());
@@ -1547,19 +1458,19 @@ function appendDurably(fd: number, content: string, sync = true): void {
 
 /** Replaces a file atomically: temp file, fsync, rename, fsync of the folder; never a partial file. */
 function replaceFileDurably(file: string, content: string): void {
-  const [temp, closing] = [
-    `${file}.${process.pid}.tmp`,
-    (fd: number, use: (fd: number) => void) => {
-      try {
-        use(fd);
-      } finally {
-        fs.closeSync(fd);
-      }
-    },
-  ];
-  closing(fs.openSync(temp, 'w'), (fd) => appendDurably(fd, content));
+  const temp = `${file}.${process.pid}.tmp`;
+  withFd(fs.openSync(temp, 'w'), (fd) => appendDurably(fd, content));
   fs.renameSync(temp, file);
-  closing(fs.openSync(path.dirname(file), 'r'), fs.fsyncSync);
+  withFd(fs.openSync(path.dirname(file), 'r'), fs.fsyncSync); // the rename itself is durable once its folder is
+}
+
+/** Uses a file descriptor and always closes it. */
+function withFd(fd: number, use: (fd: number) => void): void {
+  try {
+    use(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
 }
 
 /** Reads the API's rate-limit headers (`anthropic-ratelimit-requests-*`), when it sent them. */
@@ -1617,11 +1528,8 @@ function nearestKeyHint(key: string, known: string[]): string {
 
 /** True when this file is the program being run, not a module imported by tests. */
 export function isEntryModule(moduleUrl: string, argv1: string | undefined = process.argv[1]): boolean {
-  try {
-    return argv1 !== undefined && fs.realpathSync(argv1) === fs.realpathSync(fileURLToPath(moduleUrl));
-  } catch {
-    return false;
-  }
+  const real = (file: string) => (fs.existsSync(file) ? fs.realpathSync(file) : file);
+  return argv1 !== undefined && real(argv1) === real(fileURLToPath(moduleUrl));
 }
 
 if (isEntryModule(import.meta.url)) {
