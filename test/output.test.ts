@@ -1,0 +1,937 @@
+// Output stage: the CSV (formula escaping, header, reading it back, torn tails), resume and --rescore, crash safety,
+// the lock, the audit log, and outputs that cannot be written.
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import { createRequire, syncBuiltinESMExports } from 'node:module';
+import * as path from 'node:path';
+import { describe, test } from 'node:test';
+import type { TestContext } from 'node:test';
+import { pathToFileURL } from 'node:url';
+import {
+  DIMENSIONS,
+  EXPECTED_HEADER,
+  SCRIPT,
+  TSX_LOADER,
+  csvRows,
+  goodScores,
+  mentioning,
+  readCsv,
+  readLog,
+  rowCount,
+  runMain,
+  setupRun,
+  sha256,
+  tagOf,
+  tempDir,
+  waitFor,
+} from './helpers.ts';
+import type { Workspace } from './helpers.ts';
+import type { RecordedRequest } from './fake-anthropic.ts';
+import type { ScoreRow } from '../run-judge.ts';
+
+// Destructured, not imported by name: a renamed export then fails its own tests, not the whole file.
+const { ScoreFile, acquireLock, escapeFormula, writeScores } = await import('../run-judge.ts');
+
+// ---------------------------------------------------------------------------------------------
+// Local helpers
+// ---------------------------------------------------------------------------------------------
+
+const allKeys = (ws: Workspace) => ws.pairs.map((pair) => `${pair.model}/${pair.task_id}`).sort();
+const modelOf = (req: RecordedRequest) => req.body?.model as string;
+/** The "model/task" of each request since `from`, sorted. */
+const judgedSince = (requests: RecordedRequest[], from: number) => requests.slice(from).map(tagOf).sort();
+
+/** The CSV ends with a complete line and parses strictly with the rubric's header and no duplicate pair; its keys sorted. */
+function wellFormedCsv(file: string): string[] {
+  assert.ok(fs.readFileSync(file, 'utf8').endsWith('\n'), 'the CSV ends with a complete line');
+  const records = readCsv(file);
+  assert.equal(records[0]!.join(','), EXPECTED_HEADER);
+  for (const record of records) assert.equal(record.length, DIMENSIONS.length + 3, JSON.stringify(record));
+  const keys = csvRows(file).map((row) => row.key);
+  assert.equal(new Set(keys).size, keys.length, `no duplicate pair in ${keys.join(' ')}`);
+  return keys.sort();
+}
+
+/** The pid of a process that has exited and been reaped. */
+const deadPid = () => spawnSync(process.execPath, ['-e', '']).pid!;
+
+/** The pid of another live process, killed after the test. */
+async function livePid(t: TestContext): Promise<number> {
+  const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60_000)'], { stdio: 'ignore' });
+  t.after(() => child.kill('SIGKILL'));
+  await new Promise((resolve) => child.once('spawn', resolve));
+  return child.pid!;
+}
+
+/**
+ * Runs `fn` while every read of `file` through node:fs (run-judge's included) calls `after` once the read returned;
+ * reads made from inside `after` are not hooked.
+ */
+function afterReading<T>(file: string, after: () => void, fn: () => T): T {
+  const fsModule = createRequire(import.meta.url)('node:fs') as typeof fs;
+  const original = fsModule.readFileSync;
+  let inside = false;
+  fsModule.readFileSync = ((...args: Parameters<typeof original>) => {
+    const result = original(...args);
+    if (args[0] === file && !inside) {
+      inside = true;
+      try {
+        after();
+      } finally {
+        inside = false;
+      }
+    }
+    return result;
+  }) as typeof original;
+  syncBuiltinESMExports();
+  try {
+    return fn();
+  } finally {
+    fsModule.readFileSync = original;
+    syncBuiltinESMExports();
+  }
+}
+
+/** The pid of a zombie: a child that has exited but that its parent (a shell exec'd into sleep) never reaps. */
+async function zombiePid(t: TestContext): Promise<number> {
+  const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 60'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  t.after(() => parent.kill('SIGKILL'));
+  let out = '';
+  parent.stdout!.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+  await waitFor(() => out.includes('\n'), 10_000, 'the shell to start its child');
+  const pid = Number.parseInt(out, 10);
+  const state = () => fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0];
+  await waitFor(() => state() === 'Z', 10_000, `process ${pid} to become a zombie`);
+  return pid;
+}
+
+/** The number of file descriptors this process holds open. */
+const openFds = () => fs.readdirSync('/proc/self/fd').length;
+
+const row = (task_id: string, notes = 'ok', model = 'stub'): ScoreRow => ({
+  task_id,
+  model,
+  scores: goodScores({ error_diagnosis: 1 }) as Record<string, number>,
+  notes,
+});
+const dimensions = [...DIMENSIONS];
+const header = (dims: readonly string[] = DIMENSIONS) => `${['task_id', 'model', ...dims, 'notes'].join(',')}\n`;
+
+// ---------------------------------------------------------------------------------------------
+// Writing the CSV
+// ---------------------------------------------------------------------------------------------
+
+describe('escapeFormula: a notes cell a spreadsheet would run as a formula gets a leading quote', () => {
+  const escaped: [string, string][] = [
+    ['=', '=HYPERLINK("x")'],
+    ['+', '+1+2'],
+    ['-', '-2+3'],
+    ['@', '@SUM(A1)'],
+    ['tab', '\tcmd'],
+    ['CR', '\r=1'],
+    ['= after spaces', '   =1+1'],
+    ['@ after a space', ' @SUM(A1)'],
+  ];
+  for (const [label, notes] of escaped) {
+    test(`a cell starting with ${label} is prefixed with '`, () => {
+      assert.equal(escapeFormula(notes), `'${notes}`);
+    });
+  }
+
+  test('text that only contains those characters later is untouched', () => {
+    for (const notes of ['Good scaffolding; 2 = 2 later.', 'a-b', 'score 1+1', '', 'email a@b.c', "'already quoted"]) {
+      assert.equal(escapeFormula(notes), notes);
+    }
+  });
+});
+
+describe('writeScores: rows appended under a header taken from the rubric', () => {
+  test('creates missing parent folders', (t) => {
+    const file = path.join(tempDir(t), 'a', 'b', 'scores.csv');
+    writeScores(file, [row('p1')], dimensions);
+    assert.equal(fs.readFileSync(file, 'utf8'), `${header()}p1,stub,2,2,1,2,2,2,ok\n`);
+  });
+
+  test('the header is written once across two calls; rows follow in order, one line each', (t) => {
+    const file = path.join(tempDir(t), 'scores.csv');
+    writeScores(file, [row('p1')], dimensions);
+    writeScores(file, [row('p2'), row('p3', 'fine', 'tutor')], dimensions);
+    assert.equal(
+      fs.readFileSync(file, 'utf8'),
+      `${EXPECTED_HEADER}\np1,stub,2,2,1,2,2,2,ok\np2,stub,2,2,1,2,2,2,ok\np3,tutor,2,2,1,2,2,2,fine\n`,
+    );
+  });
+
+  test('the columns are the rubric dimensions in the order given: header and scores follow it', (t) => {
+    const file = path.join(tempDir(t), 'scores.csv');
+    const reversed = [...DIMENSIONS].reverse();
+    writeScores(file, [row('p1')], reversed);
+    // error_diagnosis (scored 1) is the third dimension, so the fourth from the end.
+    assert.equal(fs.readFileSync(file, 'utf8'), `${header(reversed)}p1,stub,2,2,2,1,2,2,ok\n`);
+  });
+
+  test('notes with commas, quotes, line breaks and non-ASCII text read back exactly', (t) => {
+    const file = path.join(tempDir(t), 'scores.csv');
+    const notes = [
+      'He said "no", then\nleft, twice.\r\nEnd "quoted, too"',
+      'a\rb',
+      'ends with a break\n',
+      '"',
+      'naïve 😀',
+    ];
+    writeScores(file, [...notes.map((text, i) => row(`p${i}`, text)), row('plain')], dimensions);
+    const records = readCsv(file);
+    assert.equal(records.length, notes.length + 2);
+    assert.deepEqual(records[1], ['p0', 'stub', '2', '2', '1', '2', '2', '2', notes[0]]);
+    assert.deepEqual(
+      records.slice(1).map((record) => record[8]),
+      [...notes, 'ok'],
+    );
+  });
+
+  test('formula-like notes are written with a leading quote', (t) => {
+    const file = path.join(tempDir(t), 'scores.csv');
+    writeScores(file, [row('p1', '=cmd|calc')], dimensions);
+    assert.equal(readCsv(file)[1]![8], "'=cmd|calc");
+  });
+
+  const foreign: [string, string][] = [
+    ['a file with a different header', 'task_id,model,old_dimension,notes\np0,stub,2,"x, y"\n'],
+    [
+      'a file with a different header and CRLF line endings',
+      'task_id,model,old_dimension,notes\r\np0,stub,2,"x, y"\r\n',
+    ],
+    ['a foreign one-line file without a trailing newline (not cut off as a torn line)', 'name,amount'],
+  ];
+  for (const [label, content] of foreign) {
+    test(`${label} → EvalConfigurationError naming it; the file is byte-identical`, (t) => {
+      const file = path.join(tempDir(t), 'scores.csv');
+      fs.writeFileSync(file, content);
+      assert.throws(() => writeScores(file, [row('p1')], dimensions), {
+        name: 'EvalConfigurationError',
+        message: mentioning(file, 'header', 'another --output'),
+      });
+      assert.equal(fs.readFileSync(file, 'utf8'), content);
+    });
+  }
+
+  test('a torn last line is cut off before the new rows are appended', (t) => {
+    const file = path.join(tempDir(t), 'scores.csv');
+    writeScores(file, [row('p1')], dimensions);
+    const complete = fs.readFileSync(file, 'utf8');
+    fs.appendFileSync(file, 'p2,stub,2,2,"half a no');
+    writeScores(file, [row('p3')], dimensions);
+    assert.equal(fs.readFileSync(file, 'utf8'), `${complete}p3,stub,2,2,1,2,2,2,ok\n`);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Reading the CSV back (csv-parse with byte offsets)
+// ---------------------------------------------------------------------------------------------
+
+describe('reading the CSV: a torn tail is cut off at the last complete record', () => {
+  // Complete rows whose notes hold quotes, commas, line breaks and multi-byte characters (byte offsets, not characters).
+  const complete = `${header()}p1,stub,2,2,1,2,2,2,"café — ""q"", x\n😀 line"\np2,stub,0,1,2,2,2,2,naïve\n`;
+  const tails: [string, string | Buffer][] = [
+    ['cut inside a quoted multi-line notes field', 'p3,stub,2,2,2,2,2,2,"line one\nline t'],
+    ['a whole row without its final newline', 'p3,stub,2,2,2,2,2,2,ok'],
+    ['a quoted row cut right after its closing quote', 'p3,stub,2,2,2,2,2,2,"say ""hi"""'],
+    ['cut inside a multi-byte character', Buffer.from([...Buffer.from('p3,stub,2,2,2,2,2,2,"caf'), 0xc3])],
+    ['cut after a few cells', 'p3,stub,2,'],
+  ];
+  for (const [label, tail] of tails) {
+    test(`${label}: the complete rows are kept, byte for byte`, (t) => {
+      const file = path.join(tempDir(t), 'scores.csv');
+      const torn = Buffer.concat([Buffer.from(complete), Buffer.from(tail)]);
+      fs.writeFileSync(file, torn);
+      const readOnly = ScoreFile.open(file, dimensions, { readOnly: true });
+      assert.equal(readOnly.done.size, 2);
+      assert.ok(fs.readFileSync(file).equals(torn), 'a read-only open (dry-run) changes nothing');
+      const scores = ScoreFile.open(file, dimensions);
+      scores.close();
+      assert.equal(scores.repairedBytes, Buffer.byteLength(tail));
+      assert.equal(scores.done.size, 2, 'the torn row does not count as scored');
+      assert.equal(fs.readFileSync(file, 'utf8'), complete);
+    });
+  }
+
+  test('a CSV saved with CRLF line endings (e.g. by a spreadsheet) stays readable after rows are appended', (t) => {
+    const file = path.join(tempDir(t), 'scores.csv');
+    fs.writeFileSync(file, `${EXPECTED_HEADER}\r\np1,stub,2,2,1,2,2,2,ok\r\n`);
+    writeScores(file, [row('p2'), row('p3')], dimensions);
+    const scores = ScoreFile.open(file, dimensions, { readOnly: true });
+    assert.equal(scores.done.size, 3, 'every row is read back as its own pair');
+  });
+
+  test('a torn header alone is replaced by the full header', (t) => {
+    const file = path.join(tempDir(t), 'scores.csv');
+    fs.writeFileSync(file, 'task_id,model,mathem');
+    writeScores(file, [row('p1')], dimensions);
+    assert.equal(fs.readFileSync(file, 'utf8'), `${header()}p1,stub,2,2,1,2,2,2,ok\n`);
+  });
+});
+
+describe('reading the CSV: a file that is not a valid run-judge CSV is refused, untouched', () => {
+  const first = 'p1,stub,2,2,2,2,2,2,ok\n';
+  const malformed: { label: string; content: string; line: number }[] = [
+    { label: 'a middle line with too few fields', content: `${header()}${first}p2,stub,2,ok\n${first}`, line: 3 },
+    { label: 'a blank middle line', content: `${header()}${first}\n${first}`, line: 3 },
+    {
+      // Line numbers count lines of the file, so a quoted note with a line break earlier shifts them.
+      label: 'a short line after a note spanning two lines',
+      content: `${header()}p1,stub,2,2,2,2,2,2,"one\ntwo"\np2,stub,2,ok\n`,
+      line: 4,
+    },
+    {
+      // Refusing must not repair first: the file is left exactly as it was.
+      label: 'a short middle line in a file that also has a torn tail',
+      content: `${header()}p2,stub,2,ok\n${first}p3,stub,2,2`,
+      line: 2,
+    },
+  ];
+  for (const { label, content, line } of malformed) {
+    test(`${label} → EvalInputError naming the file and line ${line}; no byte changed, no descriptor left open`, (t) => {
+      const file = path.join(tempDir(t), 'scores.csv');
+      fs.writeFileSync(file, content);
+      const fds = openFds();
+      assert.throws(() => ScoreFile.open(file, dimensions), {
+        name: 'EvalInputError',
+        message: mentioning(file, `line ${line} `, 'fields'),
+      });
+      assert.equal(fs.readFileSync(file, 'utf8'), content);
+      assert.equal(openFds(), fds, 'the refused file is closed again');
+    });
+  }
+
+  test('a stray quote inside an unquoted cell → EvalInputError naming the file; no byte changed', (t) => {
+    const file = path.join(tempDir(t), 'scores.csv');
+    const content = `${header()}p1,stub,2,2,2,2,2,2,"a"b\n${first}`;
+    fs.writeFileSync(file, content);
+    assert.throws(() => ScoreFile.open(file, dimensions), { name: 'EvalInputError', message: mentioning(file) });
+    assert.equal(fs.readFileSync(file, 'utf8'), content);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Resume, --rescore and torn tails through a whole run (in-process)
+// ---------------------------------------------------------------------------------------------
+
+describe('resume and --rescore', () => {
+  test('a rerun skips every scored pair, says how many, sends no request and leaves the CSV as it was', async (t) => {
+    const { fake, ws, run } = await setupRun(t);
+    assert.equal((await run()).code, 0);
+    const csv = fs.readFileSync(ws.output, 'utf8');
+    const before = fake.requests.length;
+    const result = await run();
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(fake.requests.length, before, 'no new request');
+    assert.match(result.stderr, /skipping 6 transcript\(s\) already scored/);
+    assert.match(result.stderr, /6 selected: 0 scored, 6 skipped/);
+    assert.equal(fs.readFileSync(ws.output, 'utf8'), csv);
+  });
+
+  test('a rerun judges only the pairs that have no row yet', async (t) => {
+    const { fake, ws, run } = await setupRun(t, {}, { models: 3 });
+    assert.equal((await run(['--task', 'proof01'])).code, 0);
+    assert.equal(fake.requests.length, 3);
+    const result = await run();
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stderr, /skipping 3 transcript\(s\)/);
+    const rest = allKeys(ws).filter((key) => !key.endsWith('proof01'));
+    assert.deepEqual(judgedSince(fake.requests, 3), rest);
+    assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws));
+  });
+
+  test('notes with commas, quotes and line breaks are read back exactly on resume: nothing is judged twice', async (t) => {
+    const notes: Record<string, string> = {
+      'm01/proof01': 'commas, many, of them',
+      'm01/proof02': 'he said "no", then ""twice""',
+      'm01/proof03': 'line one\nline two\n\nline four',
+      'm02/proof01': 'windows\r\nline, "both"',
+      'm02/proof02': 'ends with a line break\n',
+      'm02/proof03': 'a lone \r and naïve 😀',
+    };
+    const { fake, ws, run } = await setupRun(t, {
+      responder: (req) => ({ text: fake.validAnswer({}, notes[tagOf(req)!]) }),
+    });
+    assert.equal((await run(['--task', 'proof01'])).code, 0);
+    assert.equal((await run()).code, 0);
+    const csv = fs.readFileSync(ws.output, 'utf8');
+    const result = await run();
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stderr, /skipping 6 transcript\(s\)/);
+    assert.deepEqual(fake.requests.map(tagOf).sort(), allKeys(ws), 'each transcript judged exactly once');
+    assert.equal(fs.readFileSync(ws.output, 'utf8'), csv, 'the CSV is untouched');
+    const cells = Object.fromEntries(csvRows(ws.output).map((r) => [r.key, r.record[8]]));
+    assert.deepEqual(cells, notes);
+  });
+
+  test('--rescore --task proof01 replaces those rows only; the audit log keeps old and new answers', async (t) => {
+    // Notes with quotes, a comma and a line break (a quoted cell), or ending with a carriage return (an unquoted cell):
+    // the rewrite must keep the other rows as they were.
+    const note = (round: number, key = 'm01/proof01') =>
+      key.endsWith('proof03') ? `round ${round} ends with a CR\r` : `round ${round}: "quoted", a comma,\nline two`;
+    let round = 1;
+    const { fake, ws, run } = await setupRun(t, {
+      responder: (req) => ({ text: fake.validAnswer({ student_agency: round }, note(round, tagOf(req))) }),
+    });
+    assert.equal((await run()).code, 0);
+    const otherBefore = csvRows(ws.output).filter((r) => r.record[0] !== 'proof01');
+    round = 0;
+    const before = fake.requests.length;
+    const result = await run(['--rescore', '--task', 'proof01']);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stderr, /--rescore: removed 2 existing row\(s\)/);
+    assert.deepEqual(judgedSince(fake.requests, before), ['m01/proof01', 'm02/proof01']);
+    assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws), 'exactly one row per pair');
+    const rows = csvRows(ws.output);
+    for (const r of rows.filter((candidate) => candidate.record[0] === 'proof01')) {
+      assert.equal(r.record[5], '0', 'the new student_agency score');
+      assert.equal(r.record[8], note(0));
+    }
+    assert.deepEqual(
+      rows.filter((r) => r.record[0] !== 'proof01'),
+      otherBefore,
+      'the other rows are kept as they were',
+    );
+    const entries = readLog(ws.log).filter((e) => e.task_id === 'proof01' && e.model === 'm01');
+    assert.deepEqual(
+      entries.map((e) => e.notes),
+      [note(1), note(0)],
+    );
+    assert.notEqual(entries[0]!.run_id, entries[1]!.run_id);
+    assert.match(entries[0]!.answers[0]!.text, /round 1/, 'the old raw answer is still in the log');
+    assert.deepEqual(
+      fs.readdirSync(path.dirname(ws.output)).filter((f) => f.endsWith('.tmp')),
+      [],
+      'no temp file left',
+    );
+  });
+});
+
+describe('a torn last line is cut off, said so, and its transcript judged again', () => {
+  // Every note spans two lines and holds quotes and a comma, so a cut can fall inside a quoted field.
+  const noteOf = (key: string) => `${key} said "hi", then\nline two`;
+  /** Each case tears the CSV after a run; `last` is the last row's text (newline included), `key` its pair. */
+  const cases: { label: string; tear: (last: string, key: string) => string; rejudged: (key: string) => string[] }[] = [
+    { label: 'cut after a few cells', tear: (last) => last.slice(0, 15), rejudged: (key) => [key] },
+    {
+      label: 'cut inside its quoted multi-line notes field',
+      tear: (last) => last.slice(0, last.indexOf('line two')),
+      rejudged: (key) => [key],
+    },
+    { label: 'complete but for its final newline', tear: (last) => last.slice(0, -1), rejudged: (key) => [key] },
+    {
+      label: 'a torn row of a pair the workspace does not hold (nothing to judge)',
+      tear: (last) => `${last}proof09,m09,2,2,2,2,2,2,"half a note\nstill open`,
+      rejudged: () => [],
+    },
+  ];
+  for (const { label, tear, rejudged } of cases) {
+    test(`${label}: the CSV then parses strictly, with every pair once and the other rows unchanged`, async (t) => {
+      const { fake, ws, run } = await setupRun(
+        t,
+        { responder: (req) => ({ text: fake.validAnswer({}, noteOf(tagOf(req)!)) }) },
+        { models: 3 },
+      );
+      assert.equal((await run(['--concurrency', '1'])).code, 0);
+      const text = fs.readFileSync(ws.output, 'utf8');
+      const lastKey = csvRows(ws.output).at(-1)!.key;
+      const [model, task] = lastKey.split('/');
+      const start = text.lastIndexOf(`\n${task},${model},`) + 1;
+      const kept = text.slice(0, start);
+      fs.writeFileSync(ws.output, kept + tear(text.slice(start), lastKey));
+      const before = fake.requests.length;
+
+      const result = await run();
+      assert.equal(result.code, 0, result.stderr);
+      assert.ok(result.stderr.includes(`repaired ${ws.output}: removed a torn last line`), result.stderr);
+      const again = rejudged(lastKey);
+      assert.match(result.stderr, new RegExp(`skipping ${9 - again.length} transcript\\(s\\)`));
+      assert.deepEqual(judgedSince(fake.requests, before), again, 'only the torn row is judged again');
+      assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws));
+      const after = fs.readFileSync(ws.output, 'utf8');
+      assert.ok(after.startsWith(kept), 'the complete rows before the tear are unchanged');
+      for (const r of csvRows(ws.output)) assert.equal(r.record[8], noteOf(r.key));
+    });
+  }
+
+  test('a CSV holding only a torn header gets the full header, and every transcript is judged', async (t) => {
+    const { fake, ws, run } = await setupRun(t);
+    fs.mkdirSync(path.dirname(ws.output), { recursive: true });
+    fs.writeFileSync(ws.output, 'task_id,model,mathem');
+    const result = await run();
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stderr, /repaired .*torn last line/);
+    assert.equal(fake.requests.length, 6);
+    assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws));
+  });
+});
+
+describe('a CSV run-judge cannot append to stops the run before any request, untouched', () => {
+  const row1 = 'proof01,m01,2,2,2,2,2,2,ok\n';
+  const cases: { label: string; content: string; mentions: string[] }[] = [
+    {
+      label: 'a malformed middle line (wrong field count)',
+      content: `${header()}${row1}proof02,m01,2,ok\nproof03,m01,2,2,2,2,2,2,ok\n`,
+      mentions: ['line 3 ', 'has 4 fields, expected 9'],
+    },
+    {
+      label: 'a header that differs from the rubric',
+      content: `task_id,model,old_dimension,notes\nproof01,m01,2,ok\n`,
+      mentions: ['header', 'another --output'],
+    },
+  ];
+  for (const { label, content, mentions } of cases) {
+    test(`${label}: exit 2 naming the file and what is wrong; no request, no lock left`, async (t) => {
+      const { fake, ws, run } = await setupRun(t);
+      fs.mkdirSync(path.dirname(ws.output), { recursive: true });
+      fs.writeFileSync(ws.output, content);
+      const result = await run();
+      assert.equal(result.code, 2, result.stderr);
+      assert.match(result.stderr, mentioning(`run-judge: ${ws.output}`, ...mentions));
+      assert.equal(fake.requests.length, 0);
+      assert.equal(fs.readFileSync(ws.output, 'utf8'), content);
+      assert.equal(fs.existsSync(`${ws.output}.lock`), false);
+    });
+  }
+});
+
+// ---------------------------------------------------------------------------------------------
+// Crash safety (kill -9 needs a real process)
+// ---------------------------------------------------------------------------------------------
+
+describe('crash safety', () => {
+  test('kill -9 mid-run, then a rerun: the CSV parses after the kill, and only the missing pairs are judged again', async (t) => {
+    const { fake, ws, run, spawn: spawnCli } = await setupRun(t, { latencyMs: 60 }, { models: 5 });
+    const { child, done } = spawnCli(['--concurrency', '2']);
+    await waitFor(() => rowCount(ws.output) >= 3, 20_000, 'some rows');
+    child.kill('SIGKILL');
+    assert.equal((await done).signal, 'SIGKILL');
+    const afterKill = wellFormedCsv(ws.output);
+    assert.ok(afterKill.length >= 3 && afterKill.length < 15, `rows after the kill: ${afterKill.length}`);
+    assert.ok(fs.existsSync(`${ws.output}.lock`), 'the killed run left its lock behind');
+
+    const before = fake.requests.length;
+    const result = await run(['--concurrency', '2']);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stderr, new RegExp(`skipping ${afterKill.length} transcript\\(s\\)`));
+    const missing = allKeys(ws).filter((key) => !afterKill.includes(key));
+    assert.deepEqual(judgedSince(fake.requests, before), missing, 'only what was missing');
+    assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws));
+    assert.equal(fs.existsSync(`${ws.output}.lock`), false, 'the stale lock was taken over, then released');
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// One writer: the lock
+// ---------------------------------------------------------------------------------------------
+
+describe('acquireLock', () => {
+  const lockIn = (t: TestContext) => {
+    const dir = tempDir(t);
+    const output = path.join(dir, 'out.csv');
+    return { dir, output, lock: `${output}.lock`, takeover: `${output}.lock.takeover` };
+  };
+
+  test('a free lock is created holding this pid; release removes it', (t) => {
+    const { dir, output, lock } = lockIn(t);
+    const release = acquireLock(output);
+    assert.equal(fs.readFileSync(lock, 'utf8'), `${process.pid}\n`);
+    assert.deepEqual(fs.readdirSync(dir), ['out.csv.lock'], 'no temp file left');
+    release();
+    assert.deepEqual(fs.readdirSync(dir), []);
+  });
+
+  const staleCases: [string, (t: TestContext, takeover: string) => Promise<number>][] = [
+    ['a lock holding a dead pid is taken over', async () => deadPid()],
+    ['a lock holding a zombie (killed, not yet reaped) is taken over', (t) => zombiePid(t)],
+    [
+      'a takeover file left by a run that died does not block the takeover',
+      async (_t, takeover) => {
+        fs.writeFileSync(takeover, `${deadPid()}\n`);
+        return deadPid();
+      },
+    ],
+  ];
+  for (const [label, stalePid] of staleCases) {
+    test(`${label}: the lock then holds this pid; release leaves no lock, takeover or temp file`, async (t) => {
+      const { dir, output, lock, takeover } = lockIn(t);
+      fs.writeFileSync(lock, `${await stalePid(t, takeover)}\n`);
+      const release = acquireLock(output);
+      assert.equal(fs.readFileSync(lock, 'utf8'), `${process.pid}\n`);
+      assert.deepEqual(fs.readdirSync(dir), ['out.csv.lock']);
+      release();
+      assert.deepEqual(fs.readdirSync(dir), []);
+    });
+  }
+
+  test('a lock holding another live pid → EvalConfigurationError naming that pid and the lock; left alone', async (t) => {
+    const { dir, output, lock } = lockIn(t);
+    const pid = await livePid(t);
+    fs.writeFileSync(lock, `${pid}\n`);
+    assert.throws(() => acquireLock(output), {
+      name: 'EvalConfigurationError',
+      message: mentioning(`process ${pid}`, lock),
+    });
+    assert.equal(fs.readFileSync(lock, 'utf8'), `${pid}\n`);
+    assert.deepEqual(fs.readdirSync(dir), ['out.csv.lock'], 'no temp file left');
+  });
+
+  test('while another live run holds the takeover file, the stale lock is left alone and the run gives up', async (t) => {
+    const { output, lock, takeover } = lockIn(t);
+    const [dead, taker] = [deadPid(), await livePid(t)];
+    fs.writeFileSync(lock, `${dead}\n`);
+    fs.writeFileSync(takeover, `${taker}\n`); // another run, taking the stale lock over right now
+    assert.throws(() => acquireLock(output), {
+      name: 'EvalConfigurationError',
+      message: mentioning('locked by another run', lock),
+    });
+    assert.equal(fs.readFileSync(lock, 'utf8'), `${dead}\n`, 'not removed without the takeover file');
+    assert.equal(fs.readFileSync(takeover, 'utf8'), `${taker}\n`, "the live taker's file is not removed");
+  });
+
+  const refused: [string, (lock: string) => void, string[]][] = [
+    ['a lock path that is a folder (cannot be read)', (lock) => fs.mkdirSync(lock), ['cannot be read']],
+    [
+      "a lock file without a pid (not run-judge's)",
+      (lock) => fs.writeFileSync(lock, 'not a pid\n'),
+      ['holds no process id'],
+    ],
+  ];
+  for (const [label, prepare, mentions] of refused) {
+    test(`${label} → EvalConfigurationError naming it at once; left in place`, (t) => {
+      const { output, lock } = lockIn(t);
+      prepare(lock);
+      const before = fs.statSync(lock).isDirectory() ? 'dir' : fs.readFileSync(lock, 'utf8');
+      assert.throws(() => acquireLock(output), {
+        name: 'EvalConfigurationError',
+        message: mentioning(lock, ...mentions),
+      });
+      assert.equal(fs.statSync(lock).isDirectory() ? 'dir' : fs.readFileSync(lock, 'utf8'), before);
+    });
+  }
+
+  // A second run B (a live pid) follows the same takeover protocol, injected synchronously at the worst moment of this
+  // run A: right after one of A's reads of the lock file. Whatever the interleaving, exactly one of them may win.
+  const interleavings: [string, number, 'A' | 'B'][] = [
+    ["after A read the stale pid, before A holds the takeover file: B takes over, A must not remove B's lock", 1, 'B'],
+    ['after A, holding the takeover file, re-read the stale pid: B is kept out and A takes over', 2, 'A'],
+  ];
+  for (const [label, readNumber, winner] of interleavings) {
+    test(`B acts ${label}`, async (t) => {
+      const { output, lock, takeover } = lockIn(t);
+      const [dead, b] = [`${deadPid()}\n`, await livePid(t)];
+      fs.writeFileSync(lock, dead);
+      let [reads, bWon] = [0, false];
+      const runB = () => {
+        const temp = `${lock}.${b}.tmp`;
+        fs.writeFileSync(temp, `${b}\n`);
+        const link = (target: string) => {
+          try {
+            fs.linkSync(temp, target);
+            return true;
+          } catch {
+            return false;
+          }
+        };
+        try {
+          if (link(lock)) return true;
+          if (fs.readFileSync(lock, 'utf8') !== dead || !link(takeover)) return false;
+          try {
+            if (fs.readFileSync(lock, 'utf8') === dead) fs.rmSync(lock);
+          } finally {
+            fs.rmSync(takeover);
+          }
+          return link(lock);
+        } finally {
+          fs.rmSync(temp, { force: true });
+        }
+      };
+      const aWon = afterReading(
+        lock,
+        () => ++reads === readNumber && (bWon = runB()),
+        () => {
+          try {
+            acquireLock(output)();
+            return true;
+          } catch (error) {
+            assert.equal((error as Error).name, 'EvalConfigurationError', String(error));
+            return false;
+          }
+        },
+      );
+      assert.ok(reads >= readNumber, `B was injected (A read the lock ${reads} times)`);
+      assert.deepEqual({ aWon, bWon }, { aWon: winner === 'A', bWon: winner === 'B' });
+      assert.equal(fs.existsSync(takeover), false, 'no takeover file left');
+    });
+  }
+
+  test('eight processes racing to take over one stale lock: exactly one wins', async (t) => {
+    const { output, lock } = lockIn(t);
+    fs.writeFileSync(lock, `${deadPid()}\n`);
+    // Each racer says "ready", blocks reading stdin until "go", tries the lock, says "won"/"lost" and, if it won,
+    // holds the lock until its stdin closes: no racer can win after another has released.
+    const script = `
+      import * as fs from 'node:fs';
+      const { acquireLock } = await import(${JSON.stringify(pathToFileURL(SCRIPT).href)});
+      const read = () => { for (;;) try { return fs.readSync(0, Buffer.alloc(16)); } catch (e) { if (e.code !== 'EAGAIN') throw e; } };
+      console.log('ready');
+      read();
+      let won = false;
+      try { acquireLock(process.argv[1]); won = true; } catch {}
+      console.log(won ? 'won' : 'lost');
+      if (won) while (read() > 0);`;
+    const said: string[] = Array(8).fill('');
+    const racers = said.map((_, i) => {
+      const child = spawn(process.execPath, ['--import', TSX_LOADER, '--input-type=module', '-e', script, output], {
+        stdio: ['pipe', 'pipe', 'inherit'],
+      });
+      t.after(() => child.kill('SIGKILL'));
+      child.stdin!.on('error', () => {}); // a loser may be gone when its stdin is closed
+      child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (said[i] += chunk));
+      return { child, closed: new Promise((resolve) => child.once('close', resolve)) };
+    });
+    const words = () => said.map((out) => out.trim().split('\n'));
+    await waitFor(() => words().every((w) => w[0] === 'ready'), 30_000, 'every racer to be ready');
+    for (const { child } of racers) child.stdin!.write('go\n');
+    await waitFor(() => words().every((w) => w.length === 2), 30_000, 'every racer to try');
+    const outcomes = words().map((w) => w[1]);
+    for (const { child } of racers) child.stdin!.end();
+    await Promise.all(racers.map((racer) => racer.closed));
+    assert.equal(outcomes.filter((w) => w === 'won').length, 1, outcomes.join(','));
+    assert.equal(outcomes.filter((w) => w === 'lost').length, 7, outcomes.join(','));
+  });
+});
+
+describe('one writer per output: a run and the lock', () => {
+  test('a lock held by another live process stops the run with exit 2 naming its pid; the lock is left alone', async (t) => {
+    const { fake, ws, run } = await setupRun(t);
+    const pid = await livePid(t);
+    fs.mkdirSync(path.dirname(ws.output), { recursive: true });
+    fs.writeFileSync(`${ws.output}.lock`, `${pid}\n`);
+    const result = await run();
+    assert.equal(result.code, 2, result.stderr);
+    assert.ok(result.stderr.includes(`process ${pid}`), result.stderr);
+    assert.equal(fake.requests.length, 0);
+    assert.equal(fs.readFileSync(`${ws.output}.lock`, 'utf8'), `${pid}\n`);
+    assert.equal(fs.existsSync(ws.output), false, 'no CSV created');
+  });
+
+  test('a stale lock from a dead process is taken over; the run succeeds and removes it', async (t) => {
+    const { ws, run } = await setupRun(t);
+    fs.mkdirSync(path.dirname(ws.output), { recursive: true });
+    fs.writeFileSync(`${ws.output}.lock`, `${deadPid()}\n`);
+    const result = await run();
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(rowCount(ws.output), 6);
+    assert.equal(fs.existsSync(`${ws.output}.lock`), false);
+  });
+
+  test('a second run on the same output while the first runs exits 2 naming the first; the first completes', async (t) => {
+    // The first run's first answer is held back, so it is still running (and holding the lock) when the second starts.
+    const {
+      fake,
+      ws,
+      run,
+      spawn: spawnCli,
+    } = await setupRun(t, {
+      responder: (_req, index) => (index === 0 ? { text: fake.validAnswer(), delayMs: 1000 } : undefined),
+    });
+    const first = spawnCli(['--concurrency', '1']);
+    await waitFor(() => fake.requests.length >= 1, 20_000, 'the first run to send a request');
+    assert.equal(fs.readFileSync(`${ws.output}.lock`, 'utf8'), `${first.child.pid}\n`);
+    const second = await run();
+    assert.equal(second.code, 2, second.stderr);
+    assert.ok(second.stderr.includes(`process ${first.child.pid}`), second.stderr);
+    const firstResult = await first.done;
+    assert.equal(firstResult.code, 0, firstResult.stderr);
+    assert.equal(fake.requests.length, 6, 'the second run sent nothing');
+    assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws));
+    assert.equal(fs.existsSync(`${ws.output}.lock`), false);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// The audit log
+// ---------------------------------------------------------------------------------------------
+
+describe('audit log', () => {
+  test("one line per transcript with every field, including an unparseable answer's raw text", async (t) => {
+    const { fake, ws, run } = await setupRun(t, {
+      responder: (req) =>
+        tagOf(req) === 'm01/proof01' && modelOf(req) === 'judge-a'
+          ? { text: 'I think it is good', usage: { input_tokens: 7, output_tokens: 3 } }
+          : undefined,
+    });
+    const result = await run();
+    assert.equal(result.code, 0, result.stderr);
+    const log = readLog(ws.log);
+    assert.deepEqual(log.map((e) => `${e.model}/${e.task_id}`).sort(), allKeys(ws));
+    const runIds = new Set(log.map((e) => e.run_id));
+    assert.equal(runIds.size, 1);
+    assert.match([...runIds][0]!, /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+    const rubricSha = sha256(fs.readFileSync(ws.rubric));
+    for (const entry of log) {
+      assert.ok(!Number.isNaN(Date.parse(entry.timestamp)), entry.timestamp);
+      assert.equal(entry.status, 'scored');
+      assert.deepEqual(entry.scores, goodScores());
+      assert.equal(entry.notes, 'ok');
+      assert.equal(entry.rubric_sha256, rubricSha);
+      assert.equal(typeof entry.latency_ms, 'number');
+      const req = fake.requests.find((r) => tagOf(r) === `${entry.model}/${entry.task_id}`)!;
+      assert.equal(entry.prompt_sha256, sha256(req.body.messages[0].content), 'the sha256 of the prompt sent');
+    }
+    const fallback = log.find((e) => e.model === 'm01' && e.task_id === 'proof01')!;
+    assert.equal(fallback.judge, 'judge-b');
+    assert.deepEqual(
+      fallback.attempts.map((a) => [a.judge, a.error, a.status]),
+      [['judge-a', 'EvalJudgeResponseError', null]],
+    );
+    assert.match(fallback.attempts[0]!.message, /unusable answer/);
+    assert.deepEqual(
+      fallback.answers.map((a) => [a.judge, a.text, a.stop_reason]),
+      [
+        ['judge-a', 'I think it is good', 'end_turn'],
+        ['judge-b', fake.validAnswer(), 'end_turn'],
+      ],
+    );
+    assert.deepEqual(fallback.answers[0]!.usage, { input_tokens: 7, output_tokens: 3 });
+    assert.match(fallback.answers[0]!.request_id!, /^req_fake_\d+$/);
+    assert.equal(typeof fallback.answers[0]!.latency_ms, 'number');
+    assert.deepEqual(fallback.usage, { input_tokens: 107, output_tokens: 23 }, 'usage sums every answer');
+    const direct = log.find((e) => e.model === 'm02' && e.task_id === 'proof03')!;
+    assert.equal(direct.judge, 'judge-a');
+    assert.deepEqual(direct.attempts, []);
+    assert.equal(direct.answers.length, 1);
+    assert.match(result.stderr, /tokens in 607, out 123/, 'five answers of 100/20 tokens, two for the fallback');
+  });
+
+  test('a failed transcript is logged with its final error and every answer; it gets no row', async (t) => {
+    const { fake, ws, run } = await setupRun(t, {
+      responder: (req) => (tagOf(req) === 'm02/proof02' ? { text: 'no JSON here' } : undefined),
+    });
+    const result = await run();
+    assert.equal(result.code, 1, result.stderr);
+    const failed = readLog(ws.log).filter((e) => e.status === 'failed');
+    assert.equal(failed.length, 1);
+    const [entry] = failed;
+    assert.equal(`${entry!.model}/${entry!.task_id}`, 'm02/proof02');
+    assert.equal(entry!.judge, null);
+    assert.equal(entry!.error?.class, 'EvalJudgesExhaustedError');
+    assert.match(entry!.error!.message, /all 2 judges failed/);
+    assert.equal(entry!.scores, undefined);
+    assert.deepEqual(
+      entry!.answers.map((a) => [a.judge, a.text]),
+      [
+        ['judge-a', 'no JSON here'],
+        ['judge-b', 'no JSON here'],
+      ],
+    );
+    assert.equal(entry!.attempts.length, 2);
+    assert.match(entry!.prompt_sha256!, /^[0-9a-f]{64}$/);
+    assert.ok(!csvRows(ws.output).some((r) => r.key === 'm02/proof02'));
+    assert.equal(fake.requests.length, 7);
+  });
+
+  test('prompt_sha256 equals the sha256 of the prompt the dry-run prints', async (t) => {
+    const { ws, run } = await setupRun(t);
+    const dry = await run(['--dry-run', '--task', 'proof02', '--model', 'm01'], { apiKey: null });
+    assert.equal(dry.code, 0, dry.stderr);
+    assert.equal((await run(['--task', 'proof02', '--model', 'm01'])).code, 0);
+    assert.equal(readLog(ws.log)[0]!.prompt_sha256, sha256(dry.stdout.slice(0, -1)));
+  });
+
+  test('the API key never appears in the log, CSV, stdout or stderr', async (t) => {
+    const secret = 'sk-test-SECRET';
+    const { fake, ws, run } = await setupRun(t, {
+      responder: (req) =>
+        tagOf(req) === 'm02/proof01'
+          ? { kind: 'error', status: 500, type: 'api_error', message: 'boom' }
+          : tagOf(req) === 'm01/proof02' && modelOf(req) === 'judge-a'
+            ? { text: 'nope' }
+            : undefined,
+    });
+    const result = await run([], { apiKey: secret });
+    assert.equal(result.code, 1, result.stderr);
+    assert.ok(
+      fake.requests.every(
+        (req) => req.headers.authorization === `Bearer ${secret}` || req.headers['x-api-key'] === secret,
+      ),
+      'the key is sent, from api_key_env',
+    );
+    const outputs = {
+      log: fs.readFileSync(ws.log, 'utf8'),
+      CSV: fs.readFileSync(ws.output, 'utf8'),
+      stdout: result.stdout,
+      stderr: result.stderr,
+    };
+    for (const [what, text] of Object.entries(outputs)) assert.ok(!text.includes('SECRET'), `${what} holds the key`);
+    assert.equal(readLog(ws.log).filter((e) => e.status === 'failed').length, 1);
+  });
+});
+
+describe('CSV formula injection', () => {
+  test('notes starting with = + - @ tab or CR get a leading quote in the CSV; the log keeps them raw', async (t) => {
+    // [pair, the judge's notes, whether the CSV cell gets a leading quote]
+    const cases: [string, string, boolean][] = [
+      ['m01/proof01', '=HYPERLINK("http://evil.example","click")', true],
+      ['m01/proof02', '+1+2', true],
+      ['m01/proof03', '-2+3', true],
+      ['m02/proof01', '@SUM(A1:A2)', true],
+      ['m02/proof02', '\tcmd', true],
+      ['m02/proof03', '  =1+1', true],
+      ['m03/proof01', '\r=1', true],
+      ['m03/proof02', 'fine = not a formula', false],
+      ['m03/proof03', 'plain', false],
+    ];
+    const notes = Object.fromEntries(cases.map(([key, raw]) => [key, raw]));
+    const { fake, ws, run } = await setupRun(
+      t,
+      { responder: (req) => ({ text: fake.validAnswer({}, notes[tagOf(req)!]) }) },
+      { models: 3 },
+    );
+    const result = await run();
+    assert.equal(result.code, 0, result.stderr);
+    const cells = Object.fromEntries(csvRows(ws.output).map((r) => [r.key, r.record[8]]));
+    assert.deepEqual(cells, Object.fromEntries(cases.map(([key, raw, escaped]) => [key, escaped ? `'${raw}` : raw])));
+    for (const entry of readLog(ws.log)) assert.equal(entry.notes, notes[`${entry.model}/${entry.task_id}`]);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Outputs that cannot be written
+// ---------------------------------------------------------------------------------------------
+
+describe('an output path that cannot be created', () => {
+  /** The workspace's flags with one path flag's value replaced. */
+  const withFlag = (args: string[], flag: string, value: string) =>
+    args.map((arg, i) => (args[i - 1] === flag ? value : arg));
+
+  // The parent of /dev/null/x.csv is an existing file (mkdir says EEXIST); one level deeper, ENOTDIR.
+  const cases: [string, string][] = [
+    ['--output', '/dev/null/x.csv'],
+    ['--output', '/dev/null/sub/x.csv'],
+    ['--log', '/dev/null/log.jsonl'],
+    ['--log', '/dev/null/sub/log.jsonl'],
+  ];
+  for (const [flag, file] of cases) {
+    test(`${flag} ${file} exits 2 naming the path, without a stack trace or a request; no lock left`, async (t) => {
+      const { fake, ws } = await setupRun(t);
+      const result = await runMain(withFlag(ws.args(), flag, file), { baseUrl: fake.url });
+      assert.equal(result.code, 2, result.stderr);
+      assert.ok(result.stderr.includes(`run-judge: ${file}`), result.stderr);
+      assert.match(result.stderr, /cannot be created or written/);
+      assert.doesNotMatch(result.stderr, /^\s+at /m, 'no stack trace');
+      assert.equal(fake.requests.length, 0);
+      const scoresDir = path.dirname(ws.output);
+      const left = fs.existsSync(scoresDir) ? fs.readdirSync(scoresDir) : [];
+      assert.deepEqual(
+        left.filter((f) => /\.lock|\.tmp$/.test(f)),
+        [],
+        'no lock, takeover or temp file left',
+      );
+    });
+  }
+});
