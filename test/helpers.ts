@@ -1,4 +1,5 @@
 // Shared test helpers: temp dirs, small valid inputs, judge configs, the loopback fake, workspaces, and running the CLI.
+import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -515,4 +516,18 @@ export function snapshot(dir: string): Map<string, string> {
   };
   walk(dir);
   return out;
+}
+
+/** Every pair of a workspace as "model/task_id", sorted. */
+export const allKeys = (ws: Workspace) => ws.pairs.map((pair) => `${pair.model}/${pair.task_id}`).sort();
+
+/** The CSV ends with a complete line and parses strictly with the rubric's header and no duplicate pair; its keys sorted. */
+export function wellFormedCsv(file: string): string[] {
+  assert.ok(fs.readFileSync(file, 'utf8').endsWith('\n'), 'the CSV ends with a complete line');
+  const records = readCsv(file);
+  assert.equal(records[0]!.join(','), EXPECTED_HEADER);
+  for (const record of records) assert.equal(record.length, records[0]!.length, `complete: ${JSON.stringify(record)}`);
+  const keys = csvRows(file).map((row) => row.key);
+  assert.equal(new Set(keys).size, keys.length, `no duplicate pair in ${keys.join(' ')}`);
+  return keys.sort();
 }

@@ -25,6 +25,8 @@ import {
   tagOf,
   tempDir,
   waitFor,
+  allKeys,
+  wellFormedCsv,
 } from './helpers.ts';
 import type { Workspace } from './helpers.ts';
 import type { RecordedRequest } from './fake-anthropic.ts';
@@ -37,21 +39,9 @@ const { ScoreFile, acquireLock, escapeFormula, writeScores } = await import('../
 // Local helpers
 // ---------------------------------------------------------------------------------------------
 
-const allKeys = (ws: Workspace) => ws.pairs.map((pair) => `${pair.model}/${pair.task_id}`).sort();
 const modelOf = (req: RecordedRequest) => req.body?.model as string;
 /** The "model/task" of each request since `from`, sorted. */
 const judgedSince = (requests: RecordedRequest[], from: number) => requests.slice(from).map(tagOf).sort();
-
-/** The CSV ends with a complete line and parses strictly with the rubric's header and no duplicate pair; its keys sorted. */
-function wellFormedCsv(file: string): string[] {
-  assert.ok(fs.readFileSync(file, 'utf8').endsWith('\n'), 'the CSV ends with a complete line');
-  const records = readCsv(file);
-  assert.equal(records[0]!.join(','), EXPECTED_HEADER);
-  for (const record of records) assert.equal(record.length, DIMENSIONS.length + 3, JSON.stringify(record));
-  const keys = csvRows(file).map((row) => row.key);
-  assert.equal(new Set(keys).size, keys.length, `no duplicate pair in ${keys.join(' ')}`);
-  return keys.sort();
-}
 
 /** The pid of a process that has exited and been reaped. */
 const deadPid = () => spawnSync(process.execPath, ['-e', '']).pid!;
@@ -250,7 +240,7 @@ describe('reading the CSV: a torn tail is cut off at the last complete record', 
       assert.ok(fs.readFileSync(file).equals(torn), 'a read-only open (dry-run) changes nothing');
       const scores = ScoreFile.open(file, dimensions);
       scores.close();
-      assert.equal(scores.repairedBytes, Buffer.byteLength(tail));
+      assert.equal(scores.tornBytes, Buffer.byteLength(tail));
       assert.equal(scores.done.size, 2, 'the torn row does not count as scored');
       assert.equal(fs.readFileSync(file, 'utf8'), complete);
     });
