@@ -169,13 +169,27 @@ async function benchRateLimit(): Promise<void> {
   );
 }
 
+/** The Node options `npm run judge` passes (package.json), so (c) measures what a long run started that way gets. */
+const JUDGE_SCRIPT = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts.judge as string;
+const JUDGE_NODE_OPTIONS = /^node (.*?) ?--import tsx/.exec(JUDGE_SCRIPT)?.[1]?.split(' ').filter(Boolean) ?? [];
 /** Peak RSS (KiB) of one CLI process judging `count` transcripts, read by GNU time. */
-async function peakRss(count: number): Promise<number> {
+async function peakRss(count: number, nodeOptions: string[]): Promise<number> {
   const fake = await FakeAnthropic.start({ latencyMs: 0 });
   const { dir, args } = makeEvalSet(count);
   const result = await run(
     '/usr/bin/time',
-    ['-f', 'maxrss_kib=%M', process.execPath, '--import', 'tsx', SCRIPT, ...args, '--concurrency', '16'],
+    [
+      '-f',
+      'maxrss_kib=%M',
+      process.execPath,
+      ...nodeOptions,
+      '--import',
+      'tsx',
+      SCRIPT,
+      ...args,
+      '--concurrency',
+      '16',
+    ],
     judgeEnv(fake),
   );
   await fake.close();
@@ -185,10 +199,14 @@ async function peakRss(count: number): Promise<number> {
 }
 
 async function benchMemory(): Promise<void> {
-  const small = await peakRss(50);
-  const large = await peakRss(5000);
+  const ratio = async (options: string[]) => {
+    const [small, large] = [await peakRss(50, options), await peakRss(5000, options)];
+    return `${(large / 1024).toFixed(1)} / ${(small / 1024).toFixed(1)} MiB = ${fmt(large / small)}`;
+  };
+  const [set, plain] = [await ratio(JUDGE_NODE_OPTIONS), await ratio([])];
   console.log(
-    `[c] peak RSS 5000 transcripts ${(large / 1024).toFixed(1)} MiB / 50 transcripts ${(small / 1024).toFixed(1)} MiB = ${fmt(large / small)} (target <= 1.5x)`,
+    `[c] peak RSS at 5000 over 50 transcripts, with ${JUDGE_NODE_OPTIONS.join(' ')} as npm run judge passes it: ${set} ` +
+      `(target <= 1.5x); without it (plain npx tsx): ${plain}`,
   );
 }
 
