@@ -1,6 +1,5 @@
-// run-judge.ts: scores proof-tutoring transcripts with an LLM judge against rubric.json and appends one CSV row per
-// transcript. The prompt template and the types come first; then `runJudge`, whose numbered steps are the table of
-// contents; then the stages in pipeline order; the command line and small helpers last.
+// run-judge.ts: scores proof-tutoring transcripts with an LLM judge against rubric.json, one CSV row per transcript.
+// The template and the types come first; then `runJudge`, whose numbered steps are the contents; then the stages.
 import { createHash, randomUUID } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -57,7 +56,8 @@ const NEVER = new AbortController().signal;
 const BATCH_LIMITS = { maxRequests: 100_000, maxBytes: 256 * 1024 * 1024 };
 /** A finished turn; anything else (max_tokens, refusal, pause_turn, tool_use, a full context window) is unusable. */
 const USABLE_STOP_REASONS = ['end_turn', 'stop_sequence'];
-
+/** A Markdown fence (```json or ```) around an answer; it closes only at a line end, so backticks in notes cannot. */
+const MARKDOWN_FENCE = /^[ \t]*```[ \t]*(?:json)?[ \t]*\r?\n([\s\S]*?)```[ \t]*\r?$/gim;
 // ---- Errors: one hierarchy; a failure is its own outcome, never a verdict -------------------------------------------
 export type EvalErrorOptions = { cause?: unknown; judge?: string };
 export class EvalError extends Error {
@@ -100,7 +100,6 @@ export class EvalJudgesExhaustedError extends EvalError {
     this.errors = errors;
   }
 }
-
 // ---- Schemas and types: every input is a zod schema; the rubric also decides the columns and the answer schema ------
 const text = z.string().refine((value) => value.trim() !== '', 'must be a non-empty string');
 const texts = z.array(z.string());
@@ -199,7 +198,6 @@ export type IO = { env: NodeJS.ProcessEnv; stdout: Stream; stderr: Stream };
 /** What every stage of a run shares: its inputs, its output, and how it reports and stops. */
 type Run = ReturnType<typeof loadInputs> & ReturnType<typeof openOutput> & RunState & { controller: AbortController };
 type RunState = { options: RunOptions; judges: Judge[]; summary: RunSummary; progress: Progress };
-
 // ---- The run --------------------------------------------------------------------------------------------------------
 /** Judges every selected transcript that has no row yet, appending rows as they come; returns the summary. */
 export async function runJudge(options: RunOptions, io: IO, controller = new AbortController()): Promise<RunSummary> {
@@ -223,7 +221,6 @@ export async function runJudge(options: RunOptions, io: IO, controller = new Abo
     output.close();
   }
 }
-
 // ---- Loading and checking the inputs --------------------------------------------------------------------------------
 type EvalErrorClass = new (message: string, options?: EvalErrorOptions) => EvalError;
 /** Reads a JSON file; a missing or malformed file is an error of the given class naming the file. */
@@ -238,7 +235,6 @@ export function loadJson(file: string, ErrorClass: EvalErrorClass = EvalInputErr
     throw new ErrorClass(`${file}: ${reason}`, { cause: error });
   }
 }
-
 /** Reads and validates a JSON file; an error names the file, the field path and what is wrong. */
 function loadValidated<S extends z.ZodType>(file: string, schema: S, ErrorClass: EvalErrorClass): z.infer<S> {
   const data = loadJson(file, ErrorClass);
@@ -246,7 +242,6 @@ function loadValidated<S extends z.ZodType>(file: string, schema: S, ErrorClass:
   if (result.success) return result.data;
   throw new ErrorClass(`${file}: ${result.error.issues.map((issue) => describeIssue(issue, data)).join('; ')}`);
 }
-
 export const loadRubric = (file: string): Rubric => loadValidated(file, RubricSchema, EvalConfigurationError);
 export const loadModelsConfig = (file: string) => loadValidated(file, ModelsSchema, EvalConfigurationError);
 export const rubricDimensions = (rubric: Rubric): string[] => rubric.dimensions.map((dimension) => dimension.name);
@@ -259,7 +254,6 @@ function loadTaskFile<S extends typeof TaskSchema | typeof ReferenceKeySchema>(d
   if (data.task_id === id) return data;
   throw new EvalInputError(`${file}: task_id "${data.task_id}" does not match the file name "${id}"`);
 }
-
 /** Loads and validates one transcript; metadata, when present, must agree with its path. */
 export function loadTranscript(ref: TranscriptRef): Transcript {
   const transcript = loadValidated(ref.path, TranscriptSchema, EvalInputError);
@@ -270,7 +264,6 @@ export function loadTranscript(ref: TranscriptRef): Transcript {
   }
   return transcript;
 }
-
 /** Finds transcripts at {model}/{task_id}.json, sorted by model then task, filtered; nothing is read yet. */
 export function readTranscripts(inputDir: string, taskId?: string, modelName?: string): TranscriptRef[] {
   if (!fs.statSync(inputDir, { throwIfNoEntry: false })?.isDirectory()) {
@@ -291,7 +284,6 @@ export function readTranscripts(inputDir: string, taskId?: string, modelName?: s
   const matches = `matches ${filters.filter(Boolean).join(' ') || 'anything'}`;
   throw new EvalInputError(`no transcript in ${inputDir} ${matches}; models (folders): ${models}; tasks: ${tasks}`);
 }
-
 /** The rubric, the selected transcripts, and how to prepare one for judging (tasks are read once each, when needed). */
 function loadInputs(options: RunOptions) {
   const rubric = loadRubric(options.rubric);
@@ -309,7 +301,6 @@ function loadInputs(options: RunOptions) {
   };
   return { rubric, selected, prepare };
 }
-
 // ---- The prompt -----------------------------------------------------------------------------------------------------
 /** One complete judge prompt for one transcript. Pure: same inputs, same prompt. */
 export function buildJudgePrompt(task: Task, referenceKey: ReferenceKey, transcript: Transcript, rubric: Rubric) {
@@ -328,7 +319,6 @@ export function buildJudgePrompt(task: Task, referenceKey: ReferenceKey, transcr
     ...rubricPromptParts(rubric),
   });
 }
-
 /** Defuses copies of the prompt's markers in untrusted text, so it cannot close its block or fake a section. */
 export const neutraliseDelimiters = (value: string) =>
   value.replace(/<{3,}/g, (run) => '‹'.repeat(run.length)).replace(/>{3,}/g, (run) => '›'.repeat(run.length));
@@ -346,7 +336,6 @@ export function transcriptToText(transcript: Transcript): string {
   if (statement) turns.unshift(`${turn('Problem statement (as given to the student)', statement)}\n`);
   return neutraliseDelimiters(turns.join('\n'));
 }
-
 /** The transcript's images; a path must stay inside the transcripts folder (it must not make us send other files). */
 export function transcriptImages(transcript: Transcript, transcriptPath: string): TranscriptImage[] {
   const root = path.resolve(path.dirname(path.dirname(transcriptPath)));
@@ -375,7 +364,6 @@ export function transcriptImages(transcript: Transcript, transcriptPath: string)
       }
     });
 }
-
 /** The prompt's rubric parts, built once per rubric: they are the same in every prompt of a run. */
 const rubricPromptParts = cachedByObject((rubric: Rubric) => {
   const scoresOf = (dimension: Rubric['dimensions'][number]) => orList(allowedScores(dimension));
@@ -396,7 +384,6 @@ const rubricPromptParts = cachedByObject((rubric: Rubric) => {
         : `as an integer, using only the scores each dimension allows: ${perDimension}`,
   };
 });
-
 /** Fills the template in one pass, so text inserted for one placeholder is never scanned for another. */
 const fillTemplate = (template: string, values: Record<string, string>) =>
   template.replace(/\{(\w+)\}/g, (match, key: string) => values[key] ?? match);
@@ -404,7 +391,6 @@ const fillTemplate = (template: string, values: Record<string, string>) =>
 const defusePlaceholders = (value: string) => value.replace(/\[(image \d+)\]/gi, '($1)');
 /** Indents every line after the first (any line break), so pasted text cannot start a turn, an item or a section. */
 const indentContinuation = (value: string) => value.split(/\r\n|[\n\r\v\f\u0085\u2028\u2029]/).join('\n    ');
-
 // ---- The judges and one call ----------------------------------------------------------------------------------------
 let sdk: typeof import('@anthropic-ai/sdk') | undefined;
 /** The judge's model id: `model_env`, when set in the environment, replaces `model`. */
@@ -426,7 +412,6 @@ export async function createJudges(models: ModelsConfig, env: NodeJS.ProcessEnv,
     return { model: judgeModel(config, env), config, client, gate: new RateGate() };
   });
 }
-
 /** The judge's API key; the errors name the variable, never the value. Also refuses what every call would fail on. */
 function checkedApiKey(config: JudgeConfig, env: NodeJS.ProcessEnv): string {
   const [judge, key, variable] = [judgeModel(config, env), env[config.api_key_env], config.api_key_env];
@@ -440,7 +425,6 @@ function checkedApiKey(config: JudgeConfig, env: NodeJS.ProcessEnv): string {
   const rejected = 'the Anthropic API (version 2026-10-21) and Claude Opus 4.7+ reject temperature with HTTP 400';
   throw fail(`"temperature": ${config.temperature} is set, but ${rejected}; set "temperature": null in models.json`);
 }
-
 const timeoutMs = (config: JudgeConfig) => Math.round((config.timeout_s ?? TIMEOUT_S) * 1000); // the SDK takes whole ms
 const canTakeImages = (judge: { config: JudgeConfig }) => (judge.config.media ?? ['text']).includes('image');
 type Request = Anthropic.MessageCreateParamsNonStreaming;
@@ -454,7 +438,6 @@ export function buildJudgeRequest(judge: JudgeSpec, prompt: string, sent: { rubr
   const request = { model: judge.model, max_tokens: judge.config.max_tokens, messages: [{ role: 'user', content }] };
   return (format ? { ...request, output_config: { format } } : request) as Request;
 }
-
 /** One request to one judge; returns the raw answer (parsing is a separate step) or throws a classified failure. */
 export async function callJudge(judge: Judge, request: Request): Promise<JudgeAnswer> {
   const started = performance.now();
@@ -467,7 +450,6 @@ export async function callJudge(judge: Judge, request: Request): Promise<JudgeAn
     throw classifyApiError(error, judge, deadline.aborted);
   }
 }
-
 /** Extracts the text and bookkeeping of a Messages API answer, refusing shapes that are not a message. */
 function answerFromMessage(message: unknown, judge: string, latencyMs: number, headers?: Headers): JudgeAnswer {
   const data = message as Partial<Anthropic.Message>;
@@ -480,7 +462,6 @@ function answerFromMessage(message: unknown, judge: string, latencyMs: number, h
   const [stopReason, requestId] = [data.stop_reason ?? null, headers?.get('request-id') ?? undefined];
   return { judge, text, stopReason, usage, requestId, latencyMs, rateLimit: parseRateLimit(headers) };
 }
-
 /** An SDK call's promise whose failure is classified like every other call's. */
 const classified = <T>(judge: JudgeSpec, call: Promise<T>) =>
   call.catch((error) => Promise.reject(classifyApiError(error, judge)));
@@ -515,7 +496,6 @@ function classifyApiError(error: unknown, judge: JudgeSpec, timedOut = false): u
   const details = { status, requestId: requestID ?? undefined, retryAfterMs, rateLimit, spendLimit };
   return Object.assign(new EvalProviderError(what, options), details);
 }
-
 // ---- The failure policy: one decision, asked by the retry layer, the chain, batches and the exit status -------------
 export type Decision = { action: 'retry'; delayMs: number } | { action: 'next-judge' | 'fail-transcript' | 'stop-run' };
 type RetryState = { attempt: number; msLeft: number; policy: typeof RETRY_DEFAULTS };
@@ -532,8 +512,6 @@ export function decide(error: EvalError, retry?: RetryState): Decision {
   }
   return { action: 'next-judge' };
 }
-
-/** One judgement request to one judge, with the retry layer. */
 export const callJudgeWithRetries = (judge: Judge, request: Request, signal = NEVER) =>
   withRetries(judge, () => callJudge(judge, request), signal);
 /** Runs one call to one judge, retried on the same judge while `decide` says so, paced by the judge's gate. */
@@ -561,7 +539,6 @@ async function withRetries<T>(judge: Judge, call: () => Promise<T>, signal = NEV
     }
   }
 }
-
 /** Paces one judge's requests: never more than the API said remain before its reset; pauses all after a bare 429. */
 export class RateGate {
   private pausedUntil = 0;
@@ -586,12 +563,10 @@ export class RateGate {
   observe(info: RateLimitInfo | undefined, seq: number): void {
     if (info && seq + 1 >= (this.window?.fromSeq ?? 0)) this.window = { ...info, fromSeq: seq + 1 };
   }
-  /** Holds every request of this judge until `ms` from now. */
   pause(ms: number): void {
     this.pausedUntil = Math.max(this.pausedUntil, Date.now() + ms);
   }
 }
-
 type ChainOptions<I> = { mediaSkips?: readonly string[]; describe?: (invoker: I) => string };
 /** Runs judges in order (primary, then fallbacks) under the seed's chain policy, as `decide` states it. */
 export class JudgeChain {
@@ -601,7 +576,6 @@ export class JudgeChain {
   constructor({ operation }: { operation: string }) {
     this.operation = operation;
   }
-
   /** Tries each judge in order until one returns; `describe` names a judge in the failures. */
   async run<I, R>(invokers: readonly I[], call: (invoker: I) => Promise<R>, options: ChainOptions<I> = {}) {
     for (const invoker of invokers) {
@@ -613,7 +587,6 @@ export class JudgeChain {
     }
     return this.raiseFinal(options);
   }
-
   /** Stops the chain on a failure no other judge can fix; records anything else. A defect propagates raw. */
   handle(error: unknown, judge?: string): void {
     const timeout = error instanceof Error && error.name === 'TimeoutError' && !(error instanceof EvalError);
@@ -623,22 +596,19 @@ export class JudgeChain {
     if (decide(failure).action !== 'next-judge') throw failure;
     this.attempts.push(failure);
   }
-
   /** The failure of a chain in which no judge returned: the one attempt itself, or all of them together. */
   raiseFinal({ mediaSkips = [] }: { mediaSkips?: readonly string[] } = {}): never {
     const skipped = mediaSkips.length ? `; skipped for their media: ${mediaSkips.join(', ')}` : '';
     if (!this.attempts.length) throw new EvalConfigurationError(`${this.operation}: no judge was attempted${skipped}`);
     if (this.attempts.length === 1) throw this.attempts[0];
-    const named = (error: EvalError) =>
-      error.judge && !error.message.includes(error.judge) ? `judge ${error.judge}: ` : '';
-    const reasons = this.attempts
-      .map((error, i) => `(${i + 1}) ${named(error)}${error.name}: ${error.message}`)
-      .join('; ');
-    const message = `${this.operation}: all ${this.attempts.length} judges failed: ${reasons}${skipped}`;
+    const reasons = this.attempts.map((error, i) => {
+      const judge = error.judge && !error.message.includes(error.judge) ? `judge ${error.judge}: ` : '';
+      return `(${i + 1}) ${judge}${error.name}: ${error.message}`;
+    });
+    const message = `${this.operation}: all ${this.attempts.length} judges failed: ${reasons.join('; ')}${skipped}`;
     throw new EvalJudgesExhaustedError(message, { errors: [...this.attempts] });
   }
 }
-
 // ---- Judging transcripts --------------------------------------------------------------------------------------------
 /** An earlier attempt at a transcript (a batch result) that the chain starts from. */
 type PriorAttempt = { error: EvalError; answers: JudgeAnswer[]; promptSha?: string };
@@ -651,16 +621,15 @@ async function judgeConcurrently(run: Run, items: (TranscriptRef & { prior?: Pri
     }
   };
   // A defect stops new work, but the other workers' judgements in flight finish and are written before it surfaces.
-  const stopOnDefect = (defect: unknown) => {
-    run.controller.abort(defect);
-    throw defect;
-  };
-  const count = Math.min(run.options.concurrency, items.length);
-  const workers = Array.from({ length: count }, () => worker().catch(stopOnDefect));
+  const workers = Array.from({ length: Math.min(run.options.concurrency, items.length) }, () =>
+    worker().catch((defect) => {
+      run.controller.abort(defect);
+      throw defect;
+    }),
+  );
   const defect = (await Promise.allSettled(workers)).find((outcome) => outcome.status === 'rejected');
   if (defect) throw defect.reason;
 }
-
 /** Judges one transcript through the chain, after a `prior` batch attempt if any, and writes or reports the outcome. */
 async function judgeTranscript(run: Run, ref: TranscriptRef, judges: Judge[], prior?: PriorAttempt): Promise<void> {
   const label = `${ref.model}/${ref.task_id}`;
@@ -695,17 +664,9 @@ async function judgeTranscript(run: Run, ref: TranscriptRef, judges: Judge[], pr
     run.progress.log(`failed ${label}: ${reason}`);
   }
 }
-
-type Outcome = {
-  judge?: string;
-  verdict?: JudgeVerdict;
-  error?: EvalError;
-  attempts: EvalError[];
-  answers: JudgeAnswer[];
-};
-
+type Outcome = { verdict?: JudgeVerdict; error?: EvalError; judge?: string; attempts: EvalError[]; startedAt: number };
 /** Writes the audit line, then the row (so every row is traced); `sync: false` while a batch can still be re-read. */
-function recordOutcome(run: Run, ref: Ref, outcome: Outcome & { promptSha?: string; startedAt: number }, sync = true) {
+function recordOutcome(run: Run, ref: Ref, outcome: Outcome & Omit<PriorAttempt, 'error'>, sync = true) {
   const { verdict, error, answers, attempts } = outcome;
   const total = (kind: keyof JudgeAnswer['usage']) => answers.reduce((sum, answer) => sum + answer.usage[kind], 0);
   const usage = { input_tokens: total('input_tokens'), output_tokens: total('output_tokens') };
@@ -732,7 +693,6 @@ function recordOutcome(run: Run, ref: Ref, outcome: Outcome & { promptSha?: stri
   }
   run.progress.update();
 }
-
 // ---- Parsing the judge's answer: exactly right, or a loud failure ---------------------------------------------------
 /** The zod schema of a judge answer, derived from the rubric once: exactly its dimensions, each an allowed integer. */
 const judgeAnswerSchema = cachedByObject((rubric: Rubric) => {
@@ -749,7 +709,6 @@ const answerJsonSchema = cachedByObject((rubric: Rubric) => {
   }
   return schema;
 });
-
 /** Parses and validates one judge answer against the rubric; never turns a failure into a score. */
 export function parseJudgeResponse(answerText: string, rubric: Rubric): JudgeVerdict {
   const data = extractJson(answerText);
@@ -758,7 +717,6 @@ export function parseJudgeResponse(answerText: string, rubric: Rubric): JudgeVer
   const problems = result.error.issues.map((issue) => describeIssue(issue, data));
   throw new EvalJudgeResponseError(`the answer does not match the rubric: ${problems.join('; ')}`);
 }
-
 /** Turns one raw answer into a verdict: an answer that did not finish its turn is unusable even when it parses. */
 export function verdictFromAnswer(answer: JudgeAnswer, rubric: Rubric): JudgeVerdict {
   try {
@@ -773,35 +731,32 @@ export function verdictFromAnswer(answer: JudgeAnswer, rubric: Rubric): JudgeVer
     throw new EvalJudgeResponseError(`unusable answer: ${error.message}`, { judge, rawText });
   }
 }
-
-/** The answer's JSON: all of it, or its one fence, which closes only at a line end (so backticks in notes cannot). */
+/** The answer's JSON: all of it, or its one Markdown fence; a repeated key is refused. */
 function extractJson(answerText: string): unknown {
-  const trimmed = answerText.trim();
-  if (trimmed === '') throw new EvalJudgeResponseError('empty answer');
-  const plain = parseStrictJson(trimmed);
-  if (plain.ok) return plain.value;
-  const fences = [...trimmed.matchAll(/^[ \t]*```[ \t]*(?:json)?[ \t]*\r?\n([\s\S]*?)```[ \t]*\r?$/gim)];
+  const text = answerText.trim();
   const unusable = (problem: string) => new EvalJudgeResponseError(problem);
-  if (!fences.length) throw unusable(`the answer is not JSON (${plain.reason}) and holds no Markdown JSON fence`);
-  if (fences.length > 1) throw unusable(`the answer holds ${fences.length} Markdown fences; expected one JSON block`);
-  const fenced = parseStrictJson(fences[0]![1]!);
-  if (fenced.ok) return fenced.value;
-  throw unusable(`the fenced block is not valid JSON: ${fenced.reason}`);
-}
-
-/** JSON.parse that refuses a repeated key (JSON.parse would silently keep the last value of a contradictory answer). */
-function parseStrictJson(json: string): { ok: true; value: unknown } | { ok: false; reason: string } {
-  let value: unknown;
-  try {
-    value = JSON.parse(json);
-  } catch (error) {
-    return { ok: false, reason: (error as Error).message };
+  if (!text) throw unusable('empty answer');
+  let [json, parsed] = [text, tryJson(text)];
+  if (!('value' in parsed)) {
+    const fences = [...text.matchAll(MARKDOWN_FENCE)].map((match) => match[1]!);
+    const notJson = `the answer is not JSON (${parsed.reason}) and holds no Markdown JSON fence`;
+    const fenced = fences.length ? `the answer holds ${fences.length} Markdown fences` : notJson;
+    if (fences.length !== 1) throw unusable(fenced);
+    [json, parsed] = [fences[0]!, tryJson(fences[0]!)];
+    if (!('value' in parsed)) throw unusable(`the fenced block is not valid JSON: ${parsed.reason}`);
   }
+  // JSON.parse silently keeps the last value of a repeated key: a contradictory answer must not become a score.
   const duplicate = findDuplicateKey(json);
-  if (duplicate !== undefined) throw new EvalJudgeResponseError(`the answer repeats the key "${duplicate}"`);
-  return { ok: true, value };
+  if (duplicate !== undefined) throw unusable(`the answer repeats the key "${duplicate}"`);
+  return parsed.value;
 }
-
+const tryJson = (json: string): { value: unknown } | { reason: string } => {
+  try {
+    return { value: JSON.parse(json) };
+  } catch (error) {
+    return { reason: (error as Error).message };
+  }
+};
 /** The first key that an object of valid JSON text repeats; by hand, because no JSON parser reports it. */
 function findDuplicateKey(json: string): string | undefined {
   const stack: { keys?: Set<string>; expectKey: boolean }[] = [];
@@ -824,7 +779,6 @@ function findDuplicateKey(json: string): string | undefined {
   }
   return undefined;
 }
-
 // ---- The output: a lock, the CSV and the audit log, each line complete in one write and flushed to disk -------------
 export type ScoreRow = { task_id: string; model: string; scores: Record<string, number>; notes: string };
 /** Takes the lock, opens the CSV (repairing a torn last line) and the audit log; refuses paths it cannot write. */
@@ -848,11 +802,10 @@ function openOutput(options: RunOptions, rubric: Rubric) {
     throw error;
   }
 }
-
 /** The selected transcripts without a row (after --rescore removed theirs), saying how many were skipped. */
 function pendingTranscripts({ scoreFile, options, summary, selected, progress }: Run): TranscriptRef[] {
-  const torn = `removed a torn last line (${scoreFile.tornBytes} bytes); that transcript is judged again`;
-  if (scoreFile.tornBytes > 0) progress.log(`repaired ${options.output}: ${torn}`);
+  const torn = `removed a torn last line (${scoreFile.torn} bytes); that transcript is judged again`;
+  if (scoreFile.torn > 0) progress.log(`repaired ${options.output}: ${torn}`);
   const pairs = new Set(selected.map((ref) => pairKey(ref.task_id, ref.model)));
   const removed = options.rescore ? scoreFile.removePairs(pairs) : 0;
   const kept = `from ${options.output}; the audit log keeps their answers`;
@@ -864,7 +817,6 @@ function pendingTranscripts({ scoreFile, options, summary, selected, progress }:
   progress.total = pending.length;
   return pending;
 }
-
 /** The output CSV, open for appending; knows which (task_id, model) pairs it already holds. */
 export class ScoreFile {
   readonly done = new Set<string>();
@@ -872,9 +824,8 @@ export class ScoreFile {
     readonly file: string,
     readonly columns: string[],
     public fd: number,
-    readonly tornBytes: number,
+    readonly torn: number,
   ) {}
-
   /** Opens or creates the CSV; a wrong header or row is refused untouched, a torn last line (a crash) is cut off. */
   static open(file: string, dimensions: string[], { readOnly = false } = {}): ScoreFile {
     const columns = ['task_id', 'model', ...dimensions, 'notes'];
@@ -891,7 +842,6 @@ export class ScoreFile {
     for (const [taskId, model] of rows) scores.done.add(pairKey(taskId!, model!));
     return scores;
   }
-
   append(row: ScoreRow, sync = true): void {
     const scores = this.columns.slice(2, -1).map((name) => row.scores[name]!);
     appendDurably(this.fd, csvLine([row.task_id, row.model, ...scores, escapeFormula(row.notes)]), sync);
@@ -907,7 +857,6 @@ export class ScoreFile {
     for (const pair of pairs) this.done.delete(pair);
     return rows.length - kept.length;
   }
-
   close(): void {
     if (this.fd >= 0) fs.closeSync(this.fd);
     this.fd = -1;
@@ -922,7 +871,6 @@ export function writeScores(file: string, rows: ScoreRow[], dimensions: string[]
     scores.close();
   }
 }
-
 /** The rows, checked, and where complete lines end: a last line without its break, or cut inside quotes, is torn. */
 function readScoreRows(file: string, content: Buffer, columns: string[]) {
   const records: { fields: string[]; line: number }[] = [];
@@ -953,7 +901,6 @@ function readScoreRows(file: string, content: Buffer, columns: string[]) {
     throw new EvalInputError(`${file}: line ${bad.line} has ${bad.fields.length} fields, expected ${columns.length}`);
   return { rows: rows.map((row) => row.fields), completeBytes };
 }
-
 /** Defuses spreadsheet formulas: a notes cell starting (after spaces) with = + - @ tab or CR gets a leading quote. */
 export const escapeFormula = (notes: string) => (/^[^\S\t\r]*[=+\-@\t\r]/.test(notes) ? `'${notes}` : notes);
 /** Opens the JSONL audit log for appending; a torn last line is ended so the next entry starts clean. */
@@ -964,7 +911,6 @@ function openAuditLog(file: string): number {
   if (size > 0 && fs.readSync(fd, last, 0, 1, size - 1) === 1 && last[0] !== 0x0a) appendDurably(fd, '\n');
   return fd;
 }
-
 /** Whether a process runs; a zombie (killed, not yet reaped) passes `kill(pid, 0)`, so its state is read too. */
 function isProcessAlive(pid: number): boolean {
   if (!Number.isInteger(pid)) return false;
@@ -975,7 +921,6 @@ function isProcessAlive(pid: number): boolean {
     return (error as NodeJS.ErrnoException).code !== 'ESRCH'; // EPERM: another user's; no /proc: assume it runs
   }
 }
-
 /** Takes the lock, born holding our pid (a hard link); a stale one is removed only under `<lock>.takeover`. */
 export function acquireLock(output: string): () => void {
   const [lock, takeover, temp] = [`${output}.lock`, `${output}.lock.takeover`, `${output}.lock.${process.pid}.tmp`];
@@ -1030,7 +975,6 @@ export function acquireLock(output: string): () => void {
   process.on('exit', release);
   return release;
 }
-
 // ---- Message Batches: the same judgements at half the price, asynchronously -----------------------------------------
 /** A short, stable batch `custom_id` for a pair: at most 64 characters of [A-Za-z0-9_-]. */
 export const batchCustomId = (taskId: string, model: string) => `t_${sha256(pairKey(taskId, model)).slice(0, 32)}`;
@@ -1047,7 +991,6 @@ export function* splitIntoBatches<T extends { bytes: number }>(items: Iterable<T
   }
   if (current.length > 0) yield current;
 }
-
 /** Judges the pending transcripts through Message Batches: resume, submit, judge the rest directly, poll, collect. */
 async function judgeInBatches(run: Run, pending: TranscriptRef[]): Promise<void> {
   const { signal } = run.controller;
@@ -1083,7 +1026,6 @@ async function judgeInBatches(run: Run, pending: TranscriptRef[]): Promise<void>
     run.progress.log(`batch(es) ${ids} left running at Anthropic, not cancelled; ${advice}`);
   }
 }
-
 /** The batches submitted, not yet collected, kept beside the output: a rerun resumes them instead of paying twice. */
 class BatchState {
   entries: BatchEntry[];
@@ -1091,7 +1033,6 @@ class BatchState {
     const saved = fs.existsSync(file) && loadValidated(file, BatchStateSchema, EvalConfigurationError);
     this.entries = saved ? saved.batches : [];
   }
-  /** The (task_id, model) pairs of the pending batches, as pair keys. */
   pairs = () => new Set(this.entries.flatMap((entry) => Object.values(entry.requests).map(([t, m]) => pairKey(t, m))));
   save(): void {
     if (this.entries.length === 0) fs.rmSync(this.file, { force: true });
@@ -1102,7 +1043,6 @@ class BatchState {
     this.save();
   }
 }
-
 /** Checks the pending batches: one maybe created but not recorded stops the run (no double pay); a lost one goes. */
 async function resumeBatches(run: Run, batches: BatchState): Promise<void> {
   const unsure = batches.entries.find((entry) => entry.id === null);
@@ -1130,7 +1070,6 @@ async function resumeBatches(run: Run, batches: BatchState): Promise<void> {
   if (batches.entries.length)
     run.progress.log(`resuming ${batches.entries.length} pending batch(es) from ${batches.file}: ${ids}`);
 }
-
 /** The batch requests of the transcripts the primary judge can take; the others go to `direct`, for the chain. */
 function* batchRequests(inputs: Pick<Run, 'prepare' | 'rubric'>, refs: Ref[], primary: JudgeSpec, direct: Ref[]) {
   for (const ref of refs) {
@@ -1150,7 +1089,6 @@ function* batchRequests(inputs: Pick<Run, 'prepare' | 'rubric'>, refs: Ref[], pr
     else yield { ref, request, ...prepared, bytes };
   }
 }
-
 /** Submits transcripts as batches, each recorded in the state file before and after its create call. */
 async function submitBatches(run: Run, batches: BatchState, refs: TranscriptRef[]) {
   const [primary, direct] = [run.judges[0]!, [] as TranscriptRef[]];
@@ -1177,7 +1115,6 @@ async function submitBatches(run: Run, batches: BatchState, refs: TranscriptRef[
   }
   return direct;
 }
-
 /** Writes a batch's results; a failed, unusable, missing or stale (prompt since edited) one goes through the chain. */
 async function collectBatchResults(run: Run, entry: BatchEntry): Promise<void> {
   const primary = run.judges[0]!;
@@ -1188,10 +1125,8 @@ async function collectBatchResults(run: Run, entry: BatchEntry): Promise<void> {
     const results = await classified(primary, primary.client.messages.batches.results(entry.id!));
     for await (const { custom_id, result } of results) {
       const [taskId, model, promptSha] = entry.requests[custom_id] ?? [];
-      if (!taskId || !model || !promptSha) {
-        run.progress.log(`batch ${entry.id}: ignoring a result with unknown custom_id ${custom_id}`);
-        continue;
-      }
+      if (!promptSha) run.progress.log(`batch ${entry.id}: ignoring a result with unknown custom_id ${custom_id}`);
+      if (!taskId || !model || !promptSha) continue;
       seen.add(custom_id);
       if (run.scoreFile.done.has(pairKey(taskId, model))) continue; // written before a crash; the batch is re-read
       const [ref, answers] = [refOf(taskId, model), [] as JudgeAnswer[]];
@@ -1228,7 +1163,6 @@ async function collectBatchResults(run: Run, entry: BatchEntry): Promise<void> {
   fs.fsyncSync(run.scoreFile.fd);
   fs.fsyncSync(run.log.fd);
 }
-
 // ---- The command line -----------------------------------------------------------------------------------------------
 /** Runs the CLI on the user's arguments and returns its exit status; importing this file runs nothing. */
 export async function main(argv: string[], io: IO): Promise<number> {
@@ -1260,7 +1194,6 @@ export async function main(argv: string[], io: IO): Promise<number> {
     process.off('SIGINT', onSigint);
   }
 }
-
 function buildCli(io: IO): Command {
   const positive = (integer: boolean) => (value: string) => {
     if (Number(value) > 0 && (!integer || /^[1-9]\d*$/.test(value))) return Number(value);
@@ -1291,7 +1224,6 @@ function buildCli(io: IO): Command {
     .configureOutput({ writeOut: (out) => io.stdout.write(out), writeErr: (out) => io.stderr.write(out) })
     .exitOverride();
 }
-
 /** Prints the first prompt (with --batch: of the first request, and how many requests and batches); sends nothing. */
 function dryRun(options: RunOptions, { env, stdout, stderr }: IO): number {
   const inputs = loadInputs(options);
@@ -1328,7 +1260,6 @@ function dryRun(options: RunOptions, { env, stdout, stderr }: IO): number {
   stderr.write(`dry-run --batch: ${would}${direct.length ? sync : ''}${none}${printed}\n`);
   return 0;
 }
-
 function formatSummary(summary: RunSummary, output: string): string {
   const { selected, scored, skipped, failed, tokensIn, tokensOut, wallMs, batchesCreated, batchesResumed } = summary;
   const interrupted = summary.stoppedBy instanceof EvalInterruptedError ? 'interrupted: ' : '';
@@ -1341,7 +1272,6 @@ function formatSummary(summary: RunSummary, output: string): string {
   if (summary.stoppedBy && !interrupted) lines.push(`stopped: ${summary.stoppedBy.message}`);
   return `${lines.map(oneLine).join('\n')}\n`;
 }
-
 /** The live progress line on a terminal; plain lines, without control characters, elsewhere. */
 class Progress {
   total = 0;
@@ -1366,7 +1296,6 @@ class Progress {
     if (this.run.stderr.isTTY) this.run.stderr.write('\r\x1b[2K');
   }
 }
-
 // ---- Small helpers --------------------------------------------------------------------------------------------------
 function newSummary(selected: number) {
   const failed: { label: string; reason: string }[] = [];
@@ -1374,7 +1303,6 @@ function newSummary(selected: number) {
   const counts = { scored: 0, skipped: 0, tokensIn: 0, tokensOut: 0, wallMs: 0 };
   return { selected, ...counts, failed, batchesCreated, batchesResumed, stoppedBy: undefined as EvalError | undefined };
 }
-
 /** The key of a (task_id, model) pair: what a CSV row, a resume and a batch request are matched by. */
 const pairKey = (taskId: string, model: string) => `${model}\u0000${taskId}`;
 const sha256 = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
@@ -1392,7 +1320,6 @@ const csvLine = (cells: (string | number)[]) =>
 /** Sleeps for `ms`; an abort ends the wait by throwing the abort's reason. */
 const sleepUnlessAborted = (ms: number, signal: AbortSignal) =>
   sleep(ms, undefined, { signal }).catch(() => signal.throwIfAborted());
-
 /** Shows control characters escaped, so whatever a run prints on one line stays one line. */
 const oneLine = (message: string) =>
   message.replace(/[\x00-\x1f\x7f\u0085\u2028\u2029]/g, (char) => {
@@ -1415,7 +1342,6 @@ function writablePath<T>(file: string, setUp: () => T): T {
     throw new EvalConfigurationError(`${file}: cannot be created or written (${code})`, { cause: error });
   }
 }
-
 /** Writes all of `content` at the end of the file in one go and, unless a caller syncs later, flushes it to disk. */
 function appendDurably(fd: number, content: string, sync = true): void {
   const buffer = Buffer.from(content);
@@ -1429,8 +1355,6 @@ function replaceFileDurably(file: string, content: string): void {
   fs.renameSync(temp, file);
   withFd(fs.openSync(path.dirname(file), 'r'), fs.fsyncSync); // the rename itself is durable once its folder is
 }
-
-/** Uses a file descriptor and always closes it. */
 function withFd(fd: number, use: (fd: number) => void): void {
   try {
     use(fd);
@@ -1438,7 +1362,6 @@ function withFd(fd: number, use: (fd: number) => void): void {
     fs.closeSync(fd);
   }
 }
-
 /** Reads the API's rate-limit headers (`anthropic-ratelimit-requests-*`), when it sent them. */
 function parseRateLimit(headers: Headers | undefined): RateLimitInfo | undefined {
   const header = (name: string) => headers?.get(`anthropic-ratelimit-requests-${name}`) || 'none';
@@ -1446,7 +1369,6 @@ function parseRateLimit(headers: Headers | undefined): RateLimitInfo | undefined
   const resetAt = Date.parse(header('reset'));
   return [limit, remaining, resetAt].every(Number.isFinite) ? { limit, remaining, resetAt } : undefined;
 }
-
 /** `retry-after-ms`, else `retry-after` in seconds or as an HTTP date, in milliseconds. */
 function parseRetryAfter(headers: Headers | undefined): number | undefined {
   const [ms, value] = [Number(headers?.get('retry-after-ms') ?? NaN), headers?.get('retry-after')];
@@ -1456,7 +1378,6 @@ function parseRetryAfter(headers: Headers | undefined): number | undefined {
   const date = Date.parse(value);
   return Number.isFinite(date) ? Math.max(0, date - Date.now()) : undefined;
 }
-
 /** One validation problem as "field.path: what is wrong (got value)"; a path through a named dimension names it. */
 function describeIssue(issue: z.core.$ZodIssue, data: unknown): string {
   const keys = issue.path.map((key, i) => (typeof key === 'number' ? `[${key}]` : `${i ? '.' : ''}${String(key)}`));
@@ -1474,24 +1395,16 @@ function describeIssue(issue: z.core.$ZodIssue, data: unknown): string {
   const got = issue.input === undefined ? 'nothing' : JSON.stringify(issue.input)?.slice(0, 80);
   return `${where}: ${issue.message} (got ${got})${names.length ? ` (in ${names.join(', ')})` : ''}`;
 }
-
-/** ` (did you mean "x"?)` for the known key nearest a misspelt one, by edit distance; empty when none is close. */
+/** ` (did you mean "x"?)` for the known key closest to a misspelt one (fewest letters apart), if one is close. */
 function nearestKeyHint(key: string, known: string[]): string {
-  const distance = (a: string, b: string) => {
-    let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-    for (let i = 1; i <= a.length; i++) {
-      const row = [i];
-      for (let j = 1; j <= b.length; j++) {
-        row[j] = Math.min(previous[j]! + 1, row[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-      }
-      previous = row;
-    }
-    return previous[b.length]!;
+  const apart = (a: string, b: string) => {
+    const left = [...b];
+    const shared = [...a].filter((char) => left.includes(char) && left.splice(left.indexOf(char), 1)).length;
+    return a.length + b.length - 2 * shared;
   };
-  const [best] = known.map((candidate) => [candidate, distance(key, candidate)] as const).sort((a, b) => a[1] - b[1]);
+  const [best] = known.map((candidate) => [candidate, apart(key, candidate)] as const).sort((a, b) => a[1] - b[1]);
   return best && best[1] <= Math.max(2, key.length / 3) ? ` (did you mean "${best[0]}"?)` : '';
 }
-
 /** True when this file is the program being run, not a module imported by tests. */
 export function isEntryModule(moduleUrl: string, argv1: string | undefined = process.argv[1]): boolean {
   const real = (file: string) => (fs.existsSync(file) ? fs.realpathSync(file) : file);

@@ -25,6 +25,7 @@ import {
   tagOf,
   tagOfParams,
   waitFor,
+  assertAnswerSchema,
 } from './helpers.ts';
 import type { JudgeEntry, Workspace, WorkspaceOptions } from './helpers.ts';
 import type { ReferenceKey, Task } from '../run-judge.ts';
@@ -169,48 +170,6 @@ function rubricWithGaps(): { text: string; allowed: Record<string, number[]> } {
     ]),
   );
   return { text: JSON.stringify(rubric, null, 2), allowed };
-}
-
-/** Checks a structured-output schema: flat, all required, enums of the allowed scores, no bounds, closed objects. */
-function assertAnswerSchema(schema: any, allowed: Record<string, number[]>): void {
-  const keysAnywhere = new Set<string>();
-  const walk = (value: unknown): void => {
-    if (Array.isArray(value)) value.forEach(walk);
-    else if (value && typeof value === 'object')
-      for (const [key, child] of Object.entries(value)) {
-        keysAnywhere.add(key);
-        walk(child);
-      }
-  };
-  walk(schema);
-  for (const banned of [
-    '$ref',
-    '$defs',
-    'definitions',
-    '$schema',
-    'minimum',
-    'maximum',
-    'exclusiveMinimum',
-    'exclusiveMaximum',
-  ]) {
-    assert.ok(!keysAnywhere.has(banned), `no "${banned}" anywhere in the schema: ${JSON.stringify(schema)}`);
-  }
-  assert.equal(schema.type, 'object');
-  assert.equal(schema.additionalProperties, false);
-  assert.deepEqual([...schema.required].sort(), ['notes', 'scores']);
-  assert.equal(schema.properties.notes.type, 'string');
-  const scores = schema.properties.scores;
-  assert.equal(scores.type, 'object');
-  assert.equal(scores.additionalProperties, false);
-  assert.deepEqual([...scores.required].sort(), Object.keys(allowed).sort());
-  assert.deepEqual(Object.keys(scores.properties).sort(), Object.keys(allowed).sort());
-  for (const [name, values] of Object.entries(allowed)) {
-    assert.deepEqual(
-      [...scores.properties[name].enum].sort((a: number, b: number) => a - b),
-      values,
-      `enum of ${name}`,
-    );
-  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -531,3 +531,46 @@ export function wellFormedCsv(file: string): string[] {
   assert.equal(new Set(keys).size, keys.length, `no duplicate pair in ${keys.join(' ')}`);
   return keys.sort();
 }
+
+/** Checks a structured-output schema: flat, all required, enums of the allowed scores, no bounds, closed objects. */
+export function assertAnswerSchema(schema: any, allowed: Record<string, number[]>): void {
+  const keysAnywhere = new Set<string>();
+  const walk = (value: unknown): void => {
+    if (Array.isArray(value)) value.forEach(walk);
+    else if (value && typeof value === 'object')
+      for (const [key, child] of Object.entries(value)) {
+        keysAnywhere.add(key);
+        walk(child);
+      }
+  };
+  walk(schema);
+  const banned = [
+    '$ref',
+    '$defs',
+    'definitions',
+    '$schema',
+    'minimum',
+    'maximum',
+    'exclusiveMinimum',
+    'exclusiveMaximum',
+  ];
+  for (const key of [...banned, 'const']) {
+    assert.ok(!keysAnywhere.has(key), `no "${key}" anywhere in the schema: ${JSON.stringify(schema)}`);
+  }
+  assert.equal(schema.type, 'object');
+  assert.equal(schema.additionalProperties, false);
+  assert.deepEqual([...schema.required].sort(), ['notes', 'scores']);
+  assert.equal(schema.properties.notes.type, 'string');
+  const scores = schema.properties.scores;
+  assert.equal(scores.type, 'object');
+  assert.equal(scores.additionalProperties, false);
+  assert.deepEqual([...scores.required].sort(), Object.keys(allowed).sort());
+  assert.deepEqual(Object.keys(scores.properties).sort(), Object.keys(allowed).sort());
+  for (const [name, values] of Object.entries(allowed)) {
+    assert.deepEqual(
+      [...scores.properties[name].enum].sort((a: number, b: number) => a - b),
+      values,
+      `enum of ${name}`,
+    );
+  }
+}

@@ -23,6 +23,7 @@ import {
   setupRun,
   startFake,
   tagOf,
+  assertAnswerSchema,
 } from './helpers.ts';
 import type { RecordedRequest, Reply } from './fake-anthropic.ts';
 import type { Decision, EvalError as EvalErrorType, Judge, JudgeConfig, TranscriptImage } from '../run-judge.ts';
@@ -262,39 +263,6 @@ function rubricWithGaps(t: TestContext) {
     ]),
   );
   return { rubric: gapped, allowed };
-}
-
-/** Checks the structured-output schema: flat, all required, enums of the allowed scores, no bounds, closed objects. */
-function assertAnswerSchema(schema: any, allowed: Record<string, number[]>): void {
-  const keysAnywhere = new Set<string>();
-  const walk = (value: unknown): void => {
-    if (Array.isArray(value)) value.forEach(walk);
-    else if (value && typeof value === 'object')
-      for (const [key, child] of Object.entries(value)) {
-        keysAnywhere.add(key);
-        walk(child);
-      }
-  };
-  walk(schema);
-  for (const banned of ['$ref', '$defs', 'definitions', '$schema', 'minimum', 'maximum', 'exclusiveMinimum', 'const']) {
-    assert.ok(!keysAnywhere.has(banned), `no "${banned}" anywhere in the schema: ${JSON.stringify(schema)}`);
-  }
-  assert.equal(schema.type, 'object');
-  assert.equal(schema.additionalProperties, false);
-  assert.deepEqual([...schema.required].sort(), ['notes', 'scores']);
-  assert.equal(schema.properties.notes.type, 'string');
-  const scores = schema.properties.scores;
-  assert.equal(scores.type, 'object');
-  assert.equal(scores.additionalProperties, false);
-  assert.deepEqual([...scores.required].sort(), Object.keys(allowed).sort());
-  assert.deepEqual(Object.keys(scores.properties).sort(), Object.keys(allowed).sort());
-  for (const [name, values] of Object.entries(allowed)) {
-    assert.deepEqual(
-      [...scores.properties[name].enum].sort((a: number, b: number) => a - b),
-      values,
-      `enum of ${name}`,
-    );
-  }
 }
 
 const PNG = { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } as const;

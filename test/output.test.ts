@@ -240,7 +240,7 @@ describe('reading the CSV: a torn tail is cut off at the last complete record', 
       assert.ok(fs.readFileSync(file).equals(torn), 'a read-only open (dry-run) changes nothing');
       const scores = ScoreFile.open(file, dimensions);
       scores.close();
-      assert.equal(scores.tornBytes, Buffer.byteLength(tail));
+      assert.equal(scores.torn, Buffer.byteLength(tail));
       assert.equal(scores.done.size, 2, 'the torn row does not count as scored');
       assert.equal(fs.readFileSync(file, 'utf8'), complete);
     });
