@@ -51,8 +51,6 @@ const FLAG_DEFAULTS = {
   ...{ output: 'evals/scores/judge_scores.csv', log: 'evals/scores/judge_log.jsonl' },
 };
 const RETRY_DEFAULTS = { max_retries: 5, budget_s: 30, base_delay_s: 1 };
-const TIMEOUT_S = 300;
-const NEVER = new AbortController().signal;
 const BATCH_LIMITS = { maxRequests: 100_000, maxBytes: 256 * 1024 * 1024 };
 /** A finished turn; anything else (max_tokens, refusal, pause_turn, tool_use, a full context window) is unusable. */
 const USABLE_STOP_REASONS = ['end_turn', 'stop_sequence'];
@@ -61,8 +59,7 @@ const MARKDOWN_FENCE = /^[ \t]*```[ \t]*(?:json)?[ \t]*\r?\n([\s\S]*?)```[ \t]*\
 // ---- Errors: one hierarchy; a failure is its own outcome, never a verdict -------------------------------------------
 export type EvalErrorOptions = { cause?: unknown; judge?: string };
 export class EvalError extends Error {
-  /** The judge (model id) an attempt failed on; with it, the message starts "judge <model>: ". */
-  judge?: string;
+  judge?: string; // the judge (model id) an attempt failed on; the message then starts "judge <model>: "
   constructor(message: string, options: EvalErrorOptions = {}) {
     super(options.judge ? `judge ${options.judge}: ${message}` : message, { cause: options.cause });
     this.name = new.target.name;
@@ -89,8 +86,7 @@ export class EvalProviderError extends EvalError {
   requestId?: string;
   retryAfterMs?: number;
   rateLimit?: RateLimitInfo;
-  /** A 429 for a spend or billing limit: waiting does not help, so it is not retried. */
-  spendLimit = false;
+  spendLimit = false; // a 429 for a spend or billing limit: waiting does not help, so it is not retried
 }
 /** Two or more judges failed; `errors` holds every attempt in order, and `cause` is the last. */
 export class EvalJudgesExhaustedError extends EvalError {
@@ -425,7 +421,7 @@ function checkedApiKey(config: JudgeConfig, env: NodeJS.ProcessEnv): string {
   const rejected = 'the Anthropic API (version 2026-10-21) and Claude Opus 4.7+ reject temperature with HTTP 400';
   throw fail(`"temperature": ${config.temperature} is set, but ${rejected}; set "temperature": null in models.json`);
 }
-const timeoutMs = (config: JudgeConfig) => Math.round((config.timeout_s ?? TIMEOUT_S) * 1000); // the SDK takes whole ms
+const timeoutMs = (config: JudgeConfig) => Math.round((config.timeout_s ?? 300) * 1000); // whole ms, 300 s by default
 const canTakeImages = (judge: { config: JudgeConfig }) => (judge.config.media ?? ['text']).includes('image');
 type Request = Anthropic.MessageCreateParamsNonStreaming;
 /** The Messages API request for one prompt and its images (each after its label); no sampling parameter. */
@@ -512,10 +508,10 @@ export function decide(error: EvalError, retry?: RetryState): Decision {
   }
   return { action: 'next-judge' };
 }
-export const callJudgeWithRetries = (judge: Judge, request: Request, signal = NEVER) =>
+export const callJudgeWithRetries = (judge: Judge, request: Request, signal = new AbortController().signal) =>
   withRetries(judge, () => callJudge(judge, request), signal);
 /** Runs one call to one judge, retried on the same judge while `decide` says so, paced by the judge's gate. */
-async function withRetries<T>(judge: Judge, call: () => Promise<T>, signal = NEVER): Promise<T> {
+async function withRetries<T>(judge: Judge, call: () => Promise<T>, signal: AbortSignal): Promise<T> {
   const policy = { ...RETRY_DEFAULTS, ...judge.config.retry };
   const deadline = Date.now() + policy.budget_s * 1000;
   for (let attempt = 0; ; attempt++) {
@@ -543,8 +539,7 @@ async function withRetries<T>(judge: Judge, call: () => Promise<T>, signal = NEV
 export class RateGate {
   private pausedUntil = 0;
   private started = 0;
-  /** What the latest-started request's answer said: `remaining` as of the request numbered `fromSeq`. */
-  private window?: RateLimitInfo & { fromSeq: number };
+  private window?: RateLimitInfo & { fromSeq: number }; // the latest answer: `remaining` as of request `fromSeq`
   /** Waits until one more request may start and returns its number; undefined when a pause outlasts `deadline`. */
   async acquire(deadline: number, signal: AbortSignal): Promise<number | undefined> {
     for (let now = Date.now(); this.pausedUntil <= deadline; now = Date.now()) {
@@ -570,8 +565,7 @@ export class RateGate {
 type ChainOptions<I> = { mediaSkips?: readonly string[]; describe?: (invoker: I) => string };
 /** Runs judges in order (primary, then fallbacks) under the seed's chain policy, as `decide` states it. */
 export class JudgeChain {
-  /** The failed attempts only, in order. */
-  readonly attempts: EvalError[] = [];
+  readonly attempts: EvalError[] = []; // the failed attempts only, in order
   readonly operation: string;
   constructor({ operation }: { operation: string }) {
     this.operation = operation;
@@ -783,22 +777,16 @@ function findDuplicateKey(json: string): string | undefined {
 export type ScoreRow = { task_id: string; model: string; scores: Record<string, number>; notes: string };
 /** Takes the lock, opens the CSV (repairing a torn last line) and the audit log; refuses paths it cannot write. */
 function openOutput(options: RunOptions, rubric: Rubric) {
-  const releaseLock = writablePath(`${options.output}.lock`, () => acquireLock(options.output));
-  let scoreFile: ScoreFile | undefined;
+  const undo = [writablePath(`${options.output}.lock`, () => acquireLock(options.output))];
+  const close = () => undo.reverse().forEach((step) => step()); // the log, the CSV, then the lock
   try {
-    scoreFile = writablePath(options.output, () => ScoreFile.open(options.output, rubricDimensions(rubric)));
+    const scoreFile = writablePath(options.output, () => ScoreFile.open(options.output, rubricDimensions(rubric)));
+    undo.push(() => scoreFile.close());
     const fd = writablePath(options.log, () => openAuditLog(options.log));
-    const log = { fd, runId: randomUUID(), rubricSha: sha256(fs.readFileSync(options.rubric)) };
-    const opened = scoreFile;
-    const close = () => {
-      opened.close();
-      fs.closeSync(fd);
-      releaseLock();
-    };
-    return { scoreFile: opened, log, close };
+    undo.push(() => fs.closeSync(fd));
+    return { scoreFile, log: { fd, runId: randomUUID(), rubricSha: sha256(fs.readFileSync(options.rubric)) }, close };
   } catch (error) {
-    scoreFile?.close();
-    releaseLock();
+    close();
     throw error;
   }
 }
@@ -1065,8 +1053,8 @@ async function resumeBatches(run: Run, batches: BatchState): Promise<void> {
       batches.remove(entry);
     }
   }
-  run.summary.batchesResumed = batches.entries.map((entry) => entry.id!);
-  const ids = `${run.summary.batchesResumed.join(', ')}; their transcripts are not submitted again`;
+  run.summary.batchesResumed = batches.entries.length;
+  const ids = `${batches.entries.map((entry) => entry.id).join(', ')}; their transcripts are not submitted again`;
   if (batches.entries.length)
     run.progress.log(`resuming ${batches.entries.length} pending batch(es) from ${batches.file}: ${ids}`);
 }
@@ -1110,7 +1098,7 @@ async function submitBatches(run: Run, batches: BatchState, refs: TranscriptRef[
       throw error;
     }
     batches.save();
-    run.summary.batchesCreated.push(entry.id);
+    run.summary.batchesCreated++;
     run.progress.log(`submitted batch ${entry.id}: ${chunk.length} request(s) to ${primary.model}`);
   }
   return direct;
@@ -1264,9 +1252,9 @@ function formatSummary(summary: RunSummary, output: string): string {
   const { selected, scored, skipped, failed, tokensIn, tokensOut, wallMs, batchesCreated, batchesResumed } = summary;
   const interrupted = summary.stoppedBy instanceof EvalInterruptedError ? 'interrupted: ' : '';
   const counts = `${selected} selected: ${scored} scored, ${skipped} skipped (already in ${output})`;
-  const batches = `; batches created ${batchesCreated.length}, resumed ${batchesResumed.length}`;
+  const batches = `; batches created ${batchesCreated}, resumed ${batchesResumed}`;
   const cost = `tokens in ${tokensIn}, out ${tokensOut}; wall time ${(wallMs / 1000).toFixed(2)} s`;
-  const anyBatch = batchesCreated.length + batchesResumed.length ? batches : '';
+  const anyBatch = batchesCreated + batchesResumed ? batches : '';
   const lines = [`${interrupted}${counts}, ${failed.length} failed; ${cost}${anyBatch}`];
   for (const failure of failed) lines.push(`  failed ${failure.label}: ${failure.reason}`);
   if (summary.stoppedBy && !interrupted) lines.push(`stopped: ${summary.stoppedBy.message}`);
@@ -1298,10 +1286,9 @@ class Progress {
 }
 // ---- Small helpers --------------------------------------------------------------------------------------------------
 function newSummary(selected: number) {
+  const counts = { scored: 0, skipped: 0, tokensIn: 0, tokensOut: 0, wallMs: 0, batchesCreated: 0, batchesResumed: 0 };
   const failed: { label: string; reason: string }[] = [];
-  const [batchesCreated, batchesResumed] = [[] as string[], [] as string[]];
-  const counts = { scored: 0, skipped: 0, tokensIn: 0, tokensOut: 0, wallMs: 0 };
-  return { selected, ...counts, failed, batchesCreated, batchesResumed, stoppedBy: undefined as EvalError | undefined };
+  return { selected, ...counts, failed, stoppedBy: undefined as EvalError | undefined };
 }
 /** The key of a (task_id, model) pair: what a CSV row, a resume and a batch request are matched by. */
 const pairKey = (taskId: string, model: string) => `${model}\u0000${taskId}`;
@@ -1410,7 +1397,4 @@ export function isEntryModule(moduleUrl: string, argv1: string | undefined = pro
   const real = (file: string) => (fs.existsSync(file) ? fs.realpathSync(file) : file);
   return argv1 !== undefined && real(argv1) === real(fileURLToPath(moduleUrl));
 }
-if (isEntryModule(import.meta.url)) {
-  const io = { env: process.env, stdout: process.stdout, stderr: process.stderr };
-  main(process.argv.slice(2), io).then((code) => (process.exitCode = code));
-}
+if (isEntryModule(import.meta.url)) main(process.argv.slice(2), process).then((code) => (process.exitCode = code));
