@@ -1,8 +1,11 @@
 // Prompt stage: transcript text, delimiter defusing, and the judge prompt built from task, reference key, transcript and rubric.
 import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { describe, test } from 'node:test';
 import {
   DIMENSIONS,
+  REPO,
   RUBRIC_FILE,
   makeReferenceKey,
   makeTask,
@@ -13,7 +16,8 @@ import {
 import type { ReferenceKey, Task, Transcript } from '../run-judge.ts';
 
 // Destructured, not imported by name: a renamed export then fails its own tests, not the whole file.
-const { buildJudgePrompt, loadRubric, neutraliseDelimiters, transcriptToText } = await import('../run-judge.ts');
+const { buildJudgePrompt, loadRubric, loadTranscript, neutraliseDelimiters, transcriptToText } =
+  await import('../run-judge.ts');
 
 const rubric = loadRubric(RUBRIC_FILE);
 const count = (text: string, needle: string) => text.split(needle).length - 1;
@@ -293,5 +297,19 @@ describe('buildJudgePrompt: the allowed scores come from the rubric', () => {
       (list) => list.some((n) => n === 0 || n === 2) && list.some((n) => n === 3 || n === 5),
     );
     assert.deepEqual(merged, [], `a merged list of scores:\n${tail}`);
+  });
+});
+
+describe('the shipped prompt does not change by accident', () => {
+  test('the prompt for stub/proof01 equals test/golden/stub-proof01.prompt.txt (update it only for a deliberate change)', () => {
+    const read = (file: string) => JSON.parse(fs.readFileSync(path.join(REPO, file), 'utf8'));
+    const ref = { task_id: 'proof01', model: 'stub', path: path.join(REPO, 'evals/transcripts/stub/proof01.json') };
+    const prompt = buildJudgePrompt(
+      read('evals/tasks/proof01.json'),
+      read('evals/reference_keys/proof01.json'),
+      loadTranscript(ref),
+      rubric,
+    );
+    assert.equal(`${prompt}\n`, fs.readFileSync(path.join(REPO, 'test/golden/stub-proof01.prompt.txt'), 'utf8'));
   });
 });
