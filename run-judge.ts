@@ -58,11 +58,11 @@ const BATCH_LIMITS = { maxRequests: 100_000, maxBytes: 256 * 1024 * 1024 };
 /** A finished turn; anything else (max_tokens, refusal, pause_turn, tool_use, a full context window) is unusable. */
 const USABLE_STOP_REASONS = ['end_turn', 'stop_sequence'];
 /** A Markdown fence (```json or ```) around an answer; it closes only at a line end, so backticks in notes cannot. */
-const MARKDOWN_FENCE = /^[ \t]*```[ \t]*(?:json)?[ \t]*\r?\n([\s\S]*?)```[ \t]*\r?$/gim;
+const MARKDOWN_FENCE = /```[ \t]*(?:json)?[ \t]*\r?\n([\s\S]*?)```[ \t]*\r?$/gim;
 // ---- Errors: one hierarchy; a failure is its own outcome, never a verdict -------------------------------------------
 type EvalErrorOptions = { cause?: unknown; judge?: string };
 export class EvalError extends Error {
-  judge?: string; // the judge (model id) an attempt failed on; the message then starts "judge <model>: "
+  judge?: string; // the judge (model id) an attempt failed on; given to the constructor, it also starts the message
   constructor(message: string, options: EvalErrorOptions = {}) {
     super(options.judge ? `judge ${options.judge}: ${message}` : message, { cause: options.cause });
     this.name = new.target.name;
@@ -127,7 +127,7 @@ const JudgeSchema = z.strictObject({
   provider: z.literal('anthropic', 'only "anthropic" is supported'),
   model: text,
   model_env: text.optional(),
-  api_key_env: text,
+  api_key_env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must name an environment variable (never the key)'),
   temperature: z.number().nullable().optional(),
   max_tokens: z.int().positive(),
   timeout_s: z.number().positive().max(2_000_000).optional(), // the SDK takes whole milliseconds below 2^31
@@ -456,7 +456,7 @@ function answerFromMessage(message: unknown, judge: string, latencyMs: number, h
     const rawText = String(JSON.stringify(message));
     throw new EvalJudgeResponseError('the API answered with something that is not a message', { judge, rawText });
   }
-  const text = data.content.flatMap((block) => (block.type === 'text' ? [block.text] : [])).join('');
+  const text = data.content.flatMap((block) => (block?.type === 'text' ? [String(block.text)] : [])).join('');
   const usage = { input_tokens: data.usage?.input_tokens ?? 0, output_tokens: data.usage?.output_tokens ?? 0 };
   const [stopReason, requestId] = [data.stop_reason ?? null, headers?.get('request-id') ?? undefined];
   return { judge, text, stopReason, usage, requestId, latencyMs, rateLimit: parseRateLimit(headers) };
@@ -476,6 +476,8 @@ function classifyApiError(error: unknown, judge: JudgeSpec, timedOut = false): u
   if (cutOff || (error instanceof sdk!.AnthropicError && !(error instanceof sdk!.APIError))) {
     return new EvalProviderError(`connection failed while reading the answer: ${(error as Error).message}`, options);
   }
+  if (error instanceof SyntaxError)
+    return new EvalProviderError(`the answer is not valid JSON: ${error.message}`, options);
   if (!(error instanceof sdk!.APIError)) return error;
   const { status, type, apiMessage, requestID, headers } = error;
   const request = requestID ? ` (request ${requestID})` : '';
@@ -502,15 +504,17 @@ type RetryState = { attempt: number; msLeft: number; policy: typeof RETRY_DEFAUL
 export function decide(error: EvalError, retry?: RetryState): Decision {
   const isAny = (classes: (typeof EvalError)[]) => classes.some((Class) => error instanceof Class);
   if (isAny([EvalConfigurationError, EvalDependencyError, EvalInterruptedError])) return { action: 'stop-run' };
-  if (isAny([EvalInputError, EvalUnsupportedError, EvalJudgesExhaustedError])) return { action: 'fail-transcript' };
-  const askedToWait = error instanceof EvalProviderError && [429, 529].includes(error.status!) && !error.spendLimit;
-  if (askedToWait && retry && retry.attempt < retry.policy.max_retries) {
+  if (isAny([EvalInputError, EvalUnsupportedError])) return { action: 'fail-transcript' };
+  if (askedToWait(error) && retry && retry.attempt < retry.policy.max_retries) {
     const backoffMs = retry.policy.base_delay_s * 1000 * 2 ** retry.attempt * (0.5 + Math.random());
-    const delayMs = error.retryAfterMs ?? backoffMs;
+    const delayMs = (error as EvalProviderError).retryAfterMs ?? backoffMs;
     if (delayMs <= retry.msLeft) return { action: 'retry', delayMs };
   }
   return { action: 'next-judge' };
 }
+/** A 429 or 529 asks us to wait and try the same judge again; a 429 for a spend or billing limit does not. */
+const askedToWait = (error: EvalError): error is EvalProviderError =>
+  error instanceof EvalProviderError && [429, 529].includes(error.status!) && !error.spendLimit;
 export const callJudgeWithRetries = (judge: Judge, request: Request, signal = new AbortController().signal) =>
   withRetries(judge, () => callJudge(judge, request), signal);
 /** Runs one call to one judge, retried on the same judge while `decide` says so, paced by the judge's gate. */
@@ -523,7 +527,7 @@ async function withRetries<T>(judge: Judge, call: () => Promise<T>, signal: Abor
       const message = `rate limited: its requests are paused beyond the retry budget (${policy.budget_s} s)`;
       throw Object.assign(new EvalProviderError(message, { judge: judge.model }), { status: 429 });
     }
-    signal.throwIfAborted();
+    if (signal.aborted && !(signal.reason instanceof EvalInterruptedError)) throw signal.reason; // no call after a 401
     try {
       const result = await call();
       judge.gate.observe((result as { rateLimit?: RateLimitInfo }).rateLimit, seq);
@@ -531,9 +535,10 @@ async function withRetries<T>(judge: Judge, call: () => Promise<T>, signal: Abor
     } catch (error) {
       if (!(error instanceof EvalProviderError)) throw error;
       judge.gate.observe(error.rateLimit, seq);
+      const bare429 = askedToWait(error) && !error.rateLimit && error.retryAfterMs !== undefined;
+      if (bare429) judge.gate.pause(error.retryAfterMs!); // no rate-limit headers: hold all of this judge's requests
       const decision = decide(error, { attempt, msLeft: deadline - Date.now(), policy });
       if (decision.action !== 'retry') throw error;
-      if (!error.rateLimit && error.retryAfterMs !== undefined) judge.gate.pause(decision.delayMs);
       await sleepUnlessAborted(decision.delayMs, signal);
     }
   }
@@ -649,13 +654,15 @@ async function judgeTranscript(run: Run, ref: TranscriptRef, judges: Judge[], pr
     const [judge, verdict] = await chain.run(eligible, attempt, { mediaSkips, describe: (choice) => choice.model });
     recordOutcome(run, ref, { judge: judge.model, verdict, attempts: chain.attempts, answers, promptSha, startedAt });
     const after = chain.attempts.map((error) => error.message).join('; ');
-    if (after) run.progress.log(`${label}: scored by fallback judge ${judge.model} after ${after}`);
+    const fallback = judge === judges[0] ? '' : 'fallback judge ';
+    if (after) run.progress.log(`${label}: scored by ${fallback}${judge.model} after ${after}`);
   } catch (error) {
     if (!(error instanceof EvalError)) throw error;
     const stopsRun = decide(error).action === 'stop-run';
     if (stopsRun && error === run.controller.signal.reason && !answers.length) return; // never judged: a rerun will
     recordOutcome(run, ref, { error, attempts: chain.attempts, answers, promptSha, startedAt });
-    if (stopsRun) return run.controller.abort(error);
+    if (stopsRun) run.controller.abort(error);
+    if (stopsRun) return;
     const reason = error.message.startsWith(`${label}: `) ? error.message.slice(label.length + 2) : error.message;
     run.summary.failed.push({ label, reason });
     run.progress.log(`failed ${label}: ${reason}`);
@@ -781,7 +788,7 @@ export type ScoreRow = { task_id: string; model: string; scores: Record<string, 
 /** Takes the lock, opens the CSV (repairing a torn last line) and the audit log; refuses paths it cannot write. */
 function openOutput(options: RunOptions, rubric: Rubric) {
   const undo = [writablePath(`${options.output}.lock`, () => acquireLock(options.output))];
-  const close = () => undo.reverse().forEach((step) => step()); // the log, the CSV, then the lock
+  const close = () => [...undo].reverse().forEach((step) => step()); // the log, the CSV, then the lock
   try {
     const scoreFile = writablePath(options.output, () => ScoreFile.open(options.output, rubricDimensions(rubric)));
     undo.push(() => scoreFile.close());
@@ -877,7 +884,8 @@ function readScoreRows(file: string, content: Buffer, columns: string[]) {
   try {
     parseCsv(content, { relax_column_count: true, record_delimiter: ['\r\n', '\n'], on_record: onRecord });
   } catch (error) {
-    if ((error as { code?: string }).code !== 'CSV_QUOTE_NOT_CLOSED') {
+    const lastLineTorn = !content.subarray(completeBytes).includes(0x0a);
+    if ((error as { code?: string }).code !== 'CSV_QUOTE_NOT_CLOSED' && !lastLineTorn) {
       throw new EvalInputError(`${file}: not a CSV run-judge can read: ${(error as Error).message}`, { cause: error });
     }
   }
@@ -987,7 +995,8 @@ async function judgeInBatches(run: Run, pending: TranscriptRef[]): Promise<void>
   const { signal } = run.controller;
   const batches = new BatchState(`${run.options.output}.batches.json`);
   await resumeBatches(run, batches);
-  const fresh = pending.filter((ref) => !batches.pairs().has(pairKey(ref.task_id, ref.model)));
+  const inBatches = batches.pairs();
+  const fresh = pending.filter((ref) => !inBatches.has(pairKey(ref.task_id, ref.model)));
   const direct = await submitBatches(run, batches, fresh);
   run.progress.total = direct.length + batches.pairs().size;
   await judgeConcurrently(run, direct, run.judges);
@@ -1095,9 +1104,11 @@ async function submitBatches(run: Run, batches: BatchState, refs: TranscriptRef[
     try {
       entry.id = (await withRetries(primary, create, run.controller.signal)).id;
     } catch (error) {
-      // A 4xx or 529 means no batch was made; after another 5xx, a lost connection or a timeout it may exist.
+      // A 4xx, a 529 or Ctrl-C in a backoff: no batch was made; after another 5xx or a lost connection it may exist.
       const status = ((error as Error).cause as { status?: number } | undefined)?.status;
-      if (status !== undefined && (status < 500 || status === 529)) batches.remove(entry);
+      const none = error instanceof EvalInterruptedError || (status !== undefined && (status < 500 || status === 529));
+      if (none) batches.remove(entry);
+      if (error instanceof EvalInterruptedError) break;
       throw error;
     }
     batches.save();
@@ -1115,7 +1126,7 @@ async function collectBatchResults(run: Run, entry: BatchEntry): Promise<void> {
   try {
     const results = await classified(primary, primary.client.messages.batches.results(entry.id!));
     for await (const { custom_id, result } of results) {
-      const [taskId, model, promptSha] = entry.requests[custom_id] ?? [];
+      const [taskId, model, promptSha] = Object.hasOwn(entry.requests, custom_id) ? entry.requests[custom_id]! : [];
       if (!promptSha) run.progress.log(`batch ${entry.id}: ignoring a result with unknown custom_id ${custom_id}`);
       if (!taskId || !model || !promptSha) continue;
       seen.add(custom_id);
@@ -1149,6 +1160,7 @@ async function collectBatchResults(run: Run, entry: BatchEntry): Promise<void> {
     const error = new EvalProviderError(`batch ${entry.id} returned no result for it`, { judge: entry.judge });
     rejudge.push({ ...refOf(taskId, model), prior: { error, answers: [], promptSha } });
   }
+  // With --no-fallback no judge is left: the batch's own failure is the transcript's.
   await judgeConcurrently(run, rejudge, run.options.fallback ? run.judges : []);
   // Rows from batch results are flushed once here: until the batch leaves the state file, a rerun can re-read them.
   fs.fsyncSync(run.scoreFile.fd);
@@ -1161,10 +1173,10 @@ export async function main(argv: string[], io: IO): Promise<number> {
   let firstSigint = 0;
   // tsx relays a terminal's Ctrl-C, so one press can arrive twice within milliseconds: only a later one counts.
   const onSigint = () => {
-    if (controller.signal.aborted && Date.now() - firstSigint > 300) process.exit(130);
-    if (controller.signal.aborted) return;
+    if (firstSigint && Date.now() - firstSigint > 300) process.exit(130);
+    if (firstSigint) return;
     firstSigint = Date.now();
-    controller.abort(new EvalInterruptedError('interrupted (Ctrl-C)'));
+    controller.abort(new EvalInterruptedError('interrupted (Ctrl-C)')); // no-op after an error already stopped the run
     io.stderr.write('\nstopping: finishing the judgements in flight (Ctrl-C again to exit at once)\n');
   };
   process.on('SIGINT', onSigint);
@@ -1176,7 +1188,7 @@ export async function main(argv: string[], io: IO): Promise<number> {
     if (summary.stoppedBy) return summary.stoppedBy instanceof EvalInterruptedError ? 130 : 2;
     return summary.failed.length > 0 ? 1 : 0;
   } catch (error) {
-    if (error instanceof CommanderError) return error.exitCode && 2; // --help is 0; a usage error is 2
+    if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : 2; // --help, or a usage error
     if (!(error instanceof EvalError)) throw error;
     io.stderr.write(`run-judge: ${oneLine(error.message)}\n`);
     // Ctrl-C is 130; a provider failure may pass on a rerun (1); a setup error will not (2).
@@ -1308,7 +1320,7 @@ const csvLine = (cells: (string | number)[]) =>
   stringifyCsv([cells], { record_delimiter: '\n', quoted_match: /[\r\n]/ });
 /** Sleeps for `ms`; an abort ends the wait by throwing the abort's reason. */
 const sleepUnlessAborted = (ms: number, signal: AbortSignal) =>
-  sleep(ms, undefined, { signal }).catch(() => signal.throwIfAborted());
+  sleep(Math.min(ms, 2 ** 31 - 1), undefined, { signal }).catch(() => signal.throwIfAborted());
 /** Shows control characters escaped, so whatever a run prints on one line stays one line. */
 const oneLine = (message: string) =>
   message.replace(/[\x00-\x1f\x7f\u0085\u2028\u2029]/g, (char) => {
@@ -1318,7 +1330,10 @@ const oneLine = (message: string) =>
 /** Memoises a function of one object (a rubric) without keeping the object alive. */
 function cachedByObject<K extends object, V>(build: (key: K) => V): (key: K) => V {
   const cache = new WeakMap<K, V>();
-  return (key) => (cache.has(key) ? cache.get(key)! : (cache.set(key, build(key)), cache.get(key)!));
+  return (key) => {
+    if (!cache.has(key)) cache.set(key, build(key));
+    return cache.get(key)!;
+  };
 }
 /** Runs the set-up of an output file; one that cannot be created or written is a configuration error naming it. */
 function writablePath<T>(file: string, setUp: () => T): T {
@@ -1378,10 +1393,10 @@ function describeIssue(issue: z.core.$ZodIssue, data: unknown): string {
     const known = !inJudge ? [] : Object.keys(issue.path.at(-1) === 'retry' ? RetrySchema.shape : JudgeSchema.shape);
     return `${where}: unknown key ${issue.keys.map((key) => `"${key}"${nearestKeyHint(key, known)}`).join(', ')}`;
   }
-  const got = issue.input === undefined ? 'nothing' : JSON.stringify(issue.input)?.slice(0, 80);
-  return `${where}: ${issue.message} (got ${got})${names.length ? ` (in ${names.join(', ')})` : ''}`;
+  const got = issue.path.at(-1) === 'api_key_env' ? 'a value not shown' : JSON.stringify(issue.input)?.slice(0, 80);
+  return `${where}: ${issue.message} (got ${got ?? 'nothing'})${names.length ? ` (in ${names.join(', ')})` : ''}`;
 }
-/** ` (did you mean "x"?)` for the known key closest to a misspelt one (fewest letters apart), if one is close. */
+/** ` (did you mean "x"?)` for the known key closest to a misspelt one (fewest letters apart), else the known keys. */
 function nearestKeyHint(key: string, known: string[]): string {
   const apart = (a: string, b: string) => {
     const left = [...b];
@@ -1389,7 +1404,8 @@ function nearestKeyHint(key: string, known: string[]): string {
     return a.length + b.length - 2 * shared;
   };
   const [best] = known.map((candidate) => [candidate, apart(key, candidate)] as const).sort((a, b) => a[1] - b[1]);
-  return best && best[1] <= Math.max(2, key.length / 3) ? ` (did you mean "${best[0]}"?)` : '';
+  if (!best) return '';
+  return best[1] <= Math.max(2, key.length / 2) ? ` (did you mean "${best[0]}"?)` : ` (known: ${known.join(', ')})`;
 }
 /** True when this file is the program being run, not a module imported by tests. */
 export function isEntryModule(moduleUrl: string, argv1: string | undefined = process.argv[1]): boolean {

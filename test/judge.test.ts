@@ -556,7 +556,7 @@ describe('decide: what one failed attempt means', () => {
     [new EvalInterruptedError('x'), 'stop-run'],
     [new EvalInputError('x'), 'fail-transcript'],
     [new EvalUnsupportedError('x'), 'fail-transcript'],
-    [new EvalJudgesExhaustedError('x'), 'fail-transcript'],
+    [new EvalJudgesExhaustedError('x'), 'next-judge'], // an inner chain's failure is one attempt of an outer chain
     [new EvalJudgeResponseError('x'), 'next-judge'],
     [new EvalTimeoutError('x'), 'next-judge'],
     [new EvalProviderError('connection failed'), 'next-judge'],
@@ -745,6 +745,7 @@ describe('JudgeChain: the policy of each failure', () => {
     ['EvalJudgeResponseError', () => new EvalJudgeResponseError('unusable')],
     ['EvalProviderError', () => providerError(529)],
     ['EvalTimeoutError', () => new EvalTimeoutError('timed out')],
+    ['EvalJudgesExhaustedError (an inner chain)', () => new EvalJudgesExhaustedError('an earlier chain')],
   ];
   for (const [name, make] of recorded) {
     test(`${name} → recorded (naming the judge) and the next judge is tried`, async () => {
@@ -764,7 +765,6 @@ describe('JudgeChain: the policy of each failure', () => {
     ['EvalUnsupportedError', () => new EvalUnsupportedError('no structured output')],
     ['EvalDependencyError', () => new EvalDependencyError('missing module')],
     ['EvalInterruptedError', () => new EvalInterruptedError('Ctrl-C')],
-    ['EvalJudgesExhaustedError', () => new EvalJudgesExhaustedError('an earlier chain')],
   ];
   for (const [name, make] of stopping) {
     test(`${name} stops the chain at once: propagates as itself, the next judge not called`, async () => {
