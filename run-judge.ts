@@ -48,7 +48,7 @@ Return JSON only: no prose, no Markdown, nothing before or after the JSON object
 {output_shape}
 Give every dimension listed above exactly one score, {score_rule}. Put a brief explanation of the scores in "notes".
 <<<END OUTPUT INSTRUCTIONS>>>`;
-const FLAG_DEFAULTS = {
+const DEFAULTS = {
   ...{ transcripts: 'evals/transcripts', tasks: 'evals/tasks', referenceKeys: 'evals/reference_keys' },
   ...{ rubric: 'rubric.json', models: 'models.json', concurrency: 8, pollInterval: 30 },
   ...{ output: 'evals/scores/judge_scores.csv', log: 'evals/scores/judge_log.jsonl' },
@@ -120,8 +120,8 @@ const RubricSchema = z.object({
       if (i >= 0) ctx.addIssue({ code: 'custom', path: [i, 'name'], message });
     }),
 });
-const [count, seconds] = [z.int().min(0).optional(), z.number().min(0).optional()];
-const RetrySchema = z.strictObject({ max_retries: count, budget_s: seconds, base_delay_s: seconds });
+const seconds = z.number().min(0).optional();
+const RetrySchema = z.strictObject({ max_retries: z.uint32().optional(), budget_s: seconds, base_delay_s: seconds });
 /** A judge entry is strict: a typo such as "temprature" must not be silently ignored. */
 const JudgeSchema = z.strictObject({
   provider: z.literal('anthropic', 'only "anthropic" is supported'),
@@ -188,7 +188,7 @@ export type JudgeAnswer = Answered & { requestId?: string; rateLimit?: RateLimit
 export type Judge = { model: string; config: JudgeConfig; client: Anthropic; gate: RateGate };
 type JudgeSpec = Pick<Judge, 'model' | 'config'>;
 /** The flags; `fallback` is false for --no-fallback (the primary judge only). */
-type RunOptions = typeof FLAG_DEFAULTS & { task?: string; model?: string; fallback: boolean } & Switches;
+type RunOptions = typeof DEFAULTS & { task?: string; model?: string; fallback: boolean } & Switches;
 type Switches = { rescore?: boolean; batch?: boolean; dryRun?: boolean };
 type RunSummary = ReturnType<typeof newSummary>;
 type Stream = NodeJS.WritableStream & { isTTY?: boolean };
@@ -221,9 +221,8 @@ async function runJudge(options: RunOptions, io: IO, controller = new AbortContr
   }
 }
 // ---- Loading and checking the inputs --------------------------------------------------------------------------------
-type EvalErrorClass = new (message: string, options?: EvalErrorOptions) => EvalError;
 /** Reads a JSON file; a missing or malformed file is an error of the given class naming the file. */
-export function loadJson(file: string, ErrorClass: EvalErrorClass = EvalInputError): unknown {
+export function loadJson(file: string, ErrorClass: typeof EvalError = EvalInputError): unknown {
   let content: string | undefined;
   try {
     content = fs.readFileSync(file, 'utf8');
@@ -235,7 +234,7 @@ export function loadJson(file: string, ErrorClass: EvalErrorClass = EvalInputErr
   }
 }
 /** Reads and validates a JSON file; an error names the file, the field path and what is wrong. */
-function loadValidated<S extends z.ZodType>(file: string, schema: S, ErrorClass: EvalErrorClass): z.infer<S> {
+function loadValidated<S extends z.ZodType>(file: string, schema: S, ErrorClass: typeof EvalError): z.infer<S> {
   const data = loadJson(file, ErrorClass);
   const result = schema.safeParse(data, { reportInput: true });
   if (result.success) return result.data;
@@ -365,7 +364,7 @@ export function transcriptImages(transcript: Transcript, transcriptPath: string)
 }
 /** The prompt's rubric parts, built once per rubric: they are the same in every prompt of a run. */
 const rubricPromptParts = cachedByObject((rubric: Rubric) => {
-  const scoresOf = (dimension: Rubric['dimensions'][number]) => orList(allowedScores(dimension));
+  const scoresOf = (dimension: Dimension) => orList(allowedScores(dimension));
   const described = rubric.dimensions.map((dimension) => {
     const scores = allowedScores(dimension).map((score) => `\n  ${score}: ${dimension.scores[score]}`);
     return `${dimension.name}: ${dimension.description}${scores.join('')}`;
@@ -399,11 +398,10 @@ export const judgeModel = (config: JudgeConfig, env: NodeJS.ProcessEnv) =>
 export async function createJudges(models: ModelsConfig, env: NodeJS.ProcessEnv, fallback = true): Promise<Judge[]> {
   const configs = [models.judge, ...(fallback ? (models.fallback_judges ?? []) : [])];
   const keys = configs.map((config) => checkedApiKey(config, env));
-  try {
-    sdk ??= await import('@anthropic-ai/sdk'); // here, not at start-up: the dry-run does not pay for it
-  } catch (error) {
-    throw new EvalDependencyError('the package @anthropic-ai/sdk is not installed: run npm ci', { cause: error });
-  }
+  // Loaded here, not at start-up: the dry-run does not pay for it.
+  sdk ??= await import('@anthropic-ai/sdk').catch((cause) => {
+    throw new EvalDependencyError('the package @anthropic-ai/sdk is not installed: run npm ci', { cause });
+  });
   const baseURL = env.ANTHROPIC_BASE_URL || undefined;
   return configs.map((config, i) => {
     // The key is passed explicitly and the SDK's own retries are off: run-judge has exactly one retry layer.
@@ -417,9 +415,8 @@ function checkedApiKey(config: JudgeConfig, env: NodeJS.ProcessEnv): string {
   const fail = (problem: string) => new EvalConfigurationError(problem, { judge });
   if (!key) throw fail(`environment variable ${variable} is not set (it must hold the Anthropic API key)`);
   // A key with a space or line break would fail inside the HTTP library, whose error quotes the header: the key.
-  if (!/^[\x21-\x7e]+$/.test(key)) {
-    throw fail(`environment variable ${variable} holds spaces, line breaks or other characters an API key cannot have`);
-  }
+  const unusable = 'holds spaces, line breaks or other characters an API key cannot have';
+  if (!/^[\x21-\x7e]+$/.test(key)) throw fail(`environment variable ${variable} ${unusable}`);
   if (typeof config.temperature !== 'number') return key;
   const rejected = 'the Anthropic API (version 2026-10-21) and Claude Opus 4.7+ reject temperature with HTTP 400';
   throw fail(`"temperature": ${config.temperature} is set, but ${rejected}; set "temperature": null in models.json`);
@@ -522,11 +519,7 @@ async function withRetries<T>(judge: Judge, call: () => Promise<T>, signal: Abor
   const policy = { ...RETRY_DEFAULTS, ...judge.config.retry };
   const deadline = Date.now() + policy.budget_s * 1000;
   for (let attempt = 0; ; attempt++) {
-    const seq = await judge.gate.acquire(deadline, signal);
-    if (seq === undefined) {
-      const message = `rate limited: its requests are paused beyond the retry budget (${policy.budget_s} s)`;
-      throw Object.assign(new EvalProviderError(message, { judge: judge.model }), { status: 429 });
-    }
+    const seq = await judge.gate.acquire(deadline, signal, judge.model);
     if (signal.aborted && !(signal.reason instanceof EvalInterruptedError)) throw signal.reason; // no call after a 401
     try {
       const result = await call();
@@ -548,8 +541,8 @@ class RateGate {
   private pausedUntil = 0;
   private started = 0;
   private window?: RateLimitInfo & { fromSeq: number }; // the latest answer: `remaining` as of request `fromSeq`
-  /** Waits until one more request may start and returns its number; undefined when a pause outlasts `deadline`. */
-  async acquire(deadline: number, signal: AbortSignal): Promise<number | undefined> {
+  /** Waits until one more request may start and returns its number; a pause that outlasts `deadline` is a 429. */
+  async acquire(deadline: number, signal: AbortSignal, judge: string): Promise<number> {
     for (let now = Date.now(); this.pausedUntil <= deadline; now = Date.now()) {
       const { limit = 0, resetAt = Infinity } = this.window ?? {};
       // After a reset the bucket is full again; the next answer says more.
@@ -560,7 +553,8 @@ class RateGate {
       if (wait <= 0) return this.started++;
       await sleepUnlessAborted(Math.min(wait, 1000), signal);
     }
-    return undefined;
+    const paused = 'rate limited: its requests are paused beyond the retry budget';
+    throw Object.assign(new EvalProviderError(paused, { judge }), { status: 429 });
   }
   /** Learns from an answer's headers; requests started after `seq` are assumed not yet counted. */
   observe(info: RateLimitInfo | undefined, seq: number): void {
@@ -644,8 +638,8 @@ async function judgeTranscript(run: Run, ref: TranscriptRef, judges: Judge[], pr
     promptSha = sha;
     const eligible = images.length ? judges.filter(canTakeImages) : judges;
     const mediaSkips = judges.filter((judge) => !eligible.includes(judge)).map((judge) => judge.model);
-    const skipped = `no judge takes images (skipped: ${mediaSkips.join(', ')})`;
-    if (!eligible.length && !prior) throw new EvalUnsupportedError(skipped);
+    const skipped = mediaSkips.join(', ');
+    if (!eligible.length && !prior) throw new EvalUnsupportedError(`no judge takes images (skipped: ${skipped})`);
     const attempt = async (candidate: Judge) => {
       const request = buildJudgeRequest(candidate, prompt, { rubric: run.rubric, images });
       answers.push(await callJudgeWithRetries(candidate, request, run.controller.signal));
@@ -661,8 +655,7 @@ async function judgeTranscript(run: Run, ref: TranscriptRef, judges: Judge[], pr
     const stopsRun = decide(error).action === 'stop-run';
     if (stopsRun && error === run.controller.signal.reason && !answers.length) return; // never judged: a rerun will
     recordOutcome(run, ref, { error, attempts: chain.attempts, answers, promptSha, startedAt });
-    if (stopsRun) run.controller.abort(error);
-    if (stopsRun) return;
+    if (stopsRun) return void run.controller.abort(error);
     const reason = error.message.startsWith(`${label}: `) ? error.message.slice(label.length + 2) : error.message;
     run.summary.failed.push({ label, reason });
     run.progress.log(`failed ${label}: ${reason}`);
@@ -676,8 +669,8 @@ function recordOutcome(run: Run, ref: Ref, outcome: Outcome & Omit<PriorAttempt,
   const usage = { input_tokens: total('input_tokens'), output_tokens: total('output_tokens') };
   run.summary.tokensIn += usage.input_tokens;
   run.summary.tokensOut += usage.output_tokens;
-  const failure = { error: { class: error?.name, message: error?.message } };
-  const result = verdict ? { scores: verdict.scores, notes: verdict.notes } : failure;
+  const { name, message } = error ?? {};
+  const result = verdict ? { scores: verdict.scores, notes: verdict.notes } : { error: { class: name, message } };
   const entry = {
     ...{ run_id: run.log.runId, timestamp: new Date().toISOString(), task_id: ref.task_id, model: ref.model },
     ...{ status: verdict ? 'scored' : 'failed', judge: outcome.judge ?? null, ...result },
@@ -896,8 +889,8 @@ function readScoreRows(file: string, content: Buffer, columns: string[]) {
     throw new EvalConfigurationError(`${file}: ${differs}; write to another --output`);
   }
   const bad = rows.find((row) => row.fields.length !== columns.length);
-  if (bad)
-    throw new EvalInputError(`${file}: line ${bad.line} has ${bad.fields.length} fields, expected ${columns.length}`);
+  const expected = `expected ${columns.length}`;
+  if (bad) throw new EvalInputError(`${file}: line ${bad.line} has ${bad.fields.length} fields, ${expected}`);
   return { rows: rows.map((row) => row.fields), completeBytes };
 }
 /** Defuses spreadsheet formulas: a notes cell starting (after spaces) with = + - @ tab or CR gets a leading quote. */
@@ -1204,24 +1197,23 @@ function buildCli(io: IO): Command {
   };
   const exits = '0 every selected transcript has a row; 1 some failed; 2 usage or configuration error; 130 interrupted';
   const key = 'The judge key is read from the variable named by api_key_env in models.json.';
-  const defaults = FLAG_DEFAULTS;
   return new Command('run-judge')
     .description('Score proof-tutoring transcripts with an LLM judge against rubric.json; append the scores to a CSV.')
     .option('--task <id>', 'judge only this task id (the transcript file name without .json)')
     .option('--model <folder>', 'judge only this evaluated model (its folder under --transcripts, not a provider)')
     .option('--dry-run', 'print the prompt of the first selected transcript; call nothing, write nothing, need no key')
-    .option('--concurrency <n>', 'transcripts judged in parallel', positive(true), defaults.concurrency)
+    .option('--concurrency <n>', 'transcripts judged in parallel', positive(true), DEFAULTS.concurrency)
     .option('--rescore', 'judge the selected transcripts again and replace their rows (default: skip scored ones)')
     .option('--batch', 'judge through Message Batches (half price, asynchronous); a rerun resumes pending batches')
-    .option('--poll-interval <s>', 'seconds between batch polls, growing 1.5x', positive(false), defaults.pollInterval)
+    .option('--poll-interval <s>', 'seconds between batch polls, growing 1.5x', positive(false), DEFAULTS.pollInterval)
     .option('--no-fallback', 'use the primary judge only; with --batch, failed batch results are reported failed')
-    .option('--transcripts <dir>', 'transcripts folder: {model}/{task_id}.json', defaults.transcripts)
-    .option('--tasks <dir>', 'task files: {task_id}.json', defaults.tasks)
-    .option('--reference-keys <dir>', 'private reference keys: {task_id}.json', defaults.referenceKeys)
-    .option('--rubric <file>', 'rubric: its dimensions are the CSV columns, in order', defaults.rubric)
-    .option('--models <file>', 'models.json: the judge and its fallback judges', defaults.models)
-    .option('--output <file>', 'CSV the score rows are appended to', defaults.output)
-    .option('--log <file>', 'JSONL audit log: one line per judged transcript, with the raw answers', defaults.log)
+    .option('--transcripts <dir>', 'transcripts folder: {model}/{task_id}.json', DEFAULTS.transcripts)
+    .option('--tasks <dir>', 'task files: {task_id}.json', DEFAULTS.tasks)
+    .option('--reference-keys <dir>', 'private reference keys: {task_id}.json', DEFAULTS.referenceKeys)
+    .option('--rubric <file>', 'rubric: its dimensions are the CSV columns, in order', DEFAULTS.rubric)
+    .option('--models <file>', 'models.json: the judge and its fallback judges', DEFAULTS.models)
+    .option('--output <file>', 'CSV the score rows are appended to', DEFAULTS.output)
+    .option('--log <file>', 'JSONL audit log: one line per judged transcript, with the raw answers', DEFAULTS.log)
     .addHelpText('after', `\nExit status: ${exits}.\n${key}`)
     .showHelpAfterError('(run with --help for usage)')
     .configureOutput({ writeOut: (out) => io.stdout.write(out), writeErr: (out) => io.stderr.write(out) })
@@ -1266,10 +1258,10 @@ function formatSummary(summary: RunSummary, output: string): string {
   const { selected, scored, skipped, failed, tokensIn, tokensOut, wallMs, batchesCreated, batchesResumed } = summary;
   const interrupted = summary.stoppedBy instanceof EvalInterruptedError ? 'interrupted: ' : '';
   const counts = `${selected} selected: ${scored} scored, ${skipped} skipped (already in ${output})`;
-  const batches = `; batches created ${batchesCreated}, resumed ${batchesResumed}`;
+  const [created, resumed] = [batchesCreated, batchesResumed];
+  const batches = created + resumed ? `; batches created ${created}, resumed ${resumed}` : '';
   const cost = `tokens in ${tokensIn}, out ${tokensOut}; wall time ${(wallMs / 1000).toFixed(2)} s`;
-  const anyBatch = batchesCreated + batchesResumed ? batches : '';
-  const lines = [`${interrupted}${counts}, ${failed.length} failed; ${cost}${anyBatch}`];
+  const lines = [`${interrupted}${counts}, ${failed.length} failed; ${cost}${batches}`];
   for (const failure of failed) lines.push(`  failed ${failure.label}: ${failure.reason}`);
   if (summary.stoppedBy && !interrupted) lines.push(`stopped: ${summary.stoppedBy.message}`);
   return `${lines.map(oneLine).join('\n')}\n`;
@@ -1279,9 +1271,9 @@ class Progress {
   total = 0;
   private lastDraw = 0;
   private readonly started = Date.now();
-  constructor(private readonly run: { stderr: Stream; summary: RunSummary }) {}
+  constructor(private readonly out: { stderr: Stream; summary: RunSummary }) {}
   update(force = false): void {
-    const { stderr, summary } = this.run;
+    const { stderr, summary } = this.out;
     if (!stderr.isTTY || (!force && Date.now() - this.lastDraw < 100)) return;
     this.lastDraw = Date.now();
     const done = summary.scored + summary.failed.length;
@@ -1291,11 +1283,11 @@ class Progress {
     stderr.write(`\r\x1b[2K${line}`);
   }
   log(message: string): void {
-    this.run.stderr.write(`${this.run.stderr.isTTY ? '\r\x1b[2K' : ''}${oneLine(message)}\n`);
+    this.out.stderr.write(`${this.out.stderr.isTTY ? '\r\x1b[2K' : ''}${oneLine(message)}\n`);
     this.update(true);
   }
   end(): void {
-    if (this.run.stderr.isTTY) this.run.stderr.write('\r\x1b[2K');
+    if (this.out.stderr.isTTY) this.out.stderr.write('\r\x1b[2K');
   }
 }
 // ---- Small helpers --------------------------------------------------------------------------------------------------
@@ -1330,10 +1322,7 @@ const oneLine = (message: string) =>
 /** Memoises a function of one object (a rubric) without keeping the object alive. */
 function cachedByObject<K extends object, V>(build: (key: K) => V): (key: K) => V {
   const cache = new WeakMap<K, V>();
-  return (key) => {
-    if (!cache.has(key)) cache.set(key, build(key));
-    return cache.get(key)!;
-  };
+  return (key) => cache.get(key) ?? cache.set(key, build(key)).get(key)!;
 }
 /** Runs the set-up of an output file; one that cannot be created or written is a configuration error naming it. */
 function writablePath<T>(file: string, setUp: () => T): T {

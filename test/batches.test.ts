@@ -282,6 +282,35 @@ describe('--batch: submission and results', () => {
 });
 
 // ---------------------------------------------------------------------------------------------
+describe('--batch: a result whose custom_id is not one we sent', () => {
+  // A name every plain object inherits must not be taken for one of ours: the lookup is of own keys only.
+  for (const customId of ['constructor', '__proto__']) {
+    test(`"${customId}" is ignored, said so; no crash, and the real results are written`, async (t) => {
+      const { fake, ws, run, intercept, stateFile } = await setup(t, {}, { models: 1 });
+      intercept(
+        (req, res) =>
+          isResults(req) &&
+          rewriteBody(res, (body) => {
+            const stranger = { ...JSON.parse(body.split('\n')[0]!), custom_id: customId };
+            return `${JSON.stringify(stranger)}\n${body}`;
+          }),
+      );
+      const result = await run(BATCH);
+      assert.equal(result.code, 0, result.stderr);
+      assert.ok(
+        result.stderr.includes(`batch msgbatch_fake_1: ignoring a result with unknown custom_id ${customId}\n`),
+        result.stderr,
+      );
+      assert.equal(fake.requests.length, 0, 'nothing judged synchronously');
+      assert.deepEqual(rowKeys(ws.output), keysOf(ws));
+      assert.equal(readCsv(ws.output).length, 4, 'header + one row per transcript sent');
+      assert.equal(logByKey(ws.log).size, 3);
+      assert.equal(fs.existsSync(stateFile), false);
+    });
+  }
+});
+
+// ---------------------------------------------------------------------------------------------
 describe('--batch: results that cannot become rows go through the synchronous chain', () => {
   const staleAnswer = answerJson(goodScores(), 'stale batch answer');
   const maxTokensAnswer = answerJson(goodScores(), 'cut off');
@@ -695,6 +724,55 @@ describe('--batch: Ctrl-C while polling', () => {
     const result = await run(BATCH);
     assert.equal(result.code, 0, result.stderr);
     assert.equal(count(http, CREATE), 1);
+    assert.deepEqual(rowKeys(ws.output), keysOf(ws));
+    assert.equal(fs.existsSync(stateFile), false);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+describe('--batch: Ctrl-C while a create waits out a 429', () => {
+  test('exits 130 with its summary; no state entry for the batch never made; a rerun submits normally', async (t) => {
+    // A budget that fits the 5 s retry-after, so the create would wait it out.
+    const judge = judgeEntry('judge-a', { retry: { max_retries: 5, budget_s: 30, base_delay_s: 0.05 } });
+    const { fake, http, ws, run, spawn, intercept, stateFile } = await setup(t, {}, { models: 1, judge });
+    let answered429 = false;
+    const stopRateLimiting = intercept((req, res) => {
+      if (!isCreate(req)) return false;
+      res.on('finish', () => (answered429 = true));
+      req
+        .resume()
+        .on('end', () =>
+          res
+            .writeHead(429, { 'content-type': 'application/json', 'retry-after': '5' })
+            .end(JSON.stringify({ type: 'error', error: { type: 'rate_limit_error', message: 'Number of requests' } })),
+        );
+      return true;
+    });
+    const first = spawn(BATCH);
+    await waitFor(() => answered429, 20_000, 'the create answered 429');
+    first.child.kill('SIGINT');
+    const interrupted = await first.done;
+    assert.equal(interrupted.signal, null, 'exited by itself');
+    assert.equal(interrupted.code, 130, interrupted.stderr);
+    assert.match(interrupted.stderr, /^interrupted: 3 selected: 0 scored, 0 skipped/m, 'the summary is printed');
+    assert.equal(count(http, CREATE), 1, 'the create is not retried after Ctrl-C');
+    assert.equal(fake.batches.length, 0);
+    const entries = fs.existsSync(stateFile) ? readState(stateFile).batches : [];
+    assert.deepEqual(
+      entries.filter((entry) => entry.id === null),
+      [],
+      'no entry for a batch that was never created',
+    );
+    assert.deepEqual(rowKeys(ws.output), []);
+    assert.equal(fs.existsSync(`${ws.output}.lock`), false);
+
+    stopRateLimiting();
+    const rerun = await run(BATCH);
+    assert.equal(rerun.code, 0, rerun.stderr);
+    assert.doesNotMatch(rerun.stderr, /previous run stopped while submitting/);
+    assert.equal(count(http, CREATE), 2);
+    assert.equal(fake.batches.length, 1);
+    assert.equal(fake.batches[0]!.requests.length, 3);
     assert.deepEqual(rowKeys(ws.output), keysOf(ws));
     assert.equal(fs.existsSync(stateFile), false);
   });

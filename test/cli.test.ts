@@ -658,6 +658,72 @@ describe('SIGINT (a real process)', () => {
   });
 });
 
+describe('SIGINT (a real process): the first never cuts a judgement in flight short', () => {
+  test('after a 401 has stopped the run, one SIGINT does not exit at once: the judgement in flight is written, exit 2', async (t) => {
+    // m01/proof01 gets a 401 at once; m01/proof02's answer takes 1.5 s; m01/proof03 is never started.
+    const { fake, ws, spawn } = await setupRun(
+      t,
+      {
+        responder: (req) =>
+          tagOf(req) === 'm01/proof01'
+            ? apiError(401, 'authentication_error', 'invalid x-api-key')
+            : { text: fake.validAnswer({}, 'slow'), delayMs: 1500 },
+      },
+      { models: 1 },
+    );
+    const { child, done } = spawn(['--concurrency', '2']);
+    // The 401's transcript is logged (failed) before the run is stopped: from then on, the run is stopping.
+    const logged = () => fs.existsSync(ws.log) && fs.readFileSync(ws.log, 'utf8').includes('\n');
+    await waitFor(logged, 20_000, 'the 401 to be logged');
+    assert.equal(rowCount(ws.output), 0, 'the slow answer is still in flight');
+    child.kill('SIGINT');
+    const result = await done;
+    assert.equal(result.signal, null, result.stderr);
+    assert.equal(result.code, 2, result.stderr);
+    assert.match(result.stderr, /^stopped: judge judge-a: HTTP 401 authentication_error: invalid x-api-key/m);
+    assert.deepEqual(wellFormedCsv(ws.output), ['m01/proof02'], 'the judgement in flight is written');
+    assert.deepEqual(fake.requests.map(tagOf).sort(), ['m01/proof01', 'm01/proof02'], 'nothing started after the 401');
+    assert.deepEqual(
+      readLog(ws.log).map((entry) => [`${entry.model}/${entry.task_id}`, entry.status]),
+      [
+        ['m01/proof01', 'failed'],
+        ['m01/proof02', 'scored'],
+      ],
+    );
+    assert.equal(fs.existsSync(`${ws.output}.lock`), false);
+  });
+
+  test("a judgement in flight finishes its chain: the primary's unusable answer goes to the fallback, which scores; exit 130", async (t) => {
+    // Every primary answer is unusable and takes 1 s; the fallback answers validly at once.
+    const { fake, ws, spawn } = await setupRun(
+      t,
+      {
+        responder: (req) =>
+          modelOf(req) === 'judge-a' ? { text: 'I think it is good', delayMs: 1000 } : { text: fake.validAnswer() },
+      },
+      { models: 2, tasks: ['proof01', 'proof02'] },
+    );
+    const { child, done } = spawn(['--concurrency', '2']);
+    await waitFor(() => fake.requests.length >= 2, 20_000, 'the first two requests');
+    assert.equal(rowCount(ws.output), 0, 'no answer yet');
+    child.kill('SIGINT');
+    const result = await done;
+    assert.equal(result.signal, null, result.stderr);
+    assert.equal(result.code, 130, result.stderr);
+    assert.deepEqual(
+      fake.requests.map((req) => `${tagOf(req)} ${modelOf(req)}`).sort(),
+      ['m01/proof01 judge-a', 'm01/proof01 judge-b', 'm01/proof02 judge-a', 'm01/proof02 judge-b'],
+      'the two in flight went on to the fallback; the other two were never requested',
+    );
+    assert.deepEqual(wellFormedCsv(ws.output), ['m01/proof01', 'm01/proof02']);
+    for (const entry of readLog(ws.log)) {
+      assert.deepEqual([entry.status, entry.judge, entry.attempts.length], ['scored', 'judge-b', 1], entry.task_id);
+    }
+    assert.equal(readLog(ws.log).length, 2);
+    assert.match(result.stderr, /^interrupted: 4 selected: 2 scored, 0 skipped/m);
+  });
+});
+
 describe('importing run-judge.ts runs nothing', () => {
   const file = path.join(REPO, 'run-judge.ts');
   const moduleUrl = pathToFileURL(file).href;

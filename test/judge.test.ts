@@ -1099,6 +1099,54 @@ describe('retries and fallbacks in a run', () => {
     assert.ok(fake.requests.every((req) => modelOf(req) === 'judge-a'));
   });
 
+  test('a 429 without rate-limit headers whose retry-after is beyond the budget pauses that judge: one request to it, judge-b scores all', async (t) => {
+    const { fake, ws, run } = await setupRun(
+      t,
+      { responder: (req) => (modelOf(req) === 'judge-a' ? rateLimited('3600') : undefined) },
+      { judge: judgeEntry('judge-a', { retry: { max_retries: 5, budget_s: 1, base_delay_s: 0.01 } }) },
+    );
+    const result = await run(['--concurrency', '1']);
+    assert.equal(result.code, 0, result.stderr);
+    assert.deepEqual(fake.requests.map(modelOf), ['judge-a', ...Array<string>(6).fill('judge-b')]);
+    const log = readLog(ws.log);
+    assert.equal(log.length, 6);
+    for (const entry of log) {
+      const key = `${entry.model}/${entry.task_id}`;
+      assert.deepEqual([entry.status, entry.judge], ['scored', 'judge-b'], key);
+      assert.deepEqual(
+        entry.attempts.map((a) => [a.judge, a.error, a.status]),
+        [['judge-a', 'EvalProviderError', 429]],
+        key,
+      );
+    }
+    assert.equal(rowCount(ws.output), 6);
+  });
+
+  const notAMessage: [string, string, string][] = [
+    ['whose body is not JSON', 'this is not json', 'EvalProviderError'],
+    [
+      'whose content is [null]',
+      JSON.stringify({ ...JSON.parse(messageJson('judge-a')), content: [null] }),
+      'EvalJudgeResponseError',
+    ],
+  ];
+  for (const [label, body, errorClass] of notAMessage) {
+    test(`a 200 ${label} is that attempt's failure (${errorClass}): no crash, no stack trace; judge-b scores`, async (t) => {
+      const { fake, ws, run } = await setupRun(t, {
+        responder: (req) => (modelOf(req) === 'judge-a' ? { kind: 'raw', status: 200, body } : undefined),
+      });
+      const result = await run(ONE);
+      assert.equal(result.code, 0, result.stderr);
+      assert.doesNotMatch(result.stderr, /^\s+at /m, 'no stack trace');
+      assert.deepEqual(fake.requests.map(modelOf), ['judge-a', 'judge-b']);
+      const [entry] = readLog(ws.log);
+      assert.deepEqual([entry!.status, entry!.judge], ['scored', 'judge-b']);
+      assert.deepEqual(attemptsOf(ws.log), [['judge-a', errorClass, null]]);
+      assert.match(result.stderr, /^m01\/proof01: scored by fallback judge judge-b after judge judge-a: /m);
+      assert.equal(rowCount(ws.output), 1);
+    });
+  }
+
   test('model_env (JUDGE_MODEL) replaces the judge model in requests and in the log', async (t) => {
     const { fake, ws, run } = await setupRun(t, {}, { judge: judgeEntry('judge-a', { model_env: 'JUDGE_MODEL' }) });
     const result = await run(ONE, { env: { JUDGE_MODEL: 'judge-override' } });

@@ -191,6 +191,29 @@ describe('loadModelsConfig', () => {
   ]);
 });
 
+describe('loadModelsConfig: api_key_env names a variable, never holds the key', () => {
+  // A key pasted into api_key_env must not be echoed: not in the refusal, nor later as "variable <key> is not set".
+  const SECRET = 'sk-ant-api03-SECRETVALUE';
+  for (const [where, write] of [
+    ['judge', (t: TestContext) => modelsWith(t, { api_key_env: SECRET })],
+    ['fallback_judges[0]', (t: TestContext) => modelsWith(t, {}, { api_key_env: SECRET })],
+  ] as const) {
+    test(`a key-looking value in ${where}.api_key_env → EvalConfigurationError naming the file and the field, not the value`, (t) => {
+      const file = write(t);
+      assert.throws(
+        () => loadModelsConfig(file),
+        (error: Error) => {
+          assert.equal(error.name, 'EvalConfigurationError');
+          assert.match(error.message, mentioning(file, `${where}.api_key_env`));
+          assert.doesNotMatch(error.message, /SECRETVALUE/);
+          assert.doesNotMatch(String(error.stack), /SECRETVALUE/);
+          return true;
+        },
+      );
+    });
+  }
+});
+
 describe('loadModelsConfig: judge entries are strict, other objects are not', () => {
   // A misspelt key would otherwise be ignored silently, e.g. a temperature that is never applied.
   errorTests(

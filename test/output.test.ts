@@ -254,6 +254,20 @@ describe('reading the CSV: a torn tail is cut off at the last complete record', 
     assert.equal(scores.done.size, 3, 'every row is read back as its own pair');
   });
 
+  test('a CRLF file torn between the CR and the LF of its last line (`..."ok"` then CR) is repaired, not refused', (t) => {
+    const file = path.join(tempDir(t), 'scores.csv');
+    const complete = `${EXPECTED_HEADER}\r\np1,stub,2,2,1,2,2,2,ok\r\n`;
+    const tail = 'p2,stub,2,2,1,2,2,2,"ok"\r';
+    fs.writeFileSync(file, complete + tail);
+    const scores = ScoreFile.open(file, dimensions);
+    scores.close();
+    assert.equal(scores.torn, Buffer.byteLength(tail), 'the torn line is cut off');
+    assert.equal(scores.done.size, 1, 'the torn row does not count as scored');
+    assert.equal(fs.readFileSync(file, 'utf8'), complete, 'the complete rows are kept, byte for byte');
+    writeScores(file, [row('p2')], dimensions);
+    assert.equal(ScoreFile.open(file, dimensions, { readOnly: true }).done.size, 2, 'rows append after the repair');
+  });
+
   test('a torn header alone is replaced by the full header', (t) => {
     const file = path.join(tempDir(t), 'scores.csv');
     fs.writeFileSync(file, 'task_id,model,mathem');

@@ -28,6 +28,7 @@ describe('parseJudgeResponse: accepted answers', () => {
     ['plain JSON with surrounding whitespace', `\n\n  ${json}  \n\t`],
     ['a ```json fence with prose around it', `Here are my scores:\n${fence(json)}\nHope this helps.`],
     ['an unlabelled ``` fence', fence(json, '')],
+    ['a ```json fence opening after prose on the same line', `Here you go: ${fence(json)}`],
     [
       'scores written with a ".0" fraction (2.0) as integers',
       JSON.stringify(expected).replace(/(\d)(?=[,}])/g, '$1.0'),
@@ -69,6 +70,8 @@ describe('parseJudgeResponse: a fenced answer whose notes quote code', () => {
   for (const [label, text] of [
     ['a ```json fence, one line', fence(answer)],
     ['an unlabelled fence, pretty-printed, with prose around it', `My verdict:\n${fence(pretty, '')}\nDone.`],
+    ['a ```json fence opening after prose on the same line', `Here you go: ${fence(answer)}`],
+    ['a pretty-printed fence opening after prose on the same line', `My verdict: ${fence(pretty)}\nDone.`],
   ]) {
     test(`${label}: parses to the verdict with the notes intact`, () => {
       assert.deepEqual(parseJudgeResponse(text!, rubric), { scores, notes });
