@@ -1,5 +1,4 @@
-// run-judge.ts: scores proof-tutoring transcripts with an LLM judge against rubric.json, one CSV row per transcript.
-// The template and the types come first; then `runJudge`, whose numbered steps are the contents; then the stages.
+// run-judge.ts: scores tutoring transcripts with an LLM judge. Template, types, then `runJudge`: its steps are the map.
 import { createHash, randomUUID } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -450,8 +449,7 @@ export async function callJudge(judge: Judge, request: Request): Promise<JudgeAn
 function answerFromMessage(message: unknown, judge: string, latencyMs: number, headers?: Headers): JudgeAnswer {
   const data = message as Partial<Anthropic.Message>;
   if (!isRecord(data) || !Array.isArray(data.content)) {
-    const rawText = String(JSON.stringify(message));
-    throw new EvalJudgeResponseError('the API answered with something that is not a message', { judge, rawText });
+    throw new EvalJudgeResponseError('the answer is not a message', { judge, rawText: JSON.stringify(message) });
   }
   const text = data.content.flatMap((block) => (block?.type === 'text' ? [String(block.text)] : [])).join('');
   const usage = { input_tokens: data.usage?.input_tokens ?? 0, output_tokens: data.usage?.output_tokens ?? 0 };
@@ -612,9 +610,7 @@ type PriorAttempt = { error: EvalError; answers: JudgeAnswer[]; promptSha?: stri
 async function judgeConcurrently(run: Run, items: (TranscriptRef & { prior?: PriorAttempt })[], judges: Judge[]) {
   const queue = items.values();
   const worker = async () => {
-    for (let next = queue.next(); !next.done && !run.controller.signal.aborted; next = queue.next()) {
-      await judgeTranscript(run, next.value, judges, next.value.prior);
-    }
+    for (const item of queue) if (!run.controller.signal.aborted) await judgeTranscript(run, item, judges, item.prior);
   };
   // A defect stops new work, but the other workers' judgements in flight finish and are written before it surfaces.
   const workers = Array.from({ length: Math.min(run.options.concurrency, items.length) }, () =>
@@ -1099,8 +1095,8 @@ async function submitBatches(run: Run, batches: BatchState, refs: TranscriptRef[
     } catch (error) {
       // A 4xx, a 529 or Ctrl-C in a backoff: no batch was made; after another 5xx or a lost connection it may exist.
       const status = ((error as Error).cause as { status?: number } | undefined)?.status;
-      const none = error instanceof EvalInterruptedError || (status !== undefined && (status < 500 || status === 529));
-      if (none) batches.remove(entry);
+      if (error instanceof EvalInterruptedError || (status !== undefined && (status < 500 || status === 529)))
+        batches.remove(entry);
       if (error instanceof EvalInterruptedError) break;
       throw error;
     }
