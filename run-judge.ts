@@ -526,8 +526,8 @@ async function withRetries<T>(judge: Judge, call: () => Promise<T>, signal: Abor
     } catch (error) {
       if (!(error instanceof EvalProviderError)) throw error;
       judge.gate.observe(error.rateLimit, seq);
-      const bare429 = askedToWait(error) && !error.rateLimit && error.retryAfterMs !== undefined;
-      if (bare429) judge.gate.pause(error.retryAfterMs!); // no rate-limit headers: hold all of this judge's requests
+      const hold = askedToWait(error) && !error.rateLimit ? (error.retryAfterMs ?? 0) : 0; // a bare 429 holds the judge
+      judge.gate.pausedUntil = Math.max(judge.gate.pausedUntil, Date.now() + hold);
       const decision = decide(error, { attempt, msLeft: deadline - Date.now(), policy });
       if (decision.action !== 'retry') throw error;
       await sleepUnlessAborted(decision.delayMs, signal);
@@ -536,7 +536,7 @@ async function withRetries<T>(judge: Judge, call: () => Promise<T>, signal: Abor
 }
 /** Paces one judge's requests: never more than the API said remain before its reset; pauses all after a bare 429. */
 class RateGate {
-  private pausedUntil = 0;
+  pausedUntil = 0; // a bare 429 (no rate-limit headers) holds all of this judge's requests until then
   private started = 0;
   private window?: RateLimitInfo & { fromSeq: number }; // the latest answer: `remaining` as of request `fromSeq`
   /** Waits until one more request may start and returns its number; a pause that outlasts `deadline` is a 429. */
@@ -554,12 +554,12 @@ class RateGate {
     const paused = 'rate limited: its requests are paused beyond the retry budget';
     throw Object.assign(new EvalProviderError(paused, { judge }), { status: 429 });
   }
-  /** Learns from an answer's headers; requests started after `seq` are assumed not yet counted. */
+  /** Learns from an answer (they come out of order: a later window or a tighter count wins); later ones don't count. */
   observe(info: RateLimitInfo | undefined, seq: number): void {
-    if (info && seq + 1 >= (this.window?.fromSeq ?? 0)) this.window = { ...info, fromSeq: seq + 1 };
-  }
-  pause(ms: number): void {
-    this.pausedUntil = Math.max(this.pausedUntil, Date.now() + ms);
+    const [next, current] = [info && { ...info, fromSeq: seq + 1 }, this.window];
+    const left = (window: RateLimitInfo & { fromSeq: number }) => window.remaining - (this.started - window.fromSeq);
+    const tighter = next && current && Math.abs(next.resetAt - current.resetAt) <= 500 && left(next) < left(current);
+    if (next && (!current || next.resetAt > current.resetAt + 500 || tighter)) this.window = next;
   }
 }
 type ChainOptions<I> = { mediaSkips?: readonly string[]; describe?: (invoker: I) => string };
