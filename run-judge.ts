@@ -538,7 +538,7 @@ async function withRetries<T>(judge: Judge, call: () => Promise<T>, signal: Abor
 class RateGate {
   pausedUntil = 0; // a bare 429 (no rate-limit headers) holds all of this judge's requests until then
   private started = 0;
-  private window?: RateLimitInfo & { fromSeq: number }; // the latest answer: `remaining` as of request `fromSeq`
+  private window?: RateLimitInfo & { fromSeq: number }; // what the answers said: `remaining` as of request `fromSeq`
   /** Waits until one more request may start and returns its number; a pause that outlasts `deadline` is a 429. */
   async acquire(deadline: number, signal: AbortSignal, judge: string): Promise<number> {
     for (let now = Date.now(); this.pausedUntil <= deadline; now = Date.now()) {
