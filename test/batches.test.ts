@@ -26,6 +26,7 @@ import {
   tagOfParams,
   waitFor,
   assertAnswerSchema,
+  allowedScoresOf,
 } from './helpers.ts';
 import type { JudgeEntry, Workspace, WorkspaceOptions } from './helpers.ts';
 import type { ReferenceKey, Task } from '../run-judge.ts';
@@ -161,14 +162,7 @@ function expectedPrompt(ws: Workspace, model: string, taskId: string): string {
 function rubricWithGaps(): { text: string; allowed: Record<string, number[]> } {
   const rubric = shippedRubricJson();
   rubric.dimensions.find((d) => d.name === 'proof_scaffolding')!.scores = { 0: 'none', 2: 'some', 4: 'excellent' };
-  const allowed = Object.fromEntries(
-    rubric.dimensions.map((d) => [
-      d.name,
-      Object.keys(d.scores)
-        .map(Number)
-        .sort((a, b) => a - b),
-    ]),
-  );
+  const allowed = allowedScoresOf(rubric);
   return { text: JSON.stringify(rubric, null, 2), allowed };
 }
 

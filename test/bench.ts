@@ -60,22 +60,14 @@ function makeEvalSet(count: number, judge: Record<string, unknown> = {}): { dir:
     fs.mkdirSync(path.join(dir, 'transcripts', model), { recursive: true });
     fs.writeFileSync(path.join(dir, 'transcripts', model, `${taskId}.json`), JSON.stringify(source));
   }
-  const args = [
-    '--transcripts',
-    path.join(dir, 'transcripts'),
-    '--tasks',
-    path.join(dir, 'tasks'),
-    '--reference-keys',
-    path.join(dir, 'reference_keys'),
-    '--rubric',
-    path.join(dir, 'rubric.json'),
-    '--models',
-    path.join(dir, 'models.json'),
-    '--output',
-    path.join(dir, 'scores.csv'),
-    '--log',
-    path.join(dir, 'log.jsonl'),
-  ];
+  const files = {
+    transcripts: 'transcripts',
+    tasks: 'tasks',
+    'reference-keys': 'reference_keys',
+    rubric: 'rubric.json',
+  };
+  const outputs = { models: 'models.json', output: 'scores.csv', log: 'log.jsonl' };
+  const args = Object.entries({ ...files, ...outputs }).flatMap(([flag, file]) => [`--${flag}`, path.join(dir, file)]);
   return { dir, args };
 }
 

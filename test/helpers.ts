@@ -574,3 +574,14 @@ export function assertAnswerSchema(schema: any, allowed: Record<string, number[]
     );
   }
 }
+
+/** Each dimension's allowed scores, ascending, by name: what a structured-output schema's enums must list. */
+export const allowedScoresOf = (rubric: RubricJson) =>
+  Object.fromEntries(
+    rubric.dimensions.map((d) => [
+      d.name,
+      Object.keys(d.scores)
+        .map(Number)
+        .sort((a, b) => a - b),
+    ]),
+  );

@@ -24,6 +24,7 @@ import {
   startFake,
   tagOf,
   assertAnswerSchema,
+  allowedScoresOf,
 } from './helpers.ts';
 import type { RecordedRequest, Reply } from './fake-anthropic.ts';
 import type { Decision, EvalError as EvalErrorType, Judge, JudgeConfig, TranscriptImage } from '../run-judge.ts';
@@ -254,14 +255,7 @@ function rubricWithGaps(t: TestContext) {
     json.dimensions.find((d) => d.name === 'integrity_boundary')!.scores = { 2: 'the only score' };
   });
   const gapped = loadRubric(file);
-  const allowed = Object.fromEntries(
-    gapped.dimensions.map((d) => [
-      d.name,
-      Object.keys(d.scores)
-        .map(Number)
-        .sort((a, b) => a - b),
-    ]),
-  );
+  const allowed = allowedScoresOf(gapped);
   return { rubric: gapped, allowed };
 }
 
