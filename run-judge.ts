@@ -2,6 +2,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { isUtf8 } from 'node:buffer';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import type Anthropic from '@anthropic-ai/sdk';
@@ -56,6 +57,8 @@ const RETRY_DEFAULTS = { max_retries: 5, budget_s: 30, base_delay_s: 1 };
 const BATCH_LIMITS = { maxRequests: 100_000, maxBytes: 256 * 1024 * 1024 };
 /** A finished turn; anything else (max_tokens, refusal, pause_turn, tool_use, a full context window) is unusable. */
 const USABLE_STOP_REASONS = ['end_turn', 'stop_sequence'];
+/** Names a dimension cannot take: the CSV's other columns, and any property every object has. */
+const RESERVED_NAMES = ['task_id', 'model', 'notes', 'scorer'];
 /** A Markdown fence (```json or ```) around an answer; it closes only at a line end, so backticks in notes cannot. */
 const MARKDOWN_FENCE = /```[ \t]*(?:json)?[ \t]*\r?\n([\s\S]*?)```[ \t]*\r?$/gim;
 // ---- Errors: one hierarchy; a failure is its own outcome, never a verdict -------------------------------------------
@@ -102,7 +105,10 @@ export class EvalJudgesExhaustedError extends EvalError {
 const text = z.string().refine((value) => value.trim() !== '', 'must be a non-empty string');
 const texts = z.array(z.string());
 const DimensionSchema = z.object({
-  name: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an identifier (it becomes a CSV column)'),
+  name: z
+    .string()
+    .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an identifier (it becomes a CSV column)')
+    .refine((name) => !RESERVED_NAMES.includes(name) && !(name in Object.prototype), 'is a reserved name'),
   description: text,
   scores: z
     .record(z.string().regex(/^(0|[1-9]\d*)$/, 'keys must be integer scores like "0"'), z.string())
@@ -129,7 +135,7 @@ const JudgeSchema = z.strictObject({
   api_key_env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must name an environment variable (never the key)'),
   temperature: z.number().nullable().optional(),
   max_tokens: z.int().positive(),
-  timeout_s: z.number().positive().max(2_000_000).optional(), // the SDK takes whole milliseconds below 2^31
+  timeout_s: z.number().positive().max(3600).optional(),
   structured_output: z.boolean().optional(),
   media: z.array(z.enum(['text', 'image'])).optional(),
   retry: RetrySchema.optional(),
@@ -413,6 +419,7 @@ function checkedApiKey(config: JudgeConfig, env: NodeJS.ProcessEnv): string {
   const [judge, key, variable] = [judgeModel(config, env), env[config.api_key_env], config.api_key_env];
   const fail = (problem: string) => new EvalConfigurationError(problem, { judge });
   if (!key) throw fail(`environment variable ${variable} is not set (it must hold the Anthropic API key)`);
+  SECRETS.add(key);
   // A key with a space or line break would fail inside the HTTP library, whose error quotes the header: the key.
   const unusable = 'holds spaces, line breaks or other characters an API key cannot have';
   if (!/^[\x21-\x7e]+$/.test(key)) throw fail(`environment variable ${variable} ${unusable}`);
@@ -679,7 +686,7 @@ function recordOutcome(run: Run, ref: Ref, outcome: Outcome & Omit<PriorAttempt,
     ...{ usage, latency_ms: Math.round(performance.now() - outcome.startedAt) },
     ...{ prompt_sha256: outcome.promptSha ?? null, rubric_sha256: run.log.rubricSha },
   };
-  appendDurably(run.log.fd, `${JSON.stringify(entry)}\n`, sync);
+  appendDurably(run.log.fd, `${redact(JSON.stringify(entry))}\n`, sync);
   if (verdict) {
     run.scoreFile.append({ task_id: ref.task_id, model: ref.model, ...verdict }, sync);
     run.summary.scored++;
@@ -823,21 +830,23 @@ export class ScoreFile {
       fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
       fd = fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_APPEND);
       if (completeBytes < content.length) fs.ftruncateSync(fd, completeBytes);
-      appendDurably(fd, completeBytes ? '' : csvLine(columns)); // a new file's header; also flushes the cut
+      const ended = !completeBytes || content[completeBytes - 1] === 0x0a; // a complete last row may lack its break
+      appendDurably(fd, completeBytes ? (ended ? '' : '\n') : csvLine(columns)); // also flushes the cut
     }
     const scores = new ScoreFile(file, columns, fd, readOnly ? 0 : content.length - completeBytes);
-    for (const [taskId, model] of rows) scores.done.add(pairKey(taskId!, model!));
+    for (const row of rows) scores.done.add(rowKey(row));
     return scores;
   }
   append(row: ScoreRow, sync = true): void {
     const scores = this.columns.slice(2, -1).map((name) => row.scores[name]!);
-    appendDurably(this.fd, csvLine([row.task_id, row.model, ...scores, escapeFormula(row.notes)]), sync);
+    const cells = [row.task_id, row.model, ...scores, row.notes].map((cell) => guardCell(redact(String(cell))));
+    appendDurably(this.fd, csvLine(cells), sync);
     this.done.add(pairKey(row.task_id, row.model));
   }
   /** Rewrites the CSV once without the given pairs (for --rescore), atomically; returns how many rows went. */
   removePairs(pairs: Set<string>): number {
     const { rows } = readScoreRows(this.file, fs.readFileSync(this.file), this.columns);
-    const kept = rows.filter((row) => !pairs.has(pairKey(row[0]!, row[1]!)));
+    const kept = rows.filter((row) => !pairs.has(rowKey(row)));
     replaceFileDurably(this.file, [this.columns, ...kept].map(csvLine).join(''));
     fs.closeSync(this.fd);
     this.fd = fs.openSync(this.file, 'a');
@@ -858,26 +867,29 @@ export function writeScores(file: string, rows: ScoreRow[], dimensions: string[]
     scores.close();
   }
 }
-/** The rows, checked, and where complete lines end: a last line without its break, or cut inside quotes, is torn. */
+/** The rows, checked, and where complete rows end: a last row cut short (a crash mid-write) is torn, not read. */
 function readScoreRows(file: string, content: Buffer, columns: string[]) {
-  const records: { fields: string[]; line: number }[] = [];
-  let [completeBytes, line] = [0, 1];
+  const records: { fields: string[]; line: number; end: number }[] = [];
+  let line = 1;
   const onRecord = (fields: string[], { bytes, lines }: { bytes: number; lines: number }) => {
-    if (content[bytes - 1] === 0x0a) {
-      records.push({ fields, line });
-      completeBytes = bytes;
-    }
+    records.push({ fields, line, end: bytes });
     line = lines + 1;
     return null;
   };
+  const options = { bom: true, skip_empty_lines: true, relax_column_count: true, record_delimiter: ['\r\n', '\n'] };
   try {
-    parseCsv(content, { relax_column_count: true, record_delimiter: ['\r\n', '\n'], on_record: onRecord });
+    parseCsv(content, { ...options, on_record: onRecord });
   } catch (error) {
-    const lastLineTorn = !content.subarray(completeBytes).includes(0x0a);
+    const lastLineTorn = !content.subarray(records.at(-1)?.end ?? 0).includes(0x0a);
     if ((error as { code?: string }).code !== 'CSV_QUOTE_NOT_CLOSED' && !lastLineTorn) {
       throw new EvalInputError(`${file}: not a CSV run-judge can read: ${(error as Error).message}`, { cause: error });
     }
   }
+  // A last row without its line break is complete when it has every field; else a write was cut short.
+  const last = records.at(-1);
+  if (last && content[last.end - 1] !== 0x0a && last.fields.length !== columns.length) records.pop();
+  const completeBytes = records.at(-1)?.end ?? 0;
+  if (!isUtf8(content.subarray(0, completeBytes))) throw new EvalConfigurationError(`${file}: not valid UTF-8 text`);
   const [header, ...rows] = records;
   if (header ? header.fields.join(',') !== columns.join(',') : !csvLine(columns).startsWith(content.toString())) {
     const found = header?.fields.join(',') ?? content;
@@ -889,8 +901,10 @@ function readScoreRows(file: string, content: Buffer, columns: string[]) {
   if (bad) throw new EvalInputError(`${file}: line ${bad.line} has ${bad.fields.length} fields, ${expected}`);
   return { rows: rows.map((row) => row.fields), completeBytes };
 }
-/** Defuses spreadsheet formulas: a notes cell starting (after spaces) with = + - @ tab or CR gets a leading quote. */
-export const escapeFormula = (notes: string) => (/^[^\S\t\r]*[=+\-@\t\r]/.test(notes) ? `'${notes}` : notes);
+/** Defuses spreadsheet formulas: a cell starting (after spaces) with = + - @ tab or CR, or with ', gets a leading '. */
+export const guardCell = (cell: string) => (/^([^\S\t\r]*[=+\-@\t\r]|')/.test(cell) ? `'${cell}` : cell);
+/** The (task_id, model) key of a CSV row, its formula guards taken off (a folder named `-x` still resumes). */
+const rowKey = (row: string[]) => pairKey(row[0]!.replace(/^'/, ''), row[1]!.replace(/^'/, ''));
 /** Opens the JSONL audit log for appending; a torn last line is ended so the next entry starts clean. */
 function openAuditLog(file: string): number {
   fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
@@ -1025,7 +1039,7 @@ class BatchState {
   pairs = () => new Set(this.entries.flatMap((entry) => Object.values(entry.requests).map(([t, m]) => pairKey(t, m))));
   save(): void {
     if (this.entries.length === 0) fs.rmSync(this.file, { force: true });
-    else replaceFileDurably(this.file, `${JSON.stringify({ version: 1, batches: this.entries })}\n`);
+    else replaceFileDurably(this.file, `${redact(JSON.stringify({ version: 1, batches: this.entries }))}\n`);
   }
   remove(entry: BatchEntry): void {
     this.entries = this.entries.filter((candidate) => candidate !== entry);
@@ -1159,31 +1173,43 @@ async function collectBatchResults(run: Run, entry: BatchEntry): Promise<void> {
 /** Runs the CLI on the user's arguments and returns its exit status; importing this file runs nothing. */
 export async function main(argv: string[], io: IO): Promise<number> {
   const controller = new AbortController();
-  let firstSigint = 0;
-  // tsx relays a terminal's Ctrl-C, so one press can arrive twice within milliseconds: only a later one counts.
-  const onSigint = () => {
-    if (firstSigint && Date.now() - firstSigint > 300) process.exit(130);
-    if (firstSigint) return;
-    firstSigint = Date.now();
-    controller.abort(new EvalInterruptedError('interrupted (Ctrl-C)')); // no-op after an error already stopped the run
+  let first: { signal: string; at: number; exitCode: number } | undefined;
+  // SIGTERM is a first Ctrl-C too. One signal can arrive several times (tsx relays a terminal's Ctrl-C; a group signal
+  // comes through each parent): a repeat within 0.3 s (1 s for SIGTERM) is the same one; a later one exits at once.
+  const onSignal = (signal: 'SIGINT' | 'SIGTERM') => {
+    const exitCode = signal === 'SIGTERM' ? 143 : 130;
+    const repeat = first?.signal === signal && Date.now() - first.at <= (signal === 'SIGTERM' ? 1000 : 300);
+    if (first && !repeat) process.exit(exitCode);
+    if (first) return;
+    first = { signal, at: Date.now(), exitCode };
+    controller.abort(new EvalInterruptedError(`interrupted (${signal})`)); // no-op after an error stopped the run
     io.stderr.write('\nstopping: finishing the judgements in flight (Ctrl-C again to exit at once)\n');
   };
-  process.on('SIGINT', onSigint);
+  const [onSigint, onSigterm] = [() => onSignal('SIGINT'), () => onSignal('SIGTERM')];
+  // Under npx, a stop may reach only the parent: a vanished parent is a SIGTERM, so no run goes on holding the lock.
+  const parent = process.ppid;
+  const orphaned = setInterval(() => {
+    if (process.ppid === parent) return;
+    clearInterval(orphaned);
+    onSignal('SIGTERM');
+  }, 1000).unref();
+  process.on('SIGINT', onSigint).on('SIGTERM', onSigterm);
   try {
     const options = buildCli(io).parse(argv, { from: 'user' }).opts<RunOptions>();
     if (options.dryRun) return dryRun(options, io);
     const summary = await runJudge(options, io, controller);
     io.stderr.write(formatSummary(summary, options.output));
-    if (summary.stoppedBy) return summary.stoppedBy instanceof EvalInterruptedError ? 130 : 2;
+    if (summary.stoppedBy) return summary.stoppedBy instanceof EvalInterruptedError ? first!.exitCode : 2;
     return summary.failed.length > 0 ? 1 : 0;
   } catch (error) {
     if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : 2; // --help, or a usage error
     if (!(error instanceof EvalError)) throw error;
     io.stderr.write(`run-judge: ${oneLine(error.message)}\n`);
-    // Ctrl-C is 130; a provider failure may pass on a rerun (1); a setup error will not (2).
-    return error instanceof EvalInterruptedError ? 130 : decide(error).action === 'next-judge' ? 1 : 2;
+    // Ctrl-C is 130 (SIGTERM 143); a provider failure may pass on a rerun (1); a setup error will not (2).
+    return error instanceof EvalInterruptedError ? first!.exitCode : decide(error).action === 'next-judge' ? 1 : 2;
   } finally {
-    process.off('SIGINT', onSigint);
+    process.off('SIGINT', onSigint).off('SIGTERM', onSigterm);
+    clearInterval(orphaned);
   }
 }
 function buildCli(io: IO): Command {
@@ -1294,6 +1320,9 @@ function newSummary(selected: number) {
 }
 /** The key of a (task_id, model) pair: what a CSV row, a resume and a batch request are matched by. */
 const pairKey = (taskId: string, model: string) => `${model}\u0000${taskId}`;
+/** Every configured key's value, replaced in whatever a run writes: a server or gateway may echo it back. */
+const SECRETS = new Set<string>();
+const redact = (text: string) => [...SECRETS].reduce((redacted, key) => redacted.replaceAll(key, '[redacted]'), text);
 const sha256 = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
 const isRecord = (value: unknown): value is Record<string, unknown> =>
   !!value && typeof value === 'object' && !Array.isArray(value);
@@ -1311,7 +1340,7 @@ const sleepUnlessAborted = (ms: number, signal: AbortSignal) =>
   sleep(Math.min(ms, 2 ** 31 - 1), undefined, { signal }).catch(() => signal.throwIfAborted());
 /** Shows control characters escaped, so whatever a run prints on one line stays one line. */
 const oneLine = (message: string) =>
-  message.replace(/[\x00-\x1f\x7f\u0085\u2028\u2029]/g, (char) => {
+  redact(message).replace(/[\x00-\x1f\x7f\u0085\u2028\u2029]/g, (char) => {
     const named = ({ '\n': '\\n', '\r': '\\r', '\t': '\\t' } as Record<string, string>)[char];
     return named ?? `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`;
   });
@@ -1353,18 +1382,15 @@ function parseRateLimit(headers: Headers | undefined): RateLimitInfo | undefined
   const header = (name: string) => headers?.get(`anthropic-ratelimit-requests-${name}`) || 'none';
   const [limit, remaining] = [Number(header('limit')), Number(header('remaining'))];
   const resetAt = Date.parse(header('reset'));
-  return [limit, remaining, resetAt].every(Number.isFinite) ? { limit, remaining, resetAt } : undefined;
-}
-/** `retry-after-ms`, else `retry-after` in seconds or as an HTTP date, in milliseconds. */
+  // A reset more than a minute away (a clock ahead of ours, a bad header) is unknown, never waited for.
+  const known = [limit, remaining, resetAt].every(Number.isFinite) && resetAt - Date.now() <= 60_000;
+  return known ? { limit, remaining, resetAt } : undefined;
+} /** `retry-after-ms`, else `retry-after` in seconds or as an HTTP date, in milliseconds. */
 function parseRetryAfter(headers: Headers | undefined): number | undefined {
-  const [ms, value] = [Number(headers?.get('retry-after-ms') ?? NaN), headers?.get('retry-after')];
-  if (ms >= 0) return ms;
-  if (!value) return undefined;
-  if (Number(value) >= 0) return Number(value) * 1000;
-  const date = Date.parse(value);
-  return Number.isFinite(date) ? Math.max(0, date - Date.now()) : undefined;
-}
-/** One validation problem as "field.path: what is wrong (got value)"; a path through a named dimension names it. */
+  const [ms, value] = [Number(headers?.get('retry-after-ms') ?? NaN), headers?.get('retry-after') ?? ''];
+  const wait = ms > 0 ? ms : Number(value) > 0 ? Number(value) * 1000 : Date.parse(value) - Date.now();
+  return wait > 0 ? wait : undefined; // past, zero, negative or unreadable: the normal backoff, never at once
+} /** One validation problem as "field.path: what is wrong (got value)"; a path through a named dimension names it. */
 function describeIssue(issue: z.core.$ZodIssue, data: unknown): string {
   const keys = issue.path.map((key, i) => (typeof key === 'number' ? `[${key}]` : `${i ? '.' : ''}${String(key)}`));
   const where = keys.join('') || '(top level)';

@@ -12,6 +12,7 @@ import {
   EXPECTED_HEADER,
   REPO,
   csvRows,
+  delay,
   judgeEntry,
   maxInFlight,
   readCsv,
@@ -721,6 +722,79 @@ describe('SIGINT (a real process): the first never cuts a judgement in flight sh
     }
     assert.equal(readLog(ws.log).length, 2);
     assert.match(result.stderr, /^interrupted: 4 selected: 2 scored, 0 skipped/m);
+  });
+});
+
+describe('SIGTERM (a real process) is the first Ctrl-C', () => {
+  test('it finishes the judgements in flight, writes them, prints the summary, exits 143; a rerun completes', async (t) => {
+    const { fake, ws, run, spawn } = await setupRun(
+      t,
+      { latencyMs: 200 },
+      { models: 10, tasks: ['proof01', 'proof02'] },
+    );
+    const { child, done } = spawn(['--concurrency', '2']);
+    await waitFor(() => rowCount(ws.output) >= 1, 20_000, 'the first rows');
+    child.kill('SIGTERM');
+    const result = await done;
+    assert.equal(result.signal, null, `exited by itself, not killed by SIGTERM: ${result.stderr}`);
+    assert.equal(result.code, 143, result.stderr);
+    assert.match(result.stderr, /stopping: finishing the judgements in flight/);
+    const rows = wellFormedCsv(ws.output);
+    assert.equal(rows.length, fake.requests.length, 'every request answered became a row');
+    assert.ok(rows.length >= 2 && rows.length < 20, `rows: ${rows.length}`);
+    assert.match(result.stderr, new RegExp(`^interrupted: 20 selected: ${rows.length} scored, 0 skipped`, 'm'));
+    assert.equal(readLog(ws.log).length, rows.length);
+    assert.equal(fs.existsSync(`${ws.output}.lock`), false);
+
+    const before = fake.requests.length;
+    const rerun = await run(['--concurrency', '8']);
+    assert.equal(rerun.code, 0, rerun.stderr);
+    assert.equal(fake.requests.length - before, 20 - rows.length);
+    assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws));
+  });
+
+  test('a second SIGTERM within 1 s is the same signal: the judgements in flight are still written, exit 143', async (t) => {
+    // Each answer takes 1.5 s; the second SIGTERM comes 0.5 s after the first, while both judgements are in flight.
+    const { fake, ws, spawn } = await setupRun(
+      t,
+      { responder: () => ({ text: fake.validAnswer(), delayMs: 1500 }) },
+      { models: 2, tasks: ['proof01', 'proof02'] },
+    );
+    const { child, done } = spawn(['--concurrency', '2']);
+    await waitFor(() => fake.requests.length >= 2, 20_000, 'two requests in flight');
+    child.kill('SIGTERM');
+    await delay(500);
+    assert.equal(child.exitCode, null, 'the first SIGTERM waits for the judgements in flight');
+    child.kill('SIGTERM');
+    const result = await done;
+    assert.equal(result.signal, null, result.stderr);
+    assert.equal(result.code, 143, result.stderr);
+    assert.equal(fake.requests.length, 2, 'nothing started after the first SIGTERM');
+    assert.equal(wellFormedCsv(ws.output).length, 2, 'both judgements in flight were written');
+    assert.equal(readLog(ws.log).length, 2);
+    assert.match(result.stderr, /^interrupted: 4 selected: 2 scored, 0 skipped/m);
+  });
+
+  test('a SIGINT after a SIGTERM exits at once, not waiting for the answers in flight; what was written stays complete', async (t) => {
+    // The fake never answers and the judge waits 60 s: only an immediate exit ends the run before the kill at 20 s.
+    const { fake, ws, spawn } = await setupRun(
+      t,
+      { responder: () => ({ kind: 'hang' }) },
+      { judge: judgeEntry('judge-a', { timeout_s: 60 }), fallbacks: [] },
+    );
+    const { child, done } = spawn(['--concurrency', '2'], { timeoutMs: 20_000 });
+    await waitFor(() => fake.requests.length >= 2, 15_000, 'requests in flight');
+    child.kill('SIGTERM');
+    await delay(400);
+    assert.equal(child.exitCode, null, 'the SIGTERM waits for the judgements in flight');
+    child.kill('SIGINT');
+    const result = await done;
+    assert.equal(result.signal, null, 'exited by itself, not killed by the test');
+    assert.ok([130, 143].includes(result.code!), `exit ${result.code}: ${result.stderr}`);
+    assert.equal(rowCount(ws.output), 0);
+    wellFormedCsv(ws.output);
+    assert.deepEqual(readLog(ws.log), []);
+    assert.equal(fs.existsSync(`${ws.output}.lock`), false, 'the exit handler removed the lock');
   });
 });
 

@@ -585,3 +585,13 @@ export const allowedScoresOf = (rubric: RubricJson) =>
         .sort((a, b) => a - b),
     ]),
   );
+
+/** Adds task and reference-key files for `taskIds` to a workspace, copies of a shipped task's with task_id changed. */
+export function addTaskFiles(ws: Workspace, taskIds: string[], from = 'proof01'): void {
+  for (const taskId of taskIds) {
+    for (const dir of [ws.tasks, ws.referenceKeys]) {
+      const json = JSON.parse(fs.readFileSync(path.join(dir, `${from}.json`), 'utf8'));
+      writeJson(path.join(dir, `${taskId}.json`), { ...json, task_id: taskId });
+    }
+  }
+}

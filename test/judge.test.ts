@@ -1,6 +1,7 @@
 // Judge stage: the judges and their keys, the request, one call and how its failures are classified, the failure
 // policy (`decide`), the retry layer on one judge, and the fallback chain across judges.
 import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
 import { createServer } from 'node:http';
 import type { ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -12,6 +13,7 @@ import {
   RUBRIC_FILE,
   TEST_KEY,
   answerJson,
+  csvRows,
   goodScores,
   judgeConfig,
   judgeEntry,
@@ -1235,5 +1237,219 @@ describe('a configuration error stops the whole run', () => {
     assert.equal(perTranscript.get('m01/proof01'), 2);
     for (const [tag, count] of perTranscript) assert.ok(count <= 2, `${tag} kept retrying: ${count} requests`);
     assert.equal(rowCount(ws.output), 0);
+  });
+});
+
+// ---- Rate-limit waits are bounded ------------------------------------------------------------------------------------
+
+/** retry-after values that ask for no wait or for none that can be read: each is the normal backoff, never at once. */
+const NO_WAIT_RETRY_AFTER: [string, string][] = [
+  ['0', '0'],
+  ['-3', '-3'],
+  ['abc', 'abc'],
+  ['an HTTP date in the past', new Date(Date.now() - 3_600_000).toUTCString()],
+];
+
+describe('rate-limit waits are bounded: a retry-after that is zero, negative, unreadable or past is the normal backoff', () => {
+  test('decide: a 429 the parser gave no wait (retryAfterMs undefined) backs off base_delay_s x 2^attempt x [0.5, 1.5], never 0', () => {
+    const policy = { max_retries: 5, budget_s: 60, base_delay_s: 0.2 };
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const ideal = policy.base_delay_s * 1000 * 2 ** attempt;
+      for (let i = 0; i < 20; i++) {
+        const error = providerError(429, { retryAfterMs: undefined });
+        const decision = decide(error, { attempt, msLeft: 60_000, policy });
+        assert.equal(decision.action, 'retry');
+        const { delayMs } = decision as { delayMs: number };
+        assert.ok(delayMs > 0 && delayMs >= 0.5 * ideal && delayMs <= 1.5 * ideal, `attempt ${attempt}: ${delayMs} ms`);
+      }
+    }
+  });
+
+  for (const [label, value] of NO_WAIT_RETRY_AFTER) {
+    test(`callJudge: a 429 with retry-after ${label} carries no wait (retryAfterMs undefined), so decide backs off`, async (t) => {
+      const fake = await startFake(t);
+      fake.enqueue(rateLimited(value));
+      const policy = { max_retries: 5, budget_s: 60, base_delay_s: 0.2 };
+      let caught: EvalErrorType | undefined;
+      await assert.rejects(
+        callWith(await judgeAt(fake.url)),
+        failure('EvalProviderError', { status: 429, retryAfterMs: undefined }, (error) => (caught = error)),
+      );
+      const decision = decide(caught!, { attempt: 1, msLeft: 60_000, policy });
+      assert.equal(decision.action, 'retry');
+      const { delayMs } = decision as { delayMs: number };
+      assert.ok(delayMs >= 200 && delayMs <= 600, `backoff for attempt 1, base 0.2 s: ${delayMs} ms`);
+    });
+  }
+
+  for (const [label, value] of NO_WAIT_RETRY_AFTER) {
+    test(`a run: a 429 with retry-after ${label}, then a valid answer: scored by the primary after 2 requests`, async (t) => {
+      const { fake, ws, run } = await setupRun(t, {
+        responder: (_req, i) => (i === 0 ? rateLimited(value) : undefined),
+      });
+      const result = await run(ONE);
+      assert.equal(result.code, 0, result.stderr);
+      assert.deepEqual(fake.requests.map(modelOf), ['judge-a', 'judge-a']);
+      const [entry] = readLog(ws.log);
+      assert.deepEqual([entry!.status, entry!.judge, entry!.attempts], ['scored', 'judge-a', []]);
+      assert.equal(rowCount(ws.output), 1);
+    });
+
+    test(`a run: a 429 with retry-after ${label} is never retried at once: a backoff beyond the budget falls back to judge-b`, async (t) => {
+      // base_delay_s 10 makes the first backoff 5-15 s, beyond the 1 s budget: only a retry at once would ask judge-a again.
+      const { fake, ws, run } = await setupRun(
+        t,
+        { responder: (req) => (modelOf(req) === 'judge-a' ? rateLimited(value) : undefined) },
+        { judge: judgeEntry('judge-a', { retry: { max_retries: 5, budget_s: 1, base_delay_s: 10 } }) },
+      );
+      const result = await run(ONE);
+      assert.equal(result.code, 0, result.stderr);
+      assert.deepEqual(fake.requests.map(modelOf), ['judge-a', 'judge-b']);
+      assert.deepEqual(attemptsOf(ws.log), [['judge-a', 'EvalProviderError', 429]]);
+      assert.equal(readLog(ws.log)[0]!.judge, 'judge-b');
+    });
+  }
+});
+
+describe('rate-limit waits are bounded: a rate-limit reset more than a minute away is not waited for', () => {
+  const cases: [string, number][] = [
+    ['90 s away (a server clock ahead of ours)', 90_000],
+    ['an hour away', 3_600_000],
+  ];
+  for (const [label, aheadMs] of cases) {
+    test(`every answer says 0 of 10 requests remain until a reset ${label}: 4 transcripts at --concurrency 1 all scored by the primary`, async (t) => {
+      const { fake, ws, run } = await setupRun(
+        t,
+        {
+          responder: () => ({
+            text: fake.validAnswer(),
+            headers: {
+              'anthropic-ratelimit-requests-limit': '10',
+              'anthropic-ratelimit-requests-remaining': '0',
+              'anthropic-ratelimit-requests-reset': new Date(Date.now() + aheadMs).toISOString(),
+            },
+          }),
+        },
+        { models: 2, tasks: ['proof01', 'proof02'] },
+      );
+      // The stall guard: a run waiting for the reset is interrupted (as by Ctrl-C) after 15 s, so it fails, not hangs.
+      const guard = setTimeout(() => process.emit('SIGINT', 'SIGINT'), 15_000);
+      const result = await run(['--concurrency', '1']).finally(() => clearTimeout(guard));
+      assert.equal(result.code, 0, result.stderr);
+      assert.deepEqual(fake.requests.map(modelOf), Array<string>(4).fill('judge-a'));
+      assert.equal(rowCount(ws.output), 4);
+      assert.ok(
+        readLog(ws.log).every((entry) => entry.judge === 'judge-a' && entry.attempts.length === 0),
+        'all by the primary',
+      );
+    });
+  }
+});
+
+// ---- The key is never printed or logged --------------------------------------------------------------------------------
+
+describe('the API key is never printed or logged, even when the server echoes it', () => {
+  const KEY = 'sk-ant-api03-ECHOEDSECRET';
+  const FALLBACK_KEY = 'sk-ant-api03-FALLBACKSECRET';
+  /** The key a request carried, read as a server, proxy or gateway that echoes it would read it. */
+  const keyOf = (req: RecordedRequest) =>
+    String(req.headers['x-api-key'] ?? req.headers.authorization?.replace(/^Bearer /, ''));
+  /** Everything a run printed or wrote. */
+  const outputsOf = (ws: { log: string; output: string }, result: { stdout: string; stderr: string }) => ({
+    stdout: result.stdout,
+    stderr: result.stderr,
+    log: fs.readFileSync(ws.log, 'utf8'),
+    CSV: fs.readFileSync(ws.output, 'utf8'),
+  });
+  /** No key's distinctive part anywhere; the marker where the key was echoed. */
+  function assertRedacted(outputs: Record<string, string>, redactedIn: string[]) {
+    for (const [what, text] of Object.entries(outputs)) {
+      assert.doesNotMatch(text, /ECHOEDSECRET|FALLBACKSECRET/, `${what} holds a key`);
+    }
+    for (const what of redactedIn) assert.ok(outputs[what]!.includes('[redacted]'), `[redacted] in ${what}`);
+  }
+  const entryOf = (log: string, key: string) =>
+    readLog(log).find((entry) => `${entry.model}/${entry.task_id}` === key)!;
+
+  test('error answers (HTTP 500, HTTP 400) whose messages hold the key: stderr and the log show [redacted]', async (t) => {
+    const { fake, ws, run } = await setupRun(t, {
+      responder: (req) =>
+        tagOf(req) === 'm01/proof01' && modelOf(req) === 'judge-a'
+          ? apiError(500, 'api_error', `gateway rejected x-api-key ${keyOf(req)}`)
+          : tagOf(req) === 'm01/proof02'
+            ? apiError(400, 'invalid_request_error', `bad request for key ${keyOf(req)}`)
+            : undefined,
+    });
+    const result = await run(['--model', 'm01'], { apiKey: KEY });
+    assert.equal(result.code, 1, result.stderr);
+    assert.ok(
+      fake.requests.every((req) => keyOf(req) === KEY),
+      'every request carried the key',
+    );
+    assertRedacted(outputsOf(ws, result), ['stderr', 'log']);
+    assert.match(result.stderr, /^m01\/proof01: scored by fallback judge judge-b after .*x-api-key \[redacted\]/m);
+    assert.match(result.stderr, /^failed m01\/proof02: .*bad request for key \[redacted\]/m);
+    assert.match(entryOf(ws.log, 'm01/proof01').attempts[0]!.message, /x-api-key \[redacted\]/);
+    assert.match(entryOf(ws.log, 'm01/proof02').error!.message, /bad request for key \[redacted\]/);
+  });
+
+  test('a request-id header holding the key: logged as request_id with [redacted], and so shown in an error', async (t) => {
+    const { fake, ws, run } = await setupRun(t, {
+      responder: (req) => {
+        const headers = { 'request-id': `req_${keyOf(req)}` };
+        return modelOf(req) === 'judge-a'
+          ? { ...apiError(500, 'api_error', 'Internal server error'), headers }
+          : { text: fake.validAnswer(), headers };
+      },
+    });
+    const result = await run(ONE, { apiKey: KEY });
+    assert.equal(result.code, 0, result.stderr);
+    assertRedacted(outputsOf(ws, result), ['stderr', 'log']);
+    const [entry] = readLog(ws.log);
+    assert.deepEqual(
+      entry!.answers.map((answer) => [answer.judge, answer.request_id]),
+      [['judge-b', 'req_[redacted]']],
+    );
+    assert.match(entry!.attempts[0]!.message, /req_\[redacted\]/);
+  });
+
+  test('a valid answer whose notes hold the key: the CSV notes cell and the log show [redacted]', async (t) => {
+    const { fake, ws, run } = await setupRun(t, {
+      responder: (req) => ({ text: fake.validAnswer({}, `the tutor leaked ${keyOf(req)} in turn 3`) }),
+    });
+    const result = await run(ONE, { apiKey: KEY });
+    assert.equal(result.code, 0, result.stderr);
+    assertRedacted(outputsOf(ws, result), ['log', 'CSV']);
+    assert.deepEqual(
+      csvRows(ws.output).map((row) => row.record[8]),
+      ['the tutor leaked [redacted] in turn 3'],
+    );
+    const [entry] = readLog(ws.log);
+    assert.equal(entry!.notes, 'the tutor leaked [redacted] in turn 3');
+    assert.match(entry!.answers[0]!.text, /the tutor leaked \[redacted\] in turn 3/);
+  });
+
+  test("each configured key: the fallback judge's own key, echoed in the primary's error, is redacted too", async (t) => {
+    const { fake, ws, run } = await setupRun(
+      t,
+      {
+        responder: (req) =>
+          modelOf(req) === 'judge-a'
+            ? apiError(500, 'api_error', `keys seen: ${keyOf(req)} and ${FALLBACK_KEY}`)
+            : undefined,
+      },
+      { fallbacks: [judgeEntry('judge-b', { api_key_env: 'RJ_FALLBACK_KEY' })] },
+    );
+    const result = await run(ONE, { apiKey: KEY, env: { RJ_FALLBACK_KEY: FALLBACK_KEY } });
+    assert.equal(result.code, 0, result.stderr);
+    assert.deepEqual(
+      fake.requests.map((req) => [modelOf(req), keyOf(req)]),
+      [
+        ['judge-a', KEY],
+        ['judge-b', FALLBACK_KEY],
+      ],
+    );
+    assertRedacted(outputsOf(ws, result), ['stderr', 'log']);
+    assert.match(result.stderr, /keys seen: \[redacted\] and \[redacted\]/);
   });
 });

@@ -12,7 +12,9 @@ import {
   makeTranscript,
   mentioning,
   rubricFile,
+  setupRun,
   shippedRubricJson,
+  snapshot,
   tempDir,
   writeJson,
 } from './helpers.ts';
@@ -453,5 +455,82 @@ describe('transcriptImages: image paths stay inside the transcripts folder', () 
       name: 'EvalInputError',
       message: mentioning(transcriptPath, path.join(transcripts, 'm01', 'missing.png'), 'ENOENT'),
     });
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Reserved dimension names and limits: configuration errors, never a crash or a corrupt CSV
+// ---------------------------------------------------------------------------------------------
+
+/** Names a dimension cannot take: the CSV's other columns, Object.prototype's properties, and non-identifiers. */
+const RESERVED_DIMENSION_NAMES = [
+  'task_id',
+  'model',
+  'notes',
+  'scorer',
+  '__proto__',
+  'constructor',
+  'toString',
+  'hasOwnProperty',
+  'has space',
+  'a,b',
+  'say"hi',
+  "it's",
+  '',
+];
+
+describe('loadRubric: a reserved dimension name is a configuration error naming the file and the field', () => {
+  errorTests(
+    loadRubric,
+    'EvalConfigurationError',
+    RESERVED_DIMENSION_NAMES.map((name) => ({
+      label: `a dimension named ${JSON.stringify(name)}`,
+      write: (t: TestContext) => rubricFile(t, (json) => void (json.dimensions[3]!.name = name)),
+      field: 'dimensions[3].name',
+    })),
+  );
+
+  test('names that only contain a reserved word load (the control case)', (t) => {
+    const names = ['task_id_2', 'model_quality', 'notes_taken', 'Constructor', 'proto'];
+    const file = rubricFile(t, (json) => names.forEach((name, i) => (json.dimensions[i]!.name = name)));
+    assert.deepEqual(rubricDimensions(loadRubric(file)).slice(0, names.length), names);
+  });
+
+  for (const name of ['notes', '__proto__', 'toString', 'a,b']) {
+    test(`a run with a dimension named ${JSON.stringify(name)}: exit 2 naming the file and the field, no request, nothing written`, async (t) => {
+      const rubric = shippedRubricJson();
+      rubric.dimensions[1]!.name = name;
+      const { fake, ws, run } = await setupRun(t, {}, { rubricText: JSON.stringify(rubric, null, 2) });
+      const before = snapshot(ws.dir);
+      const result = await run();
+      assert.equal(result.code, 2, result.stderr);
+      assert.match(result.stderr, mentioning(`run-judge: ${ws.rubric}`, 'dimensions[1].name'));
+      assert.doesNotMatch(result.stderr, /^\s+at /m, 'no stack trace');
+      assert.equal(fake.requests.length, 0);
+      assert.deepEqual(snapshot(ws.dir), before, 'no CSV, log or lock');
+    });
+  }
+});
+
+describe('loadModelsConfig: timeout_s is at most 3600 (the SDK timer overflows past 2^31 ms)', () => {
+  errorTests(loadModelsConfig, 'EvalConfigurationError', [
+    ...[3601, 1e9].map((timeout_s) => ({
+      label: `"timeout_s": ${timeout_s} on the judge`,
+      write: (t: TestContext) => modelsWith(t, { timeout_s }),
+      mentions: ['timeout_s'],
+      field: 'judge.timeout_s',
+    })),
+    {
+      label: '"timeout_s": 1e9 on a fallback judge',
+      write: (t: TestContext) => modelsWith(t, {}, { timeout_s: 1e9 }),
+      mentions: ['timeout_s'],
+      field: 'fallback_judges[0].timeout_s',
+    },
+  ]);
+
+  test('"timeout_s": 3600 is accepted, on the judge and on a fallback', (t) => {
+    const models = loadModelsConfig(modelsWith(t, { timeout_s: 3600 }, { timeout_s: 3600 }));
+    assert.equal(models.judge.timeout_s, 3600);
+    assert.equal(models.fallback_judges[0]!.timeout_s, 3600);
   });
 });

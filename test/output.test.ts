@@ -12,6 +12,7 @@ import {
   DIMENSIONS,
   EXPECTED_HEADER,
   SCRIPT,
+  addTaskFiles,
   TSX_LOADER,
   csvRows,
   goodScores,
@@ -33,7 +34,7 @@ import type { RecordedRequest } from './fake-anthropic.ts';
 import type { ScoreRow } from '../run-judge.ts';
 
 // Destructured, not imported by name: a renamed export then fails its own tests, not the whole file.
-const { ScoreFile, acquireLock, escapeFormula, writeScores } = await import('../run-judge.ts');
+const { ScoreFile, acquireLock, guardCell, writeScores } = await import('../run-judge.ts');
 
 // ---------------------------------------------------------------------------------------------
 // Local helpers
@@ -112,7 +113,7 @@ const header = (dims: readonly string[] = DIMENSIONS) => `${['task_id', 'model',
 // Writing the CSV
 // ---------------------------------------------------------------------------------------------
 
-describe('escapeFormula: a notes cell a spreadsheet would run as a formula gets a leading quote', () => {
+describe('guardCell: a notes cell a spreadsheet would run as a formula gets a leading quote', () => {
   const escaped: [string, string][] = [
     ['=', '=HYPERLINK("x")'],
     ['+', '+1+2'],
@@ -122,16 +123,17 @@ describe('escapeFormula: a notes cell a spreadsheet would run as a formula gets 
     ['CR', '\r=1'],
     ['= after spaces', '   =1+1'],
     ['@ after a space', ' @SUM(A1)'],
+    ["' (so that taking one guard off reads the cell back exactly)", "'already quoted"],
   ];
   for (const [label, notes] of escaped) {
     test(`a cell starting with ${label} is prefixed with '`, () => {
-      assert.equal(escapeFormula(notes), `'${notes}`);
+      assert.equal(guardCell(notes), `'${notes}`);
     });
   }
 
   test('text that only contains those characters later is untouched', () => {
-    for (const notes of ['Good scaffolding; 2 = 2 later.', 'a-b', 'score 1+1', '', 'email a@b.c', "'already quoted"]) {
-      assert.equal(escapeFormula(notes), notes);
+    for (const notes of ['Good scaffolding; 2 = 2 later.', 'a-b', 'score 1+1', '', 'email a@b.c', "it's fine"]) {
+      assert.equal(guardCell(notes), notes);
     }
   });
 });
@@ -225,8 +227,7 @@ describe('reading the CSV: a torn tail is cut off at the last complete record', 
   const complete = `${header()}p1,stub,2,2,1,2,2,2,"café — ""q"", x\n😀 line"\np2,stub,0,1,2,2,2,2,naïve\n`;
   const tails: [string, string | Buffer][] = [
     ['cut inside a quoted multi-line notes field', 'p3,stub,2,2,2,2,2,2,"line one\nline t'],
-    ['a whole row without its final newline', 'p3,stub,2,2,2,2,2,2,ok'],
-    ['a quoted row cut right after its closing quote', 'p3,stub,2,2,2,2,2,2,"say ""hi"""'],
+    // A complete last row without its line break is a row, not a tear: see "the CSV repair works on bytes" below.
     ['cut inside a multi-byte character', Buffer.from([...Buffer.from('p3,stub,2,2,2,2,2,2,"caf'), 0xc3])],
     ['cut after a few cells', 'p3,stub,2,'],
   ];
@@ -280,7 +281,6 @@ describe('reading the CSV: a file that is not a valid run-judge CSV is refused, 
   const first = 'p1,stub,2,2,2,2,2,2,ok\n';
   const malformed: { label: string; content: string; line: number }[] = [
     { label: 'a middle line with too few fields', content: `${header()}${first}p2,stub,2,ok\n${first}`, line: 3 },
-    { label: 'a blank middle line', content: `${header()}${first}\n${first}`, line: 3 },
     {
       // Line numbers count lines of the file, so a quoted note with a line break earlier shifts them.
       label: 'a short line after a note spanning two lines',
@@ -314,6 +314,126 @@ describe('reading the CSV: a file that is not a valid run-judge CSV is refused, 
     fs.writeFileSync(file, content);
     assert.throws(() => ScoreFile.open(file, dimensions), { name: 'EvalInputError', message: mentioning(file) });
     assert.equal(fs.readFileSync(file, 'utf8'), content);
+  });
+});
+
+describe('the CSV repair works on bytes: complete rows are kept, a BOM and trailing blank lines are accepted', () => {
+  const complete = `${header()}p1,stub,2,2,1,2,2,2,"café — ""q"", x\n😀 line"\np2,stub,0,1,2,2,2,2,naïve\n`;
+  const lastRows: [string, string][] = [
+    ['a plain last row without its final newline', 'p3,stub,2,2,2,2,2,2,ok'],
+    ['a quoted last row ending right after its closing quote', 'p3,stub,2,2,2,2,2,2,"say ""hi"""'],
+    ['a last row with multi-byte characters, without its final newline', 'p3,stub,2,2,2,2,2,2,naïve 😀'],
+  ];
+  for (const [label, last] of lastRows) {
+    test(`${label} is a complete row: kept, and the next row appended lands on its own line`, (t) => {
+      const file = path.join(tempDir(t), 'scores.csv');
+      const content = complete + last;
+      fs.writeFileSync(file, content);
+      assert.equal(ScoreFile.open(file, dimensions, { readOnly: true }).done.size, 3, 'read-only: the row counts');
+      const scores = ScoreFile.open(file, dimensions);
+      scores.close();
+      assert.equal(scores.torn, 0, 'nothing is torn');
+      assert.equal(scores.done.size, 3, 'the last row counts as scored');
+      writeScores(file, [row('p4')], dimensions);
+      const after = fs.readFileSync(file, 'utf8');
+      assert.ok(after.startsWith(content), 'the last row is not cut off');
+      assert.deepEqual(
+        readCsv(file).map((record) => record[0]),
+        ['task_id', 'p1', 'p2', 'p3', 'p4'],
+        'the file parses strictly, each row on its own',
+      );
+      assert.ok(after.endsWith('\np4,stub,2,2,1,2,2,2,ok\n'), JSON.stringify(after.slice(-60)));
+      assert.equal(ScoreFile.open(file, dimensions, { readOnly: true }).done.size, 4);
+    });
+  }
+
+  test('a CRLF file whose last complete row lacks its CRLF keeps that row', (t) => {
+    const file = path.join(tempDir(t), 'scores.csv');
+    fs.writeFileSync(file, `${EXPECTED_HEADER}\r\np1,stub,2,2,1,2,2,2,ok\r\np2,stub,2,2,1,2,2,2,ok`);
+    const scores = ScoreFile.open(file, dimensions);
+    scores.close();
+    assert.deepEqual([scores.torn, scores.done.size], [0, 2]);
+    writeScores(file, [row('p3')], dimensions);
+    assert.equal(ScoreFile.open(file, dimensions, { readOnly: true }).done.size, 3);
+  });
+
+  const accepted: [string, string, number][] = [
+    ['a UTF-8 BOM before the header', `\ufeff${header()}p1,stub,2,2,1,2,2,2,ok\n`, 1],
+    ['a UTF-8 BOM before a header with no rows yet', `\ufeff${header()}`, 0],
+    ['trailing blank lines', `${header()}p1,stub,2,2,1,2,2,2,ok\n\n\n`, 1],
+    ['trailing blank CRLF lines', `${EXPECTED_HEADER}\r\np1,stub,2,2,1,2,2,2,ok\r\n\r\n\r\n`, 1],
+  ];
+  for (const [label, content, rows] of accepted) {
+    test(`${label}: accepted (the header matches), its rows read; a row appended after it reads back`, (t) => {
+      const file = path.join(tempDir(t), 'scores.csv');
+      fs.writeFileSync(file, content);
+      assert.equal(ScoreFile.open(file, dimensions, { readOnly: true }).done.size, rows);
+      writeScores(file, [row('p9')], dimensions);
+      assert.equal(
+        ScoreFile.open(file, dimensions, { readOnly: true }).done.size,
+        rows + 1,
+        'every row, the new one too, is read back',
+      );
+      assert.doesNotMatch(fs.readFileSync(file, 'utf8'), /\n\r?\n/, 'no blank line left between the rows');
+      if (content.includes('\r')) return; // the strict parser below would take CRLF as the only line break
+      const records = readCsv(file);
+      assert.equal(records.length, rows + 2, 'it parses strictly');
+      assert.deepEqual(records.at(-1), ['p9', 'stub', '2', '2', '1', '2', '2', '2', 'ok']);
+    });
+  }
+
+  /** A CSV whose second row's notes cell holds the bytes 0xff 0xfe: not UTF-8. */
+  const notUtf8 = Buffer.concat([
+    Buffer.from(`${header()}p1,stub,2,2,1,2,2,2,ok\np2,stub,2,2,1,2,2,2,bad `),
+    Buffer.from([0xff, 0xfe]),
+    Buffer.from(' bytes\np3,stub,2,2,1,2,2,2,ok\n'),
+  ]);
+
+  test('a CSV that is not valid UTF-8 → refused naming the file; no byte changed, no descriptor left open', (t) => {
+    const file = path.join(tempDir(t), 'scores.csv');
+    fs.writeFileSync(file, notUtf8);
+    const fds = openFds();
+    for (const readOnly of [true, false]) {
+      assert.throws(() => ScoreFile.open(file, dimensions, { readOnly }), {
+        name: /^Eval(Configuration|Input)Error$/,
+        message: mentioning(file, 'UTF-8'),
+      });
+    }
+    assert.ok(fs.readFileSync(file).equals(notUtf8), 'byte-identical');
+    assert.equal(openFds(), fds, 'the refused file is closed again');
+  });
+
+  test('a run on a CSV that is not valid UTF-8: exit 2 naming the file, no request, the file byte-identical, no lock', async (t) => {
+    const { fake, ws, run } = await setupRun(t);
+    fs.mkdirSync(path.dirname(ws.output), { recursive: true });
+    fs.writeFileSync(ws.output, notUtf8);
+    const result = await run();
+    assert.equal(result.code, 2, result.stderr);
+    assert.ok(result.stderr.includes(`run-judge: ${ws.output}`), result.stderr);
+    assert.doesNotMatch(result.stderr, /^\s+at /m, 'no stack trace');
+    assert.equal(fake.requests.length, 0);
+    assert.ok(fs.readFileSync(ws.output).equals(notUtf8), 'byte-identical');
+    assert.equal(fs.existsSync(`${ws.output}.lock`), false);
+  });
+
+  test('a run on a CSV whose last complete row lacks its newline: that pair is skipped, new rows follow on their own lines', async (t) => {
+    const { fake, ws, run } = await setupRun(t);
+    assert.equal((await run(['--task', 'proof01'])).code, 0);
+    const stripped = fs.readFileSync(ws.output, 'utf8').slice(0, -1);
+    fs.writeFileSync(ws.output, stripped);
+    const lastKey = csvRows(ws.output).at(-1)!.key;
+    const before = fake.requests.length;
+    const result = await run();
+    assert.equal(result.code, 0, result.stderr);
+    assert.doesNotMatch(result.stderr, /torn/, 'a complete row is not reported as torn');
+    assert.match(result.stderr, /skipping 2 transcript\(s\)/);
+    assert.deepEqual(
+      judgedSince(fake.requests, before),
+      allKeys(ws).filter((key) => !key.endsWith('proof01')),
+      `${lastKey} is not judged again`,
+    );
+    assert.ok(fs.readFileSync(ws.output, 'utf8').startsWith(`${stripped}\n`), 'the row is kept, then ended');
+    assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws));
   });
 });
 
@@ -414,6 +534,48 @@ describe('resume and --rescore', () => {
   });
 });
 
+describe('task and model cells read back as written: formula guards are put on, and taken off on resume', () => {
+  // A model folder and a task id a spreadsheet would run as formulas, and a task id that starts with the guard itself.
+  const guarded: Record<string, string> = { '-x': "'-x", '=t1': "'=t1", "'t2": "''t2", m01: 'm01', proof01: 'proof01' };
+
+  test('the cells get a leading quote; a rerun skips them all; --rescore replaces their rows only', async (t) => {
+    let round = 1;
+    const { fake, ws, run } = await setupRun(
+      t,
+      { responder: () => ({ text: fake.validAnswer({ student_agency: round }, `round ${round}`) }) },
+      { models: ['-x', 'm01'], tasks: ['=t1', "'t2", 'proof01'] },
+    );
+    addTaskFiles(ws, ['=t1', "'t2"]);
+    const first = await run();
+    assert.equal(first.code, 0, first.stderr);
+    assert.deepEqual(fake.requests.map(tagOf).sort(), allKeys(ws), 'each judged once');
+    const cells = readCsv(ws.output)
+      .slice(1)
+      .map((record) => `${record[1]}/${record[0]}`)
+      .sort();
+    assert.deepEqual(cells, ws.pairs.map((pair) => `${guarded[pair.model]}/${guarded[pair.task_id]}`).sort());
+
+    const csv = fs.readFileSync(ws.output, 'utf8');
+    const rerun = await run();
+    assert.equal(rerun.code, 0, rerun.stderr);
+    assert.match(rerun.stderr, /skipping 6 transcript\(s\)/);
+    assert.equal(fake.requests.length, 6, 'no transcript judged twice');
+    assert.equal(fs.readFileSync(ws.output, 'utf8'), csv, 'the CSV is untouched');
+
+    round = 0;
+    const rescore = await run(['--rescore', '--model=-x']);
+    assert.equal(rescore.code, 0, rescore.stderr);
+    assert.match(rescore.stderr, /--rescore: removed 3 existing row\(s\)/);
+    assert.deepEqual(judgedSince(fake.requests, 6), ['-x/=t1', "-x/'t2", '-x/proof01'].sort());
+    const records = readCsv(ws.output).slice(1);
+    assert.equal(records.length, 6, 'one row per pair');
+    for (const record of records) {
+      const round = record[1] === "'-x" ? '0' : '1';
+      assert.deepEqual([record[5], record[8]], [round, `round ${round}`], record.join(','));
+    }
+  });
+});
+
 describe('a torn last line is cut off, said so, and its transcript judged again', () => {
   // Every note spans two lines and holds quotes and a comma, so a cut can fall inside a quoted field.
   const noteOf = (key: string) => `${key} said "hi", then\nline two`;
@@ -425,7 +587,6 @@ describe('a torn last line is cut off, said so, and its transcript judged again'
       tear: (last) => last.slice(0, last.indexOf('line two')),
       rejudged: (key) => [key],
     },
-    { label: 'complete but for its final newline', tear: (last) => last.slice(0, -1), rejudged: (key) => [key] },
     {
       label: 'a torn row of a pair the workspace does not hold (nothing to judge)',
       tear: (last) => `${last}proof09,m09,2,2,2,2,2,2,"half a note\nstill open`,
