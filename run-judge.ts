@@ -54,6 +54,7 @@ const DEFAULTS = {
   ...{ output: 'evals/scores/judge_scores.csv', log: 'evals/scores/judge_log.jsonl' },
 };
 const RETRY_DEFAULTS = { max_retries: 5, budget_s: 30, base_delay_s: 1 };
+const IMAGE_MAX_BYTES = (5 * 1024 * 1024 * 3) / 4; // 5 MB once base64-encoded
 const BATCH_LIMITS = { maxRequests: 100_000, maxBytes: 256 * 1024 * 1024 };
 /** A finished turn; anything else (max_tokens, refusal, pause_turn, tool_use, a full context window) is unusable. */
 const USABLE_STOP_REASONS = ['end_turn', 'stop_sequence'];
@@ -272,11 +273,19 @@ export function readTranscripts(inputDir: string, taskId?: string, modelName?: s
   if (!fs.statSync(inputDir, { throwIfNoEntry: false })?.isDirectory()) {
     throw new EvalInputError(`${inputDir}: transcripts folder not found`);
   }
+  const root = fs.realpathSync(inputDir);
+  // A symlink is followed when it stays inside the transcripts folder, and refused (never skipped) when it leaves it.
+  const kind = (dir: string, entry: fs.Dirent): { isFile(): boolean; isDirectory(): boolean } => {
+    if (!entry.isSymbolicLink()) return entry;
+    const target = fs.realpathSync.native(path.join(dir, entry.name));
+    if (target.startsWith(root + path.sep)) return fs.statSync(target);
+    throw new EvalInputError(`${path.join(dir, entry.name)}: a link that leaves the transcripts folder ${root}`);
+  };
   const refsIn = (model: string) =>
     listDir(path.join(inputDir, model))
-      .filter((file) => file.isFile() && file.name.endsWith('.json'))
+      .filter((file) => kind(path.join(inputDir, model), file).isFile() && file.name.endsWith('.json'))
       .map((file) => transcriptRef(inputDir, model, file.name.slice(0, -5)));
-  const all = listDir(inputDir).flatMap((entry) => (entry.isDirectory() ? refsIn(entry.name) : []));
+  const all = listDir(inputDir).flatMap((entry) => (kind(inputDir, entry).isDirectory() ? refsIn(entry.name) : []));
   all.sort((a, b) => compareText(a.model, b.model) || compareText(a.task_id, b.task_id));
   const chosen = (ref: Ref) => (taskId ?? ref.task_id) === ref.task_id && (modelName ?? ref.model) === ref.model;
   const selected = all.filter(chosen);
@@ -359,6 +368,11 @@ export function transcriptImages(transcript: Transcript, transcriptPath: string)
       const extension = path.extname(file).slice(1).toLowerCase().replace(/^jpg$/, 'jpeg');
       const media_type = mediaType.options.find((type) => type === `image/${extension}`);
       if (!media_type) throw new EvalInputError(`${where} ${file} is not a png, jpeg, gif or webp file`);
+      const stat = fs.statSync(file, { throwIfNoEntry: false });
+      if (stat && !stat.isFile()) throw new EvalInputError(`${where} ${file} is not a regular file`);
+      const limit = 'the API takes at most 5 MB of base64 per image';
+      if (stat && stat.size > IMAGE_MAX_BYTES)
+        throw new EvalInputError(`${where} ${file} is ${stat.size} bytes: ${limit}`);
       try {
         return { label, file, source: { type: 'base64' as const, media_type, data: fs.readFileSync(file, 'base64') } };
       } catch (error) {
@@ -456,7 +470,7 @@ export async function callJudge(judge: Judge, request: Request): Promise<JudgeAn
 function answerFromMessage(message: unknown, judge: string, latencyMs: number, headers?: Headers): JudgeAnswer {
   const data = message as Partial<Anthropic.Message>;
   if (!isRecord(data) || !Array.isArray(data.content)) {
-    throw new EvalJudgeResponseError('the answer is not a message', { judge, rawText: JSON.stringify(message) });
+    throw new EvalJudgeResponseError('the answer is not a message', { judge, rawText: safeJson(message) });
   }
   const text = data.content.flatMap((block) => (block?.type === 'text' ? [String(block.text)] : [])).join('');
   const usage = { input_tokens: data.usage?.input_tokens ?? 0, output_tokens: data.usage?.output_tokens ?? 0 };
@@ -478,8 +492,9 @@ function classifyApiError(error: unknown, judge: JudgeSpec, timedOut = false): u
   if (cutOff || (error instanceof sdk!.AnthropicError && !(error instanceof sdk!.APIError))) {
     return new EvalProviderError(`connection failed while reading the answer: ${(error as Error).message}`, options);
   }
-  if (error instanceof SyntaxError)
-    return new EvalProviderError(`the answer is not valid JSON: ${error.message}`, options);
+  if (error instanceof SyntaxError || error instanceof RangeError) {
+    return new EvalProviderError(`the answer cannot be read as JSON: ${error.message}`, options);
+  }
   if (!(error instanceof sdk!.APIError)) return error;
   const { status, type, apiMessage, requestID, headers } = error;
   const request = requestID ? ` (request ${requestID})` : '';
@@ -711,8 +726,15 @@ const answerJsonSchema = cachedByObject((rubric: Rubric) => {
 });
 /** Parses and validates one judge answer against the rubric; never turns a failure into a score. */
 export function parseJudgeResponse(answerText: string, rubric: Rubric): JudgeVerdict {
-  const data = extractJson(answerText);
+  const { json, value: data } = extractJson(answerText);
   const result = judgeAnswerSchema(rubric).safeParse(data, { reportInput: true });
+  // 1.9999999999999999 parses as 2: a score counts only when the answer wrote it as an integer.
+  const written = [...json.matchAll(/"scores"\s*:\s*\{([^{}]*)\}/g)].flatMap(([, body]) => [
+    ...body!.matchAll(/:\s*([^\s,]+)/g),
+  ]);
+  const inexact = written.find(([, token]) => !/^\d+(\.0+)?$/.test(token!))?.[1];
+  if (result.success && inexact)
+    throw new EvalJudgeResponseError(`the answer writes a score as ${inexact}, not an integer`);
   if (result.success) return result.data as JudgeVerdict;
   const problems = result.error.issues.map((issue) => describeIssue(issue, data));
   throw new EvalJudgeResponseError(`the answer does not match the rubric: ${problems.join('; ')}`);
@@ -732,7 +754,7 @@ export function verdictFromAnswer(answer: JudgeAnswer, rubric: Rubric): JudgeVer
   }
 }
 /** The answer's JSON: all of it, or its one Markdown fence; a repeated key is refused. */
-function extractJson(answerText: string): unknown {
+function extractJson(answerText: string): { json: string; value: unknown } {
   const text = answerText.trim();
   const unusable = (problem: string) => new EvalJudgeResponseError(problem);
   if (!text) throw unusable('empty answer');
@@ -748,7 +770,7 @@ function extractJson(answerText: string): unknown {
   // JSON.parse silently keeps the last value of a repeated key: a contradictory answer must not become a score.
   const duplicate = findDuplicateKey(json);
   if (duplicate !== undefined) throw unusable(`the answer repeats the key "${duplicate}"`);
-  return parsed.value;
+  return { json, value: parsed.value };
 }
 const tryJson = (json: string): { value: unknown } | { reason: string } => {
   try {
@@ -915,7 +937,7 @@ function openAuditLog(file: string): number {
 }
 /** Whether a process runs; a zombie (killed, not yet reaped) passes `kill(pid, 0)`, so its state is read too. */
 function isProcessAlive(pid: number): boolean {
-  if (!Number.isInteger(pid)) return false;
+  if (!Number.isInteger(pid) || pid <= 0) return false; // kill(0) and kill(-1) would reach a whole group
   try {
     process.kill(pid, 0);
     return !/^[ZX]/.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, ''));
@@ -926,9 +948,9 @@ function isProcessAlive(pid: number): boolean {
 /** Takes the lock, born holding our pid (a hard link); a stale one is removed only under `<lock>.takeover`. */
 export function acquireLock(output: string): () => void {
   const [lock, takeover, temp] = [`${output}.lock`, `${output}.lock.takeover`, `${output}.lock.${process.pid}.tmp`];
-  const pidIn = (file: string) => {
+  const textIn = (file: string) => {
     try {
-      return Number.parseInt(fs.readFileSync(file, 'utf8'), 10); // NaN: not a pid
+      return fs.readFileSync(file, 'utf8');
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       if (code === 'ENOENT') return undefined; // removed meanwhile
@@ -948,22 +970,19 @@ export function acquireLock(output: string): () => void {
   fs.writeFileSync(temp, `${process.pid}\n`);
   try {
     for (let attempt = 0; !linked(lock); attempt++) {
-      const pid = pidIn(lock);
-      if (Number.isNaN(pid)) {
-        const advice = `remove it if no run is writing ${output}`;
-        throw new EvalConfigurationError(`${lock} holds no process id: it is not run-judge's; ${advice}`);
-      }
+      const held = textIn(lock); // a pid that is not a live process (or garbage, 0, -1) is a stale lock
+      const pid = held === undefined ? undefined : Number.parseInt(held, 10);
       if (attempt >= 50 || (pid !== undefined && pid !== process.pid && isProcessAlive(pid))) {
         const holder = `process ${pid ?? 'unknown'}, lock file ${lock}`;
         throw new EvalConfigurationError(`${output} is locked by another run (${holder}); wait for it to finish`);
       }
-      if (pid !== undefined && linked(takeover)) {
-        if (pidIn(lock) === pid) fs.rmSync(lock, { force: true });
+      if (held !== undefined && linked(takeover)) {
+        if (textIn(lock) === held) fs.rmSync(lock, { force: true });
         fs.rmSync(takeover, { force: true });
-      } else if (pid !== undefined) {
+      } else if (held !== undefined) {
         // Another run is taking the stale lock over; its takeover file outlives it only if it died within microseconds.
-        const taker = pidIn(takeover);
-        if (taker !== undefined && !isProcessAlive(taker)) fs.rmSync(takeover, { force: true });
+        const taker = textIn(takeover);
+        if (taker !== undefined && !isProcessAlive(Number.parseInt(taker, 10))) fs.rmSync(takeover, { force: true });
         Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10); // set-up is synchronous: nothing else waits
       }
     }
@@ -971,7 +990,8 @@ export function acquireLock(output: string): () => void {
     fs.rmSync(temp, { force: true });
   }
   const release = () => {
-    if (fs.existsSync(lock) && pidIn(lock) === process.pid) fs.rmSync(lock, { force: true });
+    if (fs.existsSync(lock) && Number.parseInt(textIn(lock) ?? '', 10) === process.pid)
+      fs.rmSync(lock, { force: true });
     process.off('exit', release);
   };
   process.on('exit', release);
@@ -1003,15 +1023,17 @@ async function judgeInBatches(run: Run, pending: TranscriptRef[]): Promise<void>
   const direct = await submitBatches(run, batches, fresh);
   run.progress.total = direct.length + batches.pairs().size;
   await judgeConcurrently(run, direct, run.judges);
-  const interval = run.options.pollInterval * 1000;
+  const [interval, downloads] = [run.options.pollInterval * 1000, new Map<BatchEntry, number>()];
   for (let polls = 0; batches.entries.length > 0 && !signal.aborted; polls++) {
     const counts = { processing: 0, succeeded: 0, errored: 0, canceled: 0, expired: 0 };
     for (const entry of [...batches.entries]) {
       try {
         const batch = await classified(run.judges[0]!, run.judges[0]!.client.messages.batches.retrieve(entry.id!));
-        for (const key of Object.keys(counts) as (keyof typeof counts)[]) counts[key] += batch.request_counts[key];
+        for (const key of Object.keys(counts) as (keyof typeof counts)[])
+          counts[key] += batch.request_counts?.[key] ?? 0;
         if (batch.processing_status !== 'ended') continue;
-        await collectBatchResults(run, entry);
+        downloads.set(entry, (downloads.get(entry) ?? 0) + 1);
+        await collectBatchResults(run, entry, downloads.get(entry)! <= 3);
       } catch (error) {
         if (!(error instanceof EvalError) || decide(error).action !== 'next-judge') throw error;
         run.progress.log(`batch ${entry.id}: ${error.message}; trying again at the next poll`);
@@ -1121,13 +1143,14 @@ async function submitBatches(run: Run, batches: BatchState, refs: TranscriptRef[
   return direct;
 }
 /** Writes a batch's results; a failed, unusable, missing or stale (prompt since edited) one goes through the chain. */
-async function collectBatchResults(run: Run, entry: BatchEntry): Promise<void> {
+async function collectBatchResults(run: Run, entry: BatchEntry, download = true): Promise<void> {
   const primary = run.judges[0]!;
   const [rejudge, seen] = [[] as (TranscriptRef & { prior: PriorAttempt })[], new Set<string>()];
   const refOf = (task_id: string, model: string) => transcriptRef(run.options.transcripts, model, task_id);
   const unusable = (message: string) => new EvalJudgeResponseError(message, { judge: entry.judge });
   try {
-    const results = await classified(primary, primary.client.messages.batches.results(entry.id!));
+    // Without a download (it failed three times), every request counts as missing and goes through the chain.
+    const results = download ? await classified(primary, primary.client.messages.batches.results(entry.id!)) : [];
     for await (const { custom_id, result } of results) {
       const [taskId, model, promptSha] = Object.hasOwn(entry.requests, custom_id) ? entry.requests[custom_id]! : [];
       if (!promptSha) run.progress.log(`batch ${entry.id}: ignoring a result with unknown custom_id ${custom_id}`);
@@ -1136,9 +1159,12 @@ async function collectBatchResults(run: Run, entry: BatchEntry): Promise<void> {
       if (run.scoreFile.done.has(pairKey(taskId, model))) continue; // written before a crash; the batch is re-read
       const [ref, answers] = [refOf(taskId, model), [] as JudgeAnswer[]];
       try {
-        if (result.type !== 'succeeded') {
-          const detail = result.type === 'errored' ? `: ${result.error.error.type}: ${result.error.error.message}` : '';
-          throw new EvalProviderError(`batch request ${result.type}${detail}`, { judge: entry.judge });
+        if (result?.type !== 'succeeded') {
+          const error = result?.type === 'errored' ? (result.error?.error as { type?: string; message?: string }) : {};
+          const detail = error?.type ? `: ${error.type}: ${error.message}` : '';
+          throw new EvalProviderError(`batch request ${result?.type ?? 'without a result'}${detail}`, {
+            judge: entry.judge,
+          });
         }
         answers.push(answerFromMessage(result.message, entry.judge, 0));
         const changed = 'the batch answer judged a prompt that has changed since it was submitted';
@@ -1324,11 +1350,25 @@ const pairKey = (taskId: string, model: string) => `${model}\u0000${taskId}`;
 const SECRETS = new Set<string>();
 const redact = (text: string) => [...SECRETS].reduce((redacted, key) => redacted.replaceAll(key, '[redacted]'), text);
 const sha256 = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
+/** JSON text of a value, or undefined when it is too deep to write (building a message never recurses past that). */
+const safeJson = (value: unknown) => {
+  try {
+    return JSON.stringify(value);
+  } catch {
+    return undefined;
+  }
+};
 const isRecord = (value: unknown): value is Record<string, unknown> =>
   !!value && typeof value === 'object' && !Array.isArray(value);
 const transcriptRef = (dir: string, model: string, taskId: string) =>
   ({ task_id: taskId, model, path: path.join(dir, model, `${taskId}.json`) }) as TranscriptRef;
-const listDir = (dir: string) => fs.readdirSync(dir, { withFileTypes: true });
+const listDir = (dir: string) => {
+  try {
+    return fs.readdirSync(dir, { withFileTypes: true });
+  } catch (error) {
+    throw new EvalInputError(`${dir}: cannot be read (${(error as NodeJS.ErrnoException).code})`, { cause: error });
+  }
+};
 const compareText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 const byNumber = (a: number, b: number) => a - b;
 const orList = (values: number[]) => values.join(', ').replace(/, (?=[^,]*$)/, ' or ');
@@ -1404,7 +1444,7 @@ function describeIssue(issue: z.core.$ZodIssue, data: unknown): string {
     const known = !inJudge ? [] : Object.keys(issue.path.at(-1) === 'retry' ? RetrySchema.shape : JudgeSchema.shape);
     return `${where}: unknown key ${issue.keys.map((key) => `"${key}"${nearestKeyHint(key, known)}`).join(', ')}`;
   }
-  const got = issue.path.at(-1) === 'api_key_env' ? 'a value not shown' : JSON.stringify(issue.input)?.slice(0, 80);
+  const got = issue.path.at(-1) === 'api_key_env' ? 'a value not shown' : safeJson(issue.input)?.slice(0, 80);
   return `${where}: ${issue.message} (got ${got ?? 'nothing'})${names.length ? ` (in ${names.join(', ')})` : ''}`;
 }
 /** ` (did you mean "x"?)` for the known key closest to a misspelt one (fewest letters apart), else the known keys. */
