@@ -78,6 +78,7 @@ export class EvalUnsupportedError extends EvalError {} // what the judge cannot 
 export class EvalDependencyError extends EvalError {} // a package the operation needs is missing
 export class EvalInterruptedError extends EvalError {} // Ctrl-C came before this attempt
 export class EvalTimeoutError extends EvalError {} // never resubmitted
+export class EvalOutputError extends EvalError {} // the CSV or the audit log cannot be written (disk full, I/O error)
 /** The judge answered, but not a usable score; `rawText` keeps the answer for the audit log. */
 export class EvalJudgeResponseError extends EvalError {
   readonly rawText?: string;
@@ -520,7 +521,9 @@ type RetryState = { attempt: number; msLeft: number; policy: typeof RETRY_DEFAUL
 /** What one failed attempt means: the whole failure policy, asked by the retry layer, the chain and the exit status. */
 export function decide(error: EvalError, retry?: RetryState): Decision {
   const isAny = (classes: (typeof EvalError)[]) => classes.some((Class) => error instanceof Class);
-  if (isAny([EvalConfigurationError, EvalDependencyError, EvalInterruptedError])) return { action: 'stop-run' };
+  if (isAny([EvalConfigurationError, EvalDependencyError, EvalInterruptedError, EvalOutputError])) {
+    return { action: 'stop-run' };
+  }
   if (isAny([EvalInputError, EvalUnsupportedError])) return { action: 'fail-transcript' };
   if (askedToWait(error) && retry && retry.attempt < retry.policy.max_retries) {
     const backoffMs = retry.policy.base_delay_s * 1000 * 2 ** retry.attempt * (0.5 + Math.random());
@@ -638,7 +641,7 @@ async function judgeConcurrently(run: Run, items: (TranscriptRef & { prior?: Pri
   const workers = Array.from({ length: Math.min(run.options.concurrency, items.length) }, () =>
     worker().catch((defect) => {
       run.controller.abort(defect);
-      throw defect;
+      if (!(defect instanceof EvalOutputError)) throw defect; // a full disk stops the run: the summary says why
     }),
   );
   const defect = (await Promise.allSettled(workers)).find((outcome) => outcome.status === 'rejected');
@@ -670,6 +673,7 @@ async function judgeTranscript(run: Run, ref: TranscriptRef, judges: Judge[], pr
     if (after) run.progress.log(`${label}: scored by ${fallback}${judge.model} after ${after}`);
   } catch (error) {
     if (!(error instanceof EvalError)) throw error;
+    if (error instanceof EvalOutputError) throw error; // nothing more can be written: not even this failure
     const stopsRun = decide(error).action === 'stop-run';
     if (stopsRun && error === run.controller.signal.reason && !answers.length) return; // never judged: a rerun will
     recordOutcome(run, ref, { error, attempts: chain.attempts, answers, promptSha, startedAt });
@@ -701,7 +705,7 @@ function recordOutcome(run: Run, ref: Ref, outcome: Outcome & Omit<PriorAttempt,
     ...{ usage, latency_ms: Math.round(performance.now() - outcome.startedAt) },
     ...{ prompt_sha256: outcome.promptSha ?? null, rubric_sha256: run.log.rubricSha },
   };
-  appendDurably(run.log.fd, `${redact(JSON.stringify(entry))}\n`, sync);
+  appendDurably(run.log, `${redact(JSON.stringify(entry))}\n`, sync);
   if (verdict) {
     run.scoreFile.append({ task_id: ref.task_id, model: ref.model, ...verdict }, sync);
     run.summary.scored++;
@@ -805,23 +809,29 @@ function findDuplicateKey(json: string): string | undefined {
 export type ScoreRow = { task_id: string; model: string; scores: Record<string, number>; notes: string };
 /** Takes the lock, opens the CSV (repairing a torn last line) and the audit log; refuses paths it cannot write. */
 function openOutput(options: RunOptions, rubric: Rubric) {
+  for (const file of [options.output, options.log, `${options.output}.lock`]) {
+    const stat = writablePath(file, () => fs.statSync(file, { throwIfNoEntry: false })); // before anything is created
+    if (stat && !stat.isFile()) throw new EvalConfigurationError(`${file}: not a regular file; choose a file path`);
+  }
   const undo = [writablePath(`${options.output}.lock`, () => acquireLock(options.output))];
   const close = () => [...undo].reverse().forEach((step) => step()); // the log, the CSV, then the lock
   try {
     const scoreFile = writablePath(options.output, () => ScoreFile.open(options.output, rubricDimensions(rubric)));
     undo.push(() => scoreFile.close());
-    const fd = writablePath(options.log, () => openAuditLog(options.log));
+    const { fd, torn } = writablePath(options.log, () => openAuditLog(options.log));
     undo.push(() => fs.closeSync(fd));
-    return { scoreFile, log: { fd, runId: randomUUID(), rubricSha: sha256(fs.readFileSync(options.rubric)) }, close };
+    const rubricSha = sha256(fs.readFileSync(options.rubric));
+    return { scoreFile, log: { file: options.log, fd, torn, runId: randomUUID(), rubricSha }, close };
   } catch (error) {
     close();
     throw error;
   }
 }
 /** The selected transcripts without a row (after --rescore removed theirs), saying how many were skipped. */
-function pendingTranscripts({ scoreFile, options, summary, selected, progress }: Run): TranscriptRef[] {
+function pendingTranscripts({ scoreFile, log, options, summary, selected, progress }: Run): TranscriptRef[] {
   const torn = `removed a torn last line (${scoreFile.torn} bytes); that transcript is judged again`;
   if (scoreFile.torn > 0) progress.log(`repaired ${options.output}: ${torn}`);
+  if (log.torn > 0) progress.log(`repaired ${options.log}: removed a torn last line (${log.torn} bytes)`);
   const pairs = new Set(selected.map((ref) => pairKey(ref.task_id, ref.model)));
   const removed = options.rescore ? scoreFile.removePairs(pairs) : 0;
   const kept = `from ${options.output}; the audit log keeps their answers`;
@@ -853,7 +863,7 @@ export class ScoreFile {
       fd = fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_APPEND);
       if (completeBytes < content.length) fs.ftruncateSync(fd, completeBytes);
       const ended = !completeBytes || content[completeBytes - 1] === 0x0a; // a complete last row may lack its break
-      appendDurably(fd, completeBytes ? (ended ? '' : '\n') : csvLine(columns)); // also flushes the cut
+      appendDurably({ fd, file }, completeBytes ? (ended ? '' : '\n') : csvLine(columns)); // also flushes the cut
     }
     const scores = new ScoreFile(file, columns, fd, readOnly ? 0 : content.length - completeBytes);
     for (const row of rows) scores.done.add(rowKey(row));
@@ -862,7 +872,7 @@ export class ScoreFile {
   append(row: ScoreRow, sync = true): void {
     const scores = this.columns.slice(2, -1).map((name) => row.scores[name]!);
     const cells = [row.task_id, row.model, ...scores, row.notes].map((cell) => guardCell(redact(String(cell))));
-    appendDurably(this.fd, csvLine(cells), sync);
+    appendDurably(this, csvLine(cells), sync);
     this.done.add(pairKey(row.task_id, row.model));
   }
   /** Rewrites the CSV once without the given pairs (for --rescore), atomically; returns how many rows went. */
@@ -927,13 +937,24 @@ function readScoreRows(file: string, content: Buffer, columns: string[]) {
 export const guardCell = (cell: string) => (/^([^\S\t\r]*[=+\-@\t\r]|')/.test(cell) ? `'${cell}` : cell);
 /** The (task_id, model) key of a CSV row, its formula guards taken off (a folder named `-x` still resumes). */
 const rowKey = (row: string[]) => pairKey(row[0]!.replace(/^'/, ''), row[1]!.replace(/^'/, ''));
-/** Opens the JSONL audit log for appending; a torn last line is ended so the next entry starts clean. */
-function openAuditLog(file: string): number {
+/** Opens the JSONL audit log for appending; a torn last line (a crash mid-write) is cut off, like the CSV's. */
+function openAuditLog(file: string): { fd: number; torn: number } {
   fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
   const fd = fs.openSync(file, 'a+');
-  const [size, last] = [fs.fstatSync(fd).size, Buffer.alloc(1)];
-  if (size > 0 && fs.readSync(fd, last, 0, 1, size - 1) === 1 && last[0] !== 0x0a) appendDurably(fd, '\n');
-  return fd;
+  const size = fs.fstatSync(fd).size;
+  let end = size; // just after the last line break, found reading back in chunks (a line can be megabytes)
+  for (const chunk = Buffer.alloc(65536); end > 0; end -= chunk.length) {
+    const start = Math.max(0, end - chunk.length);
+    const at = chunk.subarray(0, fs.readSync(fd, chunk, 0, end - start, start)).lastIndexOf(0x0a);
+    if (at >= 0) {
+      end = start + at + 1;
+      break;
+    }
+    if (start === 0) end = 0;
+  }
+  if (end < size) fs.ftruncateSync(fd, end);
+  if (end < size) fs.fsyncSync(fd);
+  return { fd, torn: size - end };
 }
 /** Whether a process runs; a zombie (killed, not yet reaped) passes `kill(pid, 0)`, so its state is read too. */
 function isProcessAlive(pid: number): boolean {
@@ -1173,7 +1194,7 @@ async function collectBatchResults(run: Run, entry: BatchEntry, download = true)
         const outcome = { judge: entry.judge, verdict, attempts: [], answers, promptSha, startedAt: performance.now() };
         recordOutcome(run, ref, outcome, false);
       } catch (failure) {
-        if (!(failure instanceof EvalError)) throw failure;
+        if (!(failure instanceof EvalError) || failure instanceof EvalOutputError) throw failure;
         const error = failure instanceof EvalInputError ? unusable(failure.message) : failure;
         rejudge.push({ ...ref, prior: { error, answers, promptSha } });
       }
@@ -1192,8 +1213,7 @@ async function collectBatchResults(run: Run, entry: BatchEntry, download = true)
   // With --no-fallback no judge is left: the batch's own failure is the transcript's.
   await judgeConcurrently(run, rejudge, run.options.fallback ? run.judges : []);
   // Rows from batch results are flushed once here: until the batch leaves the state file, a rerun can re-read them.
-  fs.fsyncSync(run.scoreFile.fd);
-  fs.fsyncSync(run.log.fd);
+  for (const file of [run.scoreFile, run.log]) appendDurably(file, '');
 }
 // ---- The command line -----------------------------------------------------------------------------------------------
 /** Runs the CLI on the user's arguments and returns its exit status; importing this file runs nothing. */
@@ -1400,11 +1420,23 @@ function writablePath<T>(file: string, setUp: () => T): T {
     throw new EvalConfigurationError(`${file}: cannot be created or written (${code})`, { cause: error });
   }
 }
-/** Writes all of `content` at the end of the file in one go and, unless a caller syncs later, flushes it to disk. */
-function appendDurably(fd: number, content: string, sync = true): void {
+/** Writes all of `content` at the end of the file and, unless a caller syncs later, flushes it to disk; a write that
+ * fails (disk full, I/O error) is undone, so the file stays whole, and stops the run naming the file. */
+function appendDurably({ fd, file }: { fd: number; file: string }, content: string, sync = true): void {
   const buffer = Buffer.from(content);
-  for (let offset = 0; offset < buffer.length;) offset += fs.writeSync(fd, buffer, offset);
-  if (sync) fs.fsyncSync(fd);
+  let offset = 0;
+  try {
+    while (offset < buffer.length) offset += fs.writeSync(fd, buffer, offset);
+    if (sync) fs.fsyncSync(fd);
+  } catch (error) {
+    try {
+      fs.ftruncateSync(fd, fs.fstatSync(fd).size - offset);
+    } catch {} // the next run cuts the torn line off
+    const code = (error as NodeJS.ErrnoException).code ?? String(error);
+    throw new EvalOutputError(`${file}: cannot be written (${code}); free space or fix the disk, then rerun`, {
+      cause: error,
+    });
+  }
 }
 /** Replaces a file atomically: a temp file flushed to disk, a rename, an fsync of the folder; never a partial file. */
 function replaceFileDurably(file: string, content: string): void {

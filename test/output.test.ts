@@ -1099,3 +1099,103 @@ describe('an output path that cannot be created', () => {
     });
   }
 });
+
+describe('a disk that fills up or fails: the run stops naming the file, and both files stay whole', () => {
+  /** Runs `fn` while writes whose text `matches` fail with `code` after `skip` of them: half the bytes land first. */
+  async function withFailingWrites<T>(matches: (text: string) => boolean, code: string, skip: number, fn: () => T) {
+    const fsModule = createRequire(import.meta.url)('node:fs') as typeof fs;
+    const original = fsModule.writeSync;
+    let left = skip;
+    fsModule.writeSync = ((fd: number, buffer: Buffer, offset?: number) => {
+      if (!Buffer.isBuffer(buffer) || !matches(buffer.toString()) || left-- > 0) return original(fd, buffer, offset);
+      if (!offset) return original(fd, buffer, 0, Math.floor(buffer.length / 2));
+      throw Object.assign(new Error(`${code}: simulated`), { code });
+    }) as typeof original;
+    syncBuiltinESMExports();
+    try {
+      return await fn();
+    } finally {
+      fsModule.writeSync = original;
+      syncBuiltinESMExports();
+    }
+  }
+  const isAuditLine = (text: string) => text.startsWith('{"run_id"');
+  const isRow = (text: string) => /^proof\d+,/.test(text);
+  const cases: [string, (text: string) => boolean, string, 'output' | 'log'][] = [
+    ['a CSV row hits ENOSPC', isRow, 'ENOSPC', 'output'],
+    ['a CSV row hits EIO', isRow, 'EIO', 'output'],
+    ['an audit line hits ENOSPC', isAuditLine, 'ENOSPC', 'log'],
+  ];
+  for (const [label, matches, code, which] of cases) {
+    test(`${label}: exit 2 naming the file, no stack trace; the CSV and log parse; a rerun completes`, async (t) => {
+      const { ws, run } = await setupRun(t);
+      const result = await withFailingWrites(matches, code, 2, () => run(['--concurrency', '1']));
+      assert.equal(result.code, 2, result.stderr);
+      assert.ok(result.stderr.includes(`${ws[which]}: cannot be written (${code})`), result.stderr);
+      assert.doesNotMatch(result.stderr, /^\s+at /m, 'no stack trace');
+      assert.ok(rowCount(ws.output) < 6, 'the run stopped');
+      const rows = wellFormedCsv(ws.output); // parses strictly: the half-written row was undone
+      readLog(ws.log); // every line parses: the half-written line was undone
+      assert.equal(fs.existsSync(`${ws.output}.lock`), false, 'the lock is released');
+      const again = await run();
+      assert.equal(again.code, 0, again.stderr);
+      assert.doesNotMatch(again.stderr, /torn/, 'nothing was left torn');
+      assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws));
+      assert.ok(rows.every((key) => allKeys(ws).includes(key)));
+    });
+  }
+
+  const folderIn = (dir: string) => fs.mkdirSync(path.join(dir, 'out.csv'), { recursive: true })!;
+  const special: [string, string, (ws: Workspace) => string][] = [
+    ['--output', 'a folder', (ws) => folderIn(ws.dir)],
+    ['--output', '/dev/full', () => '/dev/full'],
+    ['--log', '/dev/full', () => '/dev/full'],
+    ['--output', 'a FIFO', (ws) => fifoIn(ws.dir)],
+  ];
+  for (const [flag, label, pathOf] of special) {
+    test(`${flag} naming ${label} is refused at once (exit 2, "not a regular file"); nothing is created beside it`, async (t) => {
+      const { fake, ws } = await setupRun(t);
+      const file = pathOf(ws);
+      const beside = new Set(fs.readdirSync(path.dirname(file)));
+      const args = ws.args().map((arg, i, all) => (all[i - 1] === flag ? file : arg));
+      const result = await runMain(args, { baseUrl: fake.url });
+      assert.equal(result.code, 2, result.stderr);
+      assert.ok(result.stderr.includes(`run-judge: ${file}: not a regular file`), result.stderr);
+      assert.equal(fake.requests.length, 0);
+      assert.deepEqual(new Set(fs.readdirSync(path.dirname(file))), beside, 'no lock or CSV created beside it');
+    });
+  }
+  function fifoIn(dir: string): string {
+    const fifo = path.join(dir, 'out.fifo');
+    assert.equal(spawnSync('mkfifo', [fifo]).status, 0, 'mkfifo');
+    return fifo;
+  }
+});
+
+describe('a torn audit line (a crash mid-write) is cut off on the next run, said so', () => {
+  const tails: [string, string][] = [
+    ['a short torn line', '{"run_id":"x","task'],
+    ['a torn line longer than the 64 KiB read-back chunk', `{"run_id":"x","notes":"${'n'.repeat(200_000)}`],
+  ];
+  for (const [label, tail] of tails) {
+    test(`${label}: removed, every line then parses, and the complete lines before it are unchanged`, async (t) => {
+      const { ws, run } = await setupRun(t);
+      assert.equal((await run(['--task', 'proof01'])).code, 0);
+      const complete = fs.readFileSync(ws.log, 'utf8');
+      fs.appendFileSync(ws.log, tail);
+      const result = await run();
+      assert.equal(result.code, 0, result.stderr);
+      assert.ok(result.stderr.includes(`repaired ${ws.log}: removed a torn last line (${tail.length} bytes)`));
+      assert.ok(fs.readFileSync(ws.log, 'utf8').startsWith(complete));
+      assert.equal(readLog(ws.log).length, 6);
+    });
+  }
+
+  test('a log holding only a torn line is emptied, then written', async (t) => {
+    const { ws, run } = await setupRun(t);
+    fs.mkdirSync(path.dirname(ws.log), { recursive: true });
+    fs.writeFileSync(ws.log, '{"run_id":');
+    assert.equal((await run()).code, 0);
+    assert.equal(readLog(ws.log).length, 6);
+  });
+});
