@@ -54,6 +54,8 @@ const DEFAULTS = {
   ...{ output: 'evals/scores/judge_scores.csv', log: 'evals/scores/judge_log.jsonl' },
 };
 const RETRY_DEFAULTS = { max_retries: 5, budget_s: 30, base_delay_s: 1 };
+const ANSWER_MAX_BYTES = 32 * 1024 * 1024;
+const RAW_TEXT_KEPT = 64 * 1024; // of an answer that cannot be used, in the audit log
 const IMAGE_MAX_BYTES = (5 * 1024 * 1024 * 3) / 4; // 5 MB once base64-encoded
 const BATCH_LIMITS = { maxRequests: 100_000, maxBytes: 256 * 1024 * 1024 };
 /** A finished turn; anything else (max_tokens, refusal, pause_turn, tool_use, a full context window) is unusable. */
@@ -63,13 +65,15 @@ const RESERVED_NAMES = ['task_id', 'model', 'notes', 'scorer'];
 /** A Markdown fence (```json or ```) around an answer; it closes only at a line end, so backticks in notes cannot. */
 const MARKDOWN_FENCE = /```[ \t]*(?:json)?[ \t]*\r?\n([\s\S]*?)```[ \t]*\r?$/gim;
 // ---- Errors: one hierarchy; a failure is its own outcome, never a verdict -------------------------------------------
-type EvalErrorOptions = { cause?: unknown; judge?: string };
+type EvalErrorOptions = { cause?: unknown; judge?: string; rawText?: string };
 export class EvalError extends Error {
   judge?: string; // the judge (model id) an attempt failed on; given to the constructor, it also starts the message
+  rawText?: string; // what a judge sent that could not be used, kept for the audit log
   constructor(message: string, options: EvalErrorOptions = {}) {
     super(options.judge ? `judge ${options.judge}: ${message}` : message, { cause: options.cause });
     this.name = new.target.name;
     this.judge = options.judge;
+    this.rawText = options.rawText;
   }
 }
 export class EvalConfigurationError extends EvalError {} // bad rubric/models.json, no key, 401/402/403/404
@@ -79,14 +83,7 @@ export class EvalDependencyError extends EvalError {} // a package the operation
 export class EvalInterruptedError extends EvalError {} // Ctrl-C came before this attempt
 export class EvalTimeoutError extends EvalError {} // never resubmitted
 export class EvalOutputError extends EvalError {} // the CSV or the audit log cannot be written (disk full, I/O error)
-/** The judge answered, but not a usable score; `rawText` keeps the answer for the audit log. */
-export class EvalJudgeResponseError extends EvalError {
-  readonly rawText?: string;
-  constructor(message: string, options: EvalErrorOptions & { rawText?: string } = {}) {
-    super(message, options);
-    this.rawText = options.rawText;
-  }
-}
+export class EvalJudgeResponseError extends EvalError {} // the judge answered, but not a usable score
 /** A provider failure worth trying another judge for (408, 409, 429, 5xx, 529, connection). */
 export class EvalProviderError extends EvalError {
   status?: number;
@@ -460,11 +457,32 @@ export async function callJudge(judge: Judge, request: Request): Promise<JudgeAn
   const started = performance.now();
   // The SDK's timeout stops at the response headers; this deadline also covers reading the body.
   const deadline = AbortSignal.timeout(timeoutMs(judge.config));
+  const body: Buffer[] = []; // read here, not by the SDK: capped, and kept raw when it cannot be used
   try {
-    const { data, response } = await judge.client.messages.create(request, { signal: deadline }).withResponse();
-    return answerFromMessage(data, judge.model, Math.round(performance.now() - started), response.headers);
+    const response = await judge.client.messages.create(request, { signal: deadline }).asResponse();
+    await readCapped(response, body, judge.model);
+    const message = JSON.parse(Buffer.concat(body).toString('utf8'));
+    return answerFromMessage(message, judge.model, Math.round(performance.now() - started), response.headers);
   } catch (error) {
-    throw classifyApiError(error, judge, deadline.aborted);
+    const classified = classifyApiError(error, judge, deadline.aborted);
+    const rawText = Buffer.concat(body).subarray(0, RAW_TEXT_KEPT).toString('utf8');
+    if (classified instanceof EvalError && body.length) classified.rawText = rawText;
+    throw classified;
+  }
+}
+/** Reads a response body into `chunks`, refusing (without reading further) one past ANSWER_MAX_BYTES. */
+async function readCapped(response: Response, chunks: Buffer[], judge: string): Promise<void> {
+  let size = Number(response.headers.get('content-length') ?? 0);
+  const [maxBytes, mb] = [ANSWER_MAX_BYTES, ANSWER_MAX_BYTES / 1024 / 1024];
+  const tooLarge = () => new EvalProviderError(`the answer is larger than ${mb} MB; not read`, { judge });
+  if (size > maxBytes) {
+    await response.body?.cancel();
+    throw tooLarge();
+  }
+  size = 0;
+  for await (const chunk of response.body ?? []) {
+    chunks.push(Buffer.from(chunk));
+    if ((size += chunk.length) > maxBytes) throw tooLarge(); // leaving the loop cancels the stream
   }
 }
 /** Extracts the text and bookkeeping of a Messages API answer, refusing shapes that are not a message. */
@@ -696,8 +714,10 @@ function recordOutcome(run: Run, ref: Ref, outcome: Outcome & Omit<PriorAttempt,
   const entry = {
     ...{ run_id: run.log.runId, timestamp: new Date().toISOString(), task_id: ref.task_id, model: ref.model },
     ...{ status: verdict ? 'scored' : 'failed', judge: outcome.judge ?? null, ...result },
-    attempts: attempts.map(({ judge = null, name: error, message, ...rest }) => {
-      return { judge, error, status: (rest as EvalProviderError).status ?? null, message };
+    attempts: attempts.map(({ judge = null, name: error, message, rawText, ...rest }) => {
+      const raw =
+        rawText === undefined || answers.some((answer) => answer.text === rawText) ? {} : { raw_text: rawText };
+      return { judge, error, status: (rest as EvalProviderError).status ?? null, message, ...raw };
     }),
     answers: answers.map(({ judge, text, stopReason, requestId = null, usage, latencyMs }) => {
       return { judge, text, stop_reason: stopReason, request_id: requestId, usage, latency_ms: latencyMs };

@@ -438,7 +438,7 @@ describe('callJudge: each failure classified', () => {
     fake.enqueue({ kind: 'raw', status: 200, body: '{"unexpected": true}' });
     await assert.rejects(
       callWith(await judgeAt(fake.url)),
-      failure('EvalJudgeResponseError', { rawText: '{"unexpected":true}', message: /not a message/ }),
+      failure('EvalJudgeResponseError', { rawText: '{"unexpected": true}', message: /not a message/ }),
     );
   });
 
@@ -510,6 +510,47 @@ describe('callJudge: an answer cut off or stalled while its body is read', () =>
     assert.equal(droppedByServer, false, 'the client gave up on the stalled body by itself');
     assert.equal(server.requests.length, 1);
   });
+
+  // A server that would stream 64 MB: the client must stop past 32 MB, and the server sees it stop reading.
+  const huge: [string, Record<string, string>][] = [
+    ['declared by content-length', { 'content-length': String(64 * 1024 * 1024) }],
+    ['streamed without content-length', {}],
+  ];
+  for (const [label, headers] of huge) {
+    test(`a body over 32 MB (${label}) → EvalProviderError, read no further than the cap`, async (t) => {
+      let sent = 0;
+      const server = await startRawServer(t, (_body, res) => {
+        res.writeHead(200, { 'content-type': 'application/json', ...headers });
+        const chunk = Buffer.alloc(1024 * 1024, 'x');
+        const pump = () => {
+          while (sent < 64 * 1024 * 1024 && !res.destroyed && res.write(chunk)) sent += chunk.length;
+        };
+        res.on('drain', pump);
+        res.write('{"pad":"');
+        pump();
+      });
+      await assert.rejects(
+        callWith(await judgeAt(server.url)),
+        failure('EvalProviderError', { message: /^judge claude-test-judge: the answer is larger than 32 MB/ }),
+      );
+      assert.ok(sent < 48 * 1024 * 1024, `the server got to send only ${sent >> 20} MB`);
+    });
+  }
+
+  const unreadable: [string, string, string, RegExp][] = [
+    ['cut-off JSON', '{"id":"msg_1","content":[{"type":"te', 'EvalProviderError', /cannot be read as JSON/],
+    ['nested 100,000 levels deep', `${'['.repeat(1e5)}${']'.repeat(1e5)}`, 'EvalJudgeResponseError', /not a message/],
+  ];
+  for (const [label, text, name, message] of unreadable) {
+    test(`a 200 whose body is ${label} → a failure of that attempt keeping the raw text arrived (64 KiB at most)`, async (t) => {
+      const fake = await startFake(t);
+      fake.enqueue({ kind: 'raw', status: 200, body: text });
+      await assert.rejects(
+        callWith(await judgeAt(fake.url)),
+        failure(name, { message, rawText: text.slice(0, 64 * 1024) }),
+      );
+    });
+  }
 
   test('in a chain, a cut-off answer from the primary falls back to the next judge, which scores', async (t) => {
     const server = await startRawServer(t, (body, res) => {

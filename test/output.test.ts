@@ -922,6 +922,21 @@ describe('one writer per output: a run and the lock', () => {
 // ---------------------------------------------------------------------------------------------
 
 describe('audit log', () => {
+  test('a body that cannot be read as a message is kept raw in its attempt (raw_text), and the fallback scores', async (t) => {
+    const body = '{"id":"msg_1","content":[{"type":"text","text":"{\\"scores\\"';
+    const { ws, run } = await setupRun(t, {
+      responder: (req) =>
+        modelOf(req) === 'judge-a' && tagOf(req) === 'm01/proof01' ? { kind: 'raw', status: 200, body } : undefined,
+    });
+    assert.equal((await run()).code, 0);
+    const entry = readLog(ws.log).find((e) => e.model === 'm01' && e.task_id === 'proof01')!;
+    assert.equal(entry.judge, 'judge-b');
+    assert.deepEqual(
+      entry.attempts.map((a) => [a.error, (a as { raw_text?: string }).raw_text]),
+      [['EvalProviderError', body]],
+    );
+  });
+
   test("one line per transcript with every field, including an unparseable answer's raw text", async (t) => {
     const { fake, ws, run } = await setupRun(t, {
       responder: (req) =>
