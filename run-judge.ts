@@ -53,7 +53,9 @@ const DEFAULTS = {
   ...{ rubric: 'rubric.json', models: 'models.json', concurrency: 8, pollInterval: 30 },
   ...{ output: 'evals/scores/judge_scores.csv', log: 'evals/scores/judge_log.jsonl' },
 };
+const MAX_CONCURRENCY = 256; // each judgement in flight holds a connection: open files stay bounded
 const RETRY_DEFAULTS = { max_retries: 5, budget_s: 30, base_delay_s: 1 };
+const OVERLOAD_BREAKER_AFTER = 3; // transcripts in a row on which a judge stayed overloaded (529)
 const ANSWER_MAX_BYTES = 32 * 1024 * 1024;
 const RAW_TEXT_KEPT = 64 * 1024; // of an answer that cannot be used, in the audit log
 const IMAGE_MAX_BYTES = (5 * 1024 * 1024 * 3) / 4; // 5 MB once base64-encoded
@@ -219,7 +221,10 @@ async function runJudge(options: RunOptions, io: IO, controller = new AbortContr
     await (options.batch ? judgeInBatches(run, pending) : judgeConcurrently(run, pending, judges));
     // 4. Summarise.
     run.progress.end();
-    return Object.assign(summary, { stoppedBy: controller.signal.reason, wallMs: Date.now() - started });
+    const hurried = judges
+      .filter((judge) => judge.gate.hurried)
+      .map(({ model, gate }): [string, number] => [model, gate.hurried]);
+    return Object.assign(summary, { stoppedBy: controller.signal.reason, wallMs: Date.now() - started, hurried });
   } finally {
     output.close();
   }
@@ -553,11 +558,17 @@ export function decide(error: EvalError, retry?: RetryState): Decision {
 /** A 429 or 529 asks us to wait and try the same judge again; a 429 for a spend or billing limit does not. */
 const askedToWait = (error: EvalError): error is EvalProviderError =>
   error instanceof EvalProviderError && [429, 529].includes(error.status!) && !error.spendLimit;
-export const callJudgeWithRetries = (judge: Judge, request: Request, signal = new AbortController().signal) =>
-  withRetries(judge, () => callJudge(judge, request), signal);
+export const callJudgeWithRetries = (
+  judge: Judge,
+  request: Request,
+  signal = new AbortController().signal,
+  hasFallback = false,
+) => withRetries(judge, () => callJudge(judge, request), signal, hasFallback);
 /** Runs one call to one judge, retried on the same judge while `decide` says so, paced by the judge's gate. */
-async function withRetries<T>(judge: Judge, call: () => Promise<T>, signal: AbortSignal): Promise<T> {
-  const policy = { ...RETRY_DEFAULTS, ...judge.config.retry };
+async function withRetries<T>(judge: Judge, call: () => Promise<T>, signal: AbortSignal, hasFallback = false) {
+  // A circuit breaker: a judge overloaded (529) on several transcripts in a row gets one try, then its fallback.
+  const breakerOpen = hasFallback && judge.gate.overloadedInARow >= OVERLOAD_BREAKER_AFTER;
+  const policy = { ...RETRY_DEFAULTS, ...judge.config.retry, ...(breakerOpen && { max_retries: 0 }) };
   const deadline = Date.now() + policy.budget_s * 1000;
   for (let attempt = 0; ; attempt++) {
     const seq = await judge.gate.acquire(deadline, signal, judge.model);
@@ -565,6 +576,7 @@ async function withRetries<T>(judge: Judge, call: () => Promise<T>, signal: Abor
     try {
       const result = await call();
       judge.gate.observe((result as { rateLimit?: RateLimitInfo }).rateLimit, seq);
+      judge.gate.overloadedInARow = 0;
       return result;
     } catch (error) {
       if (!(error instanceof EvalProviderError)) throw error;
@@ -572,6 +584,8 @@ async function withRetries<T>(judge: Judge, call: () => Promise<T>, signal: Abor
       const hold = askedToWait(error) && !error.rateLimit ? (error.retryAfterMs ?? 0) : 0; // a bare 429 holds the judge
       judge.gate.pausedUntil = Math.max(judge.gate.pausedUntil, Date.now() + hold);
       const decision = decide(error, { attempt, msLeft: deadline - Date.now(), policy });
+      if (decision.action !== 'retry' && error.status === 529) judge.gate.overloadedInARow++;
+      if (decision.action !== 'retry' && breakerOpen) judge.gate.hurried++;
       if (decision.action !== 'retry') throw error;
       await sleepUnlessAborted(decision.delayMs, signal);
     }
@@ -580,6 +594,8 @@ async function withRetries<T>(judge: Judge, call: () => Promise<T>, signal: Abor
 /** Paces one judge's requests: never more than the API said remain before its reset; pauses all after a bare 429. */
 class RateGate {
   pausedUntil = 0; // a bare 429 (no rate-limit headers) holds all of this judge's requests until then
+  overloadedInARow = 0; // transcripts given up on after 529s since this judge last answered
+  hurried = 0; // transcripts that went on to the fallback after one try, the breaker open
   private started = 0;
   private window?: RateLimitInfo & { fromSeq: number }; // what the answers said: `remaining` as of request `fromSeq`
   /** Waits until one more request may start and returns its number; a pause that outlasts `deadline` is a 429. */
@@ -681,7 +697,8 @@ async function judgeTranscript(run: Run, ref: TranscriptRef, judges: Judge[], pr
     if (!eligible.length && !prior) throw new EvalUnsupportedError(`no judge takes images (skipped: ${skipped})`);
     const attempt = async (candidate: Judge) => {
       const request = buildJudgeRequest(candidate, prompt, { rubric: run.rubric, images });
-      answers.push(await callJudgeWithRetries(candidate, request, run.controller.signal));
+      const hasFallback = candidate !== eligible.at(-1);
+      answers.push(await callJudgeWithRetries(candidate, request, run.controller.signal, hasFallback));
       return verdictFromAnswer(answers.at(-1)!, run.rubric);
     };
     const [judge, verdict] = await chain.run(eligible, attempt, { mediaSkips, describe: (choice) => choice.model });
@@ -1279,10 +1296,14 @@ export async function main(argv: string[], io: IO): Promise<number> {
   }
 }
 function buildCli(io: IO): Command {
-  const positive = (integer: boolean) => (value: string) => {
-    if (Number(value) > 0 && (!integer || /^[1-9]\d*$/.test(value))) return Number(value);
-    throw new InvalidArgumentError(`must be a positive ${integer ? 'integer' : 'number'}`);
-  };
+  const positive =
+    (integer: boolean, max = Infinity) =>
+    (value: string) => {
+      if (Number(value) > 0 && Number(value) <= max && (!integer || /^[1-9]\d*$/.test(value))) return Number(value);
+      throw new InvalidArgumentError(
+        `must be a positive ${integer ? 'integer' : 'number'}${max < Infinity ? ` up to ${max}` : ''}`,
+      );
+    };
   const exits = '0 every selected transcript has a row; 1 some failed; 2 usage or configuration error; 130 interrupted';
   const key = 'The judge key is read from the variable named by api_key_env in models.json.';
   return new Command('run-judge')
@@ -1290,7 +1311,12 @@ function buildCli(io: IO): Command {
     .option('--task <id>', 'judge only this task id (the transcript file name without .json)')
     .option('--model <folder>', 'judge only this evaluated model (its folder under --transcripts, not a provider)')
     .option('--dry-run', 'print the prompt of the first selected transcript; call nothing, write nothing, need no key')
-    .option('--concurrency <n>', 'transcripts judged in parallel', positive(true), DEFAULTS.concurrency)
+    .option(
+      '--concurrency <n>',
+      'transcripts judged in parallel',
+      positive(true, MAX_CONCURRENCY),
+      DEFAULTS.concurrency,
+    )
     .option('--rescore', 'judge the selected transcripts again and replace their rows (default: skip scored ones)')
     .option('--batch', 'judge through Message Batches (half price, asynchronous); a rerun resumes pending batches')
     .option('--poll-interval <s>', 'seconds between batch polls, growing 1.5x', positive(false), DEFAULTS.pollInterval)
@@ -1351,6 +1377,10 @@ function formatSummary(summary: RunSummary, output: string): string {
   const cost = `tokens in ${tokensIn}, out ${tokensOut}; wall time ${(wallMs / 1000).toFixed(2)} s`;
   const lines = [`${interrupted}${counts}, ${failed.length} failed; ${cost}${batches}`];
   for (const failure of failed) lines.push(`  failed ${failure.label}: ${failure.reason}`);
+  for (const [judge, count] of summary.hurried) {
+    const breaker = `judge ${judge} stayed overloaded (529) on ${OVERLOAD_BREAKER_AFTER} transcripts in a row`;
+    lines.push(`${breaker}: ${count} later transcript(s) tried it once, then went to the fallback`);
+  }
   if (summary.stoppedBy && !interrupted) lines.push(`stopped: ${summary.stoppedBy.message}`);
   return `${lines.map(oneLine).join('\n')}\n`;
 }
@@ -1382,7 +1412,8 @@ class Progress {
 function newSummary(selected: number) {
   const counts = { scored: 0, skipped: 0, tokensIn: 0, tokensOut: 0, wallMs: 0, batchesCreated: 0, batchesResumed: 0 };
   const failed: { label: string; reason: string }[] = [];
-  return { selected, ...counts, failed, stoppedBy: undefined as EvalError | undefined };
+  const hurried: [string, number][] = []; // per judge, the transcripts its circuit breaker sent on to the fallback
+  return { selected, ...counts, failed, hurried, stoppedBy: undefined as EvalError | undefined };
 }
 /** The key of a (task_id, model) pair: what a CSV row, a resume and a batch request are matched by. */
 const pairKey = (taskId: string, model: string) => `${model}\u0000${taskId}`;

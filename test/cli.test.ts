@@ -298,10 +298,10 @@ describe('exit status 2: a usage or configuration error stops the run before any
   const writeModels = (value: unknown) => (ws: Workspace) => writeJson(ws.models, value);
   const cases: SetupErrorCase[] = [
     { label: 'an unknown flag', args: ['--bogus'], says: () => [/unknown option '--bogus'/] },
-    ...['0', '-1', '1.5', 'abc'].map((value) => ({
-      label: `--concurrency ${value}`,
+    ...['0', '-1', '1.5', 'abc', '257', '100000'].map((value) => ({
+      label: `--concurrency ${value} (open connections stay bounded: at most 256)`,
       args: ['--concurrency', value],
-      says: () => [/--concurrency.*must be a positive integer/],
+      says: () => [/--concurrency.*must be a positive integer up to 256/],
     })),
     {
       label: '--task matching nothing',

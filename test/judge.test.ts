@@ -1055,6 +1055,52 @@ describe('retries and fallbacks in a run', () => {
     assert.equal(readLog(ws.log)[0]!.judge, 'judge-a');
   });
 
+  describe('a circuit breaker: judge-a overloaded (529) on 3 transcripts in a row sends later ones on after one try', () => {
+    const overloaded = apiError(529, 'overloaded_error', 'Overloaded', { headers: { 'retry-after': '0.01' } });
+    const retry = { max_retries: 2, budget_s: 5, base_delay_s: 0.01 };
+    const breakerRun = async (t: TestContext, fallbacks?: ReturnType<typeof judgeEntry>[], answersOnly = 0) => {
+      const calls = new Map<string, number>();
+      const { fake, run } = await setupRun(
+        t,
+        {
+          responder: (req) => {
+            const tag = `${modelOf(req)} ${tagOf(req)}`;
+            calls.set(tag, (calls.get(tag) ?? 0) + 1);
+            return modelOf(req) === 'judge-a' && fake.requests.length !== answersOnly ? overloaded : undefined;
+          },
+        },
+        { models: 2, judge: judgeEntry('judge-a', { retry }), fallbacks },
+      );
+      const result = await run(['--concurrency', '1']);
+      const triesOnA = [...calls].filter(([tag]) => tag.startsWith('judge-a')).map(([, n]) => n);
+      return { result, triesOnA };
+    };
+
+    test('3 transcripts get every retry on judge-a, the 3 after one try each; all scored by judge-b; said once', async (t) => {
+      const { result, triesOnA } = await breakerRun(t);
+      assert.equal(result.code, 0, result.stderr);
+      assert.deepEqual(triesOnA, [3, 3, 3, 1, 1, 1]);
+      const said =
+        /judge judge-a stayed overloaded \(529\) on 3 transcripts in a row: 3 later transcript\(s\) tried it once/;
+      assert.match(result.stderr, said);
+    });
+
+    test('without a fallback judge the breaker never shortens the retries', async (t) => {
+      const { result, triesOnA } = await breakerRun(t, []);
+      assert.equal(result.code, 1, result.stderr);
+      assert.deepEqual(triesOnA, [3, 3, 3, 3, 3, 3]);
+      assert.doesNotMatch(result.stderr, /stayed overloaded/);
+    });
+
+    test('an answer from judge-a closes the breaker: the next transcript gets every retry again', async (t) => {
+      // Requests 1-12: transcripts 1-3 (3 tries on judge-a, then judge-b); 13-14: transcript 4 (one try, judge-b);
+      // 15: transcript 5, answered by judge-a; transcript 6 then meets overload again with the breaker closed.
+      const { result, triesOnA } = await breakerRun(t, undefined, 15);
+      assert.equal(result.code, 0, result.stderr);
+      assert.deepEqual(triesOnA, [3, 3, 3, 1, 1, 3]);
+    });
+  });
+
   test('429 without retry-after backs off and retries on the same judge', async (t) => {
     const { fake, ws, run } = await setupRun(t, { responder: (_req, i) => (i < 2 ? rateLimited() : undefined) });
     const result = await run(ONE);
