@@ -195,7 +195,7 @@ export type Judge = { model: string; config: JudgeConfig; client: Anthropic; gat
 type JudgeSpec = Pick<Judge, 'model' | 'config'>;
 /** The flags; `fallback` is false for --no-fallback (the primary judge only). */
 type RunOptions = typeof DEFAULTS & { task?: string; model?: string; fallback: boolean } & Switches;
-type Switches = { rescore?: boolean; batch?: boolean; dryRun?: boolean };
+type Switches = { rescore?: boolean; batch?: boolean; dryRun?: boolean; limit?: number };
 type RunSummary = ReturnType<typeof newSummary>;
 type Stream = NodeJS.WritableStream & { isTTY?: boolean };
 /** Where a run reads its environment and writes its messages: the process's, or a test's. */
@@ -869,14 +869,19 @@ function pendingTranscripts({ scoreFile, log, options, summary, selected, progre
   const torn = `removed a torn last line (${scoreFile.torn} bytes); that transcript is judged again`;
   if (scoreFile.torn > 0) progress.log(`repaired ${options.output}: ${torn}`);
   if (log.torn > 0) progress.log(`repaired ${options.log}: removed a torn last line (${log.torn} bytes)`);
-  const pairs = new Set(selected.map((ref) => pairKey(ref.task_id, ref.model)));
+  const limit = options.limit ?? Infinity; // with --rescore, only the rows of the first `limit` are replaced
+  const pairs = new Set(selected.slice(0, limit).map((ref) => pairKey(ref.task_id, ref.model)));
   const removed = options.rescore ? scoreFile.removePairs(pairs) : 0;
   const kept = `from ${options.output}; the audit log keeps their answers`;
   if (removed) progress.log(`--rescore: removed ${removed} existing row(s) ${kept}`);
-  const pending = selected.filter((ref) => !scoreFile.done.has(pairKey(ref.task_id, ref.model)));
-  summary.skipped = selected.length - pending.length;
+  const unscored = selected.filter((ref) => !scoreFile.done.has(pairKey(ref.task_id, ref.model)));
+  summary.skipped = selected.length - unscored.length;
   const skipped = `${summary.skipped} transcript(s) already scored in ${options.output}`;
   if (summary.skipped) progress.log(`skipping ${skipped} (use --rescore to judge them again)`);
+  const pending = unscored.slice(0, limit);
+  const later = `${unscored.length - pending.length} wait for a later run`;
+  if (pending.length < unscored.length)
+    progress.log(`--limit ${limit}: judging ${pending.length} transcript(s); ${later}`);
   progress.total = pending.length;
   return pending;
 }
@@ -1306,7 +1311,9 @@ function buildCli(io: IO): Command {
     };
   const exits = '0 every selected transcript has a row; 1 some failed; 2 usage or configuration error; 130 interrupted';
   const key = 'The judge key is read from the variable named by api_key_env in models.json.';
+  const { version } = JSON.parse(fs.readFileSync(new URL('package.json', import.meta.url), 'utf8'));
   return new Command('run-judge')
+    .version(version)
     .description('Score proof-tutoring transcripts with an LLM judge against rubric.json; append the scores to a CSV.')
     .option('--task <id>', 'judge only this task id (the transcript file name without .json)')
     .option('--model <folder>', 'judge only this evaluated model (its folder under --transcripts, not a provider)')
@@ -1316,6 +1323,11 @@ function buildCli(io: IO): Command {
       'transcripts judged in parallel',
       positive(true, MAX_CONCURRENCY),
       DEFAULTS.concurrency,
+    )
+    .option(
+      '--limit <n>',
+      'judge at most n selected transcripts without a row, in sorted order: a trial',
+      positive(true),
     )
     .option('--rescore', 'judge the selected transcripts again and replace their rows (default: skip scored ones)')
     .option('--batch', 'judge through Message Batches (half price, asynchronous); a rerun resumes pending batches')
@@ -1329,8 +1341,10 @@ function buildCli(io: IO): Command {
     .option('--output <file>', 'CSV the score rows are appended to', DEFAULTS.output)
     .option('--log <file>', 'JSONL audit log: one line per judged transcript, with the raw answers', DEFAULTS.log)
     .addHelpText('after', `\nExit status: ${exits}.\n${key}`)
-    .showHelpAfterError('(run with --help for usage)')
-    .configureOutput({ writeOut: (out) => io.stdout.write(out), writeErr: (out) => io.stderr.write(out) })
+    .configureOutput({
+      ...{ writeOut: (out: string) => io.stdout.write(out), writeErr: (out: string) => io.stderr.write(out) },
+      outputError: (out, write) => write(`run-judge: ${out.replace(/^error: /, '').trimEnd()} (see --help)\n`),
+    })
     .exitOverride();
 }
 /** Prints the first prompt (with --batch: of the first request, and how many requests and batches); sends nothing. */

@@ -165,6 +165,42 @@ describe('exit status 0: every selected transcript has a row', () => {
   });
 });
 
+describe('--limit: a trial judges at most n of the selected transcripts without a row, in sorted order', () => {
+  test('--limit 2 twice: the first two, then the next two; each run says how many wait; exit 0', async (t) => {
+    const { fake, ws, run } = await setupRun(t);
+    const first = await run(['--limit', '2', '--concurrency', '1']);
+    assert.equal(first.code, 0, first.stderr);
+    assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws).slice(0, 2));
+    assert.match(first.stderr, /--limit 2: judging 2 transcript\(s\); 4 wait for a later run/);
+    const second = await run(['--limit', '2']);
+    assert.deepEqual(wellFormedCsv(ws.output).sort(), allKeys(ws).slice(0, 4));
+    assert.match(second.stderr, /skipping 2 transcript\(s\).*\n--limit 2: judging 2 transcript\(s\); 2 wait/);
+    assert.equal(fake.requests.length, 4);
+  });
+
+  test('--rescore --limit 1 replaces only the first row; the other rows stay', async (t) => {
+    const { fake, ws, run } = await setupRun(t);
+    assert.equal((await run()).code, 0);
+    const before = csvRows(ws.output).map((row) => row.key);
+    const result = await run(['--rescore', '--limit', '1']);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stderr, /--rescore: removed 1 existing row/);
+    assert.equal(fake.requests.length, 7);
+    assert.deepEqual(
+      csvRows(ws.output).map((row) => row.key),
+      [...before.slice(1), before[0]],
+    );
+  });
+});
+
+describe('--version', () => {
+  test("prints package.json's version on stdout and exits 0", async () => {
+    const { version } = JSON.parse(fs.readFileSync(path.join(REPO, 'package.json'), 'utf8'));
+    const result = await runMain(['--version']);
+    assert.deepEqual([result.code, result.stdout, result.stderr], [0, `${version}\n`, '']);
+  });
+});
+
 // ---------------------------------------------------------------------------------------------
 describe('exit status 1: some transcripts failed, the others were judged and written', () => {
   test('a transcript unusable from every judge fails; the five others get rows', async (t) => {
@@ -373,13 +409,13 @@ describe('exit status 2: a usage or configuration error stops the run before any
     });
   }
 
-  test('a usage error prints the error and "(run with --help for usage)", not the whole help', async (t) => {
+  test('a usage error prints one line ending "(see --help)", not the whole help', async (t) => {
     const { run } = await setupRun(t);
-    for (const args of [['--bogus'], ['--concurrency', '0']]) {
+    for (const args of [['--bogus'], ['--concurrency', '0'], ['--limit', 'x']]) {
       const result = await run(args);
       assert.equal(result.code, 2);
-      assert.deepEqual(lines(result.stderr.trimEnd()).slice(-1), ['(run with --help for usage)'], result.stderr);
-      assert.match(result.stderr, /^error: /);
+      assert.equal(lines(result.stderr.trimEnd()).length, 1, result.stderr);
+      assert.match(result.stderr, /^run-judge: .* \(see --help\)\n$/);
       for (const helpOnly of ['Usage:', '--reference-keys', 'Exit status']) {
         assert.ok(!result.stderr.includes(helpOnly), `the help's "${helpOnly}" is not printed:\n${result.stderr}`);
       }
