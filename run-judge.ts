@@ -55,6 +55,7 @@ const DEFAULTS = {
 };
 const MAX_CONCURRENCY = 256; // each judgement in flight holds a connection: open files stay bounded
 const RETRY_DEFAULTS = { max_retries: 5, budget_s: 30, base_delay_s: 1 };
+const UNREACHABLE_STOP_AFTER = 3; // transcripts whose every attempt failed to connect, before any answer
 const OVERLOAD_BREAKER_AFTER = 3; // transcripts in a row on which a judge stayed overloaded (529)
 const ANSWER_MAX_BYTES = 32 * 1024 * 1024;
 const RAW_TEXT_KEPT = 64 * 1024; // of an answer that cannot be used, in the audit log
@@ -93,6 +94,7 @@ export class EvalProviderError extends EvalError {
   retryAfterMs?: number;
   rateLimit?: RateLimitInfo;
   spendLimit = false; // a 429 for a spend or billing limit: waiting does not help, so it is not retried
+  unreachable = false; // no answer at all: the connection failed
 }
 /** Two or more judges failed; `errors` holds every attempt in order, and `cause` is the last. */
 export class EvalJudgesExhaustedError extends EvalError {
@@ -531,11 +533,26 @@ function classifyApiError(error: unknown, judge: JudgeSpec, timedOut = false): u
     const setting = 'rejects "structured_output": true (output_config.format json_schema)';
     return new EvalUnsupportedError(`${setting}; set it to false for this judge in models.json: ${what}`, options);
   }
-  if ([401, 402, 403, 404].includes(status!)) return new EvalConfigurationError(what, options);
+  const source =
+    judge.model === judge.config.model ? '"model" in models.json' : `the variable ${judge.config.model_env}`;
+  const fix = {
+    401: `check the key in ${judge.config.api_key_env}`,
+    402: 'check the billing of the account',
+    403: `check that the key in ${judge.config.api_key_env} may use ${judge.model}`,
+    404: `check the model id ${judge.model}, from ${source}`,
+  }[status as 401 | 402 | 403 | 404];
+  if (fix) return new EvalConfigurationError(`${what}; ${fix}`, options);
   if ([400, 413, 422].includes(status!)) return new EvalInputError(what, options);
   const spendLimit = status === 429 && /spend|billing|credit/i.test(`${error.errorCode ?? ''} ${type ?? ''}`);
   const [retryAfterMs, rateLimit] = [parseRetryAfter(headers), parseRateLimit(headers)];
-  const details = { status, requestId: requestID ?? undefined, retryAfterMs, rateLimit, spendLimit };
+  const details = {
+    status,
+    requestId: requestID ?? undefined,
+    retryAfterMs,
+    rateLimit,
+    spendLimit,
+    unreachable: !status,
+  };
   return Object.assign(new EvalProviderError(what, options), details);
 }
 // ---- The failure policy: one decision, asked by the retry layer, the chain, batches and the exit status -------------
@@ -716,7 +733,19 @@ async function judgeTranscript(run: Run, ref: TranscriptRef, judges: Judge[], pr
     const reason = error.message.startsWith(`${label}: `) ? error.message.slice(label.length + 2) : error.message;
     run.summary.failed.push({ label, reason });
     run.progress.log(`failed ${label}: ${reason}`);
+    const unreachable = chain.attempts.every((attempt) => (attempt as EvalProviderError).unreachable);
+    if (chain.attempts.length && unreachable) stopIfUnreachable(run);
   }
+  if (answers.length || chain.attempts.some((attempt) => (attempt as EvalProviderError).status))
+    run.summary.reached = true;
+}
+/** Connection failures on every attempt of the first transcripts, with no answer yet: one message, not one each. */
+function stopIfUnreachable(run: Run): void {
+  if (run.summary.reached || ++run.summary.unreachable < UNREACHABLE_STOP_AFTER) return;
+  const url = run.judges[0]!.client.baseURL;
+  const firsts = `the first ${UNREACHABLE_STOP_AFTER} transcripts`;
+  const fix = 'check the network, or ANTHROPIC_BASE_URL if it is set';
+  run.controller.abort(new EvalConfigurationError(`cannot reach the API at ${url}: no answer on ${firsts}; ${fix}`));
 }
 type Outcome = { verdict?: JudgeVerdict; error?: EvalError; judge?: string; attempts: EvalError[]; startedAt: number };
 /** Writes the audit line, then the row (so every row is traced); `sync: false` while a batch can still be re-read. */
@@ -1427,7 +1456,8 @@ function newSummary(selected: number) {
   const counts = { scored: 0, skipped: 0, tokensIn: 0, tokensOut: 0, wallMs: 0, batchesCreated: 0, batchesResumed: 0 };
   const failed: { label: string; reason: string }[] = [];
   const hurried: [string, number][] = []; // per judge, the transcripts its circuit breaker sent on to the fallback
-  return { selected, ...counts, failed, hurried, stoppedBy: undefined as EvalError | undefined };
+  const reach = { reached: false, unreachable: 0 }; // whether any attempt got an answer; transcripts that got none
+  return { selected, ...counts, ...reach, failed, hurried, stoppedBy: undefined as EvalError | undefined };
 }
 /** The key of a (task_id, model) pair: what a CSV row, a resume and a batch request are matched by. */
 const pairKey = (taskId: string, model: string) => `${model}\u0000${taskId}`;

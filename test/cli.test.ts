@@ -9,6 +9,7 @@ import { describe, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import type { TestContext } from 'node:test';
 import {
+  DEAD_BASE_URL,
   EXPECTED_HEADER,
   REPO,
   csvRows,
@@ -295,16 +296,20 @@ describe('exit status 1: some transcripts failed, the others were judged and wri
     assert.equal(fake.requests.length, 6);
     assert.equal(rowCount(ws.output), 6);
   });
+});
 
-  test('the API cannot be reached: every transcript fails over both judges, no row', async (t) => {
+describe('exit status 2: an API that cannot be reached stops the run after 3 transcripts, naming its address', () => {
+  test('6 transcripts at --concurrency 1: 3 fail over both judges, then one "cannot reach" message; no row', async (t) => {
     const { ws } = await setupRun(t);
-    const result = await runMain(ws.args('--model', 'm01')); // the default base URL: a closed loopback port
-    assert.equal(result.code, 1, result.stderr);
-    assert.match(result.stderr, summaryLine(0, 3, 3));
-    assert.match(result.stderr, /connection failed/);
+    const result = await runMain(ws.args('--concurrency', '1')); // the default base URL: a closed loopback port
+    assert.equal(result.code, 2, result.stderr);
+    assert.match(result.stderr, summaryLine(0, 3, 6));
+    const stopped = `stopped: cannot reach the API at ${DEAD_BASE_URL}: no answer on the first 3 transcripts`;
+    assert.ok(result.stderr.includes(stopped), result.stderr);
+    assert.match(result.stderr, /check the network, or ANTHROPIC_BASE_URL/);
     assert.equal(rowCount(ws.output), 0);
     const log = readLog(ws.log);
-    assert.equal(log.length, 3);
+    assert.equal(log.length, 3, 'the other three were never started');
     for (const entry of log) {
       assert.deepEqual(
         entry.attempts.map((a) => [a.judge, a.error, a.status]),
@@ -314,6 +319,15 @@ describe('exit status 1: some transcripts failed, the others were judged and wri
         ],
       );
     }
+  });
+
+  test('an HTTP error is an answer: a server failing every request with 500 is not "unreachable"', async (t) => {
+    const { fake, ws, run } = await setupRun(t, { responder: () => apiError(500, 'api_error', 'down') });
+    const result = await run(['--concurrency', '1']);
+    assert.equal(result.code, 1, result.stderr);
+    assert.equal(readLog(ws.log).length, 6);
+    assert.doesNotMatch(result.stderr, /cannot reach/);
+    assert.equal(fake.requests.length, 12);
   });
 });
 

@@ -346,16 +346,26 @@ describe('callJudge: one request through the SDK', () => {
 });
 
 describe('callJudge: each failure classified', () => {
-  const stopping: [number, string, string][] = [
-    [400, 'invalid_request_error', 'EvalInputError'],
-    [413, 'request_too_large', 'EvalInputError'],
-    [422, 'invalid_request_error', 'EvalInputError'],
-    [401, 'authentication_error', 'EvalConfigurationError'],
-    [402, 'billing_error', 'EvalConfigurationError'],
-    [403, 'permission_error', 'EvalConfigurationError'],
-    [404, 'not_found_error', 'EvalConfigurationError'],
+  const stopping: [number, string, string, string][] = [
+    [400, 'invalid_request_error', 'EvalInputError', ''],
+    [413, 'request_too_large', 'EvalInputError', ''],
+    [422, 'invalid_request_error', 'EvalInputError', ''],
+    [401, 'authentication_error', 'EvalConfigurationError', '); check the key in RJ_TEST_KEY'],
+    [402, 'billing_error', 'EvalConfigurationError', '); check the billing of the account'],
+    [
+      403,
+      'permission_error',
+      'EvalConfigurationError',
+      '; check that the key in RJ_TEST_KEY may use claude-test-judge',
+    ],
+    [
+      404,
+      'not_found_error',
+      'EvalConfigurationError',
+      '; check the model id claude-test-judge, from "model" in models.json',
+    ],
   ];
-  for (const [status, type, name] of stopping) {
+  for (const [status, type, name, advice] of stopping) {
     test(`HTTP ${status} → ${name} with the API's message and type, not the JSON body or the key`, async (t) => {
       const fake = await startFake(t);
       fake.enqueue(apiError(status, type));
@@ -365,7 +375,7 @@ describe('callJudge: each failure classified', () => {
         failure(name, { judge: 'claude-test-judge' }, (error) => {
           assert.match(
             error.message,
-            mentioning(`judge claude-test-judge: HTTP ${status} ${type}: API-MESSAGE-${status}`),
+            mentioning(`judge claude-test-judge: HTTP ${status} ${type}: API-MESSAGE-${status}`, advice),
           );
           assert.doesNotMatch(error.message, /\{"type":"error"/);
           assert.ok(!error.message.includes(TEST_KEY), 'the key is never printed');
@@ -375,6 +385,15 @@ describe('callJudge: each failure classified', () => {
       assert.equal(fake.requests.length, 1);
     });
   }
+
+  test('HTTP 404 for a model id taken from model_env names that variable', async (t) => {
+    const fake = await startFake(t);
+    fake.enqueue(apiError(404, 'not_found_error'));
+    const judge = await judgeAt(fake.url, { model_env: 'RJ_JUDGE_MODEL' }, keyEnv({ RJ_JUDGE_MODEL: 'claude-typo' }));
+    await assert.rejects(callWith(judge), {
+      message: /; check the model id claude-typo, from the variable RJ_JUDGE_MODEL$/,
+    });
+  });
 
   const provider: [number, string][] = [
     [408, 'timeout_error'],
