@@ -218,8 +218,9 @@ async function runJudge(options: RunOptions, io: IO, controller = new AbortContr
     const summary = newSummary(inputs.selected.length);
     const progress = new Progress({ stderr: io.stderr, summary });
     const run = { ...inputs, ...output, options, judges, summary, controller, progress };
-    // 3. Judge what has no row yet: concurrently, or through Message Batches.
+    // 3. Judge what has no row yet (each read and checked first, free): concurrently, or through Message Batches.
     const pending = pendingTranscripts(run);
+    checkTranscripts(run, pending);
     await (options.batch ? judgeInBatches(run, pending) : judgeConcurrently(run, pending, judges));
     // 4. Summarise.
     run.progress.end();
@@ -276,7 +277,8 @@ export function loadTranscript(ref: TranscriptRef): Transcript {
 /** Finds transcripts at {model}/{task_id}.json, sorted by model then task, filtered; nothing is read yet. */
 export function readTranscripts(inputDir: string, taskId?: string, modelName?: string): TranscriptRef[] {
   if (!fs.statSync(inputDir, { throwIfNoEntry: false })?.isDirectory()) {
-    throw new EvalInputError(`${inputDir}: transcripts folder not found`);
+    const relative = path.isAbsolute(inputDir) ? '' : ` (paths are relative to the current folder, ${process.cwd()})`;
+    throw new EvalInputError(`${inputDir}: transcripts folder not found${relative}`);
   }
   const root = fs.realpathSync(inputDir);
   // A symlink is followed when it stays inside the transcripts folder, and refused (never skipped) when it leaves it.
@@ -295,11 +297,25 @@ export function readTranscripts(inputDir: string, taskId?: string, modelName?: s
   const chosen = (ref: Ref) => (taskId ?? ref.task_id) === ref.task_id && (modelName ?? ref.model) === ref.model;
   const selected = all.filter(chosen);
   if (selected.length > 0) return selected;
+  const misplaced = findMisplacedJson(inputDir);
+  const expected = path.join(inputDir, '{model}', '{task_id}.json');
+  if (!all.length && misplaced) throw new EvalInputError(`no transcript at ${expected}; found ${misplaced} instead`);
   const filters = [taskId !== undefined && `--task ${taskId}`, modelName !== undefined && `--model ${modelName}`];
   const models = [...new Set(all.map((ref) => ref.model))].join(', ') || 'none';
   const tasks = [...new Set(all.map((ref) => ref.task_id))].sort().join(', ') || 'none';
   const matches = `matches ${filters.filter(Boolean).join(' ') || 'anything'}`;
   throw new EvalInputError(`no transcript in ${inputDir} ${matches}; models (folders): ${models}; tasks: ${tasks}`);
+}
+/** A .json file directly in the transcripts folder or two levels down (never judged there), if any. */
+function findMisplacedJson(inputDir: string): string | undefined {
+  const subdirs = (dir: string) =>
+    listDir(dir).flatMap((entry) => (entry.isDirectory() ? [path.join(dir, entry.name)] : []));
+  const jsonIn = (dir: string) => listDir(dir).find((entry) => entry.isFile() && entry.name.endsWith('.json'))?.name;
+  for (const dir of [inputDir, ...subdirs(inputDir).flatMap(subdirs)]) {
+    const name = jsonIn(dir);
+    if (name) return path.join(dir, name);
+  }
+  return undefined;
 }
 /** The rubric, the selected transcripts, and how to prepare one for judging (tasks are read once each, when needed). */
 function loadInputs(options: RunOptions) {
@@ -682,6 +698,23 @@ export class JudgeChain {
 // ---- Judging transcripts --------------------------------------------------------------------------------------------
 /** An earlier attempt at a transcript (a batch result) that the chain starts from. */
 type PriorAttempt = { error: EvalError; answers: JudgeAnswer[]; promptSha?: string };
+/** Reads every transcript about to be judged, before any call: says once, up front, which will fail and why. */
+function checkTranscripts({ options, progress }: Run, pending: TranscriptRef[]): void {
+  const unreadable = pending.flatMap((ref) => {
+    try {
+      loadTranscript(ref);
+      return [];
+    } catch (error) {
+      if (error instanceof EvalInputError) return [error.message];
+      throw error;
+    }
+  });
+  const listed = `${unreadable.slice(0, 10).join('; ')}${unreadable.length > 10 ? '; ...' : ''}`;
+  if (unreadable.length) progress.log(`${unreadable.length} transcript(s) will fail without a call: ${listed}`);
+  const misplaced = findMisplacedJson(options.transcripts);
+  const expected = path.join(options.transcripts, '{model}', '{task_id}.json');
+  if (misplaced) progress.log(`note: ${misplaced} is not judged: transcripts are found at ${expected}`);
+}
 /** Judges transcripts `concurrency` at a time; stops starting new ones once the run is stopping. */
 async function judgeConcurrently(run: Run, items: (TranscriptRef & { prior?: PriorAttempt })[], judges: Judge[]) {
   const queue = items.values();

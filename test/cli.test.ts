@@ -194,6 +194,61 @@ describe('--limit: a trial judges at most n of the selected transcripts without 
   });
 });
 
+describe('transcripts that will fail, or will not be found, are said once, up front', () => {
+  test('a malformed transcript and a copied one (metadata.model disagrees): one line before any judgement', async (t) => {
+    const { fake, ws, run } = await setupRun(t);
+    fs.writeFileSync(path.join(ws.transcripts, 'm01', 'proof02.json'), '{"messages": [');
+    const copied = path.join(ws.transcripts, 'm02', 'proof03.json');
+    fs.copyFileSync(path.join(ws.transcripts, 'm01', 'proof03.json'), copied);
+    const result = await run(['--concurrency', '1']);
+    assert.equal(result.code, 1, result.stderr);
+    const [first, ...rest] = lines(result.stderr);
+    assert.match(first!, /^2 transcript\(s\) will fail without a call: .*m01\/proof02\.json: invalid JSON/);
+    assert.ok(first!.includes(`${copied}: metadata.model is "m01" but the path says "m02"`), first);
+    assert.equal(rest.filter((line) => line.startsWith('failed ')).length, 2, 'each is still reported when it fails');
+    assert.equal(fake.requests.length, 4);
+  });
+
+  const misplaced: [string, (ws: Workspace) => string][] = [
+    ['directly in the folder', (ws) => path.join(ws.transcripts, 'proof01.json')],
+    ['two levels down', (ws) => path.join(ws.transcripts, 'm01', 'old', 'proof01.json')],
+  ];
+  for (const [label, where] of misplaced) {
+    test(`only .json files ${label}: exit 2 showing the expected {model}/{task_id}.json and what was found`, async (t) => {
+      const { fake, ws } = await setupRun(t);
+      const found = where(ws);
+      fs.rmSync(ws.transcripts, { recursive: true });
+      fs.mkdirSync(path.dirname(found), { recursive: true });
+      fs.writeFileSync(found, '{}');
+      const result = await runMain(ws.args(), { baseUrl: fake.url });
+      assert.equal(result.code, 2, result.stderr);
+      const expected = path.join(ws.transcripts, '{model}', '{task_id}.json');
+      assert.ok(result.stderr.includes(`no transcript at ${expected}; found ${found} instead`), result.stderr);
+    });
+
+    test(`a .json file ${label} beside real transcripts: judged as usual, with one note naming it`, async (t) => {
+      const { ws, run } = await setupRun(t);
+      const found = where(ws);
+      fs.mkdirSync(path.dirname(found), { recursive: true });
+      fs.writeFileSync(found, '{}');
+      const result = await run();
+      assert.equal(result.code, 0, result.stderr);
+      assert.ok(result.stderr.includes(`note: ${found} is not judged: transcripts are found at `), result.stderr);
+    });
+  }
+
+  test('a relative transcripts folder that does not exist: the message says paths are relative to the current folder', async (t) => {
+    const { ws } = await setupRun(t);
+    const result = await runMain(ws.args('--transcripts', 'no/such/folder'));
+    assert.equal(result.code, 2, result.stderr);
+    assert.ok(
+      result.stderr.includes(
+        `no/such/folder: transcripts folder not found (paths are relative to the current folder, ${process.cwd()})`,
+      ),
+    );
+  });
+});
+
 describe('--version', () => {
   test("prints package.json's version on stdout and exits 0", async () => {
     const { version } = JSON.parse(fs.readFileSync(path.join(REPO, 'package.json'), 'utf8'));
