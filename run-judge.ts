@@ -163,7 +163,7 @@ const MessageSchema = z.object({
   content: z.union([z.string(), z.array(BlockSchema)], `must be a string or an array of blocks: ${blocks}`),
 });
 const TranscriptSchema = z.object({
-  metadata: z.record(z.string(), z.unknown()).optional(),
+  metadata: z.looseObject({ task_id: z.string().optional(), model: z.string().optional() }).optional(),
   problem_statement: z.string().optional(),
   messages: z.array(MessageSchema).min(1, 'is empty'),
 });
@@ -214,21 +214,21 @@ async function runJudge(options: RunOptions, io: IO, controller = new AbortContr
   const judges = await createJudges(loadModelsConfig(options.models), io.env, options.fallback);
   // 2. Take the output: the lock, the CSV (a torn last line cut off), the audit log.
   const output = openOutput(options, inputs.rubric);
+  const summary = newSummary(inputs.selected.length, judges);
+  const progress = new Progress({ stderr: io.stderr, summary });
   try {
-    const summary = newSummary(inputs.selected.length);
-    const progress = new Progress({ stderr: io.stderr, summary });
     const run = { ...inputs, ...output, options, judges, summary, controller, progress };
     // 3. Judge what has no row yet (each read and checked first, free): concurrently, or through Message Batches.
     const pending = pendingTranscripts(run);
     checkTranscripts(run, pending);
     await (options.batch ? judgeInBatches(run, pending) : judgeConcurrently(run, pending, judges));
     // 4. Summarise.
-    run.progress.end();
     const hurried = judges
       .filter((judge) => judge.gate.hurried)
       .map(({ model, gate }): [string, number] => [model, gate.hurried]);
     return Object.assign(summary, { stoppedBy: controller.signal.reason, wallMs: Date.now() - started, hurried });
   } finally {
+    progress.end();
     output.close();
   }
 }
@@ -283,8 +283,8 @@ export function readTranscripts(inputDir: string, taskId?: string, modelName?: s
   const root = fs.realpathSync(inputDir);
   // A symlink is followed when it stays inside the transcripts folder, and refused (never skipped) when it leaves it.
   const kind = (dir: string, entry: fs.Dirent): { isFile(): boolean; isDirectory(): boolean } => {
-    if (!entry.isSymbolicLink()) return entry;
-    const target = fs.realpathSync.native(path.join(dir, entry.name));
+    if (!entry.isSymbolicLink() || entry.name.startsWith('.')) return entry; // hidden: an editor's lock, never read
+    const target = realPathOf(path.join(dir, entry.name));
     if (target.startsWith(root + path.sep)) return fs.statSync(target);
     throw new EvalInputError(`${path.join(dir, entry.name)}: a link that leaves the transcripts folder ${root}`);
   };
@@ -305,6 +305,14 @@ export function readTranscripts(inputDir: string, taskId?: string, modelName?: s
   const tasks = [...new Set(all.map((ref) => ref.task_id))].sort().join(', ') || 'none';
   const matches = `matches ${filters.filter(Boolean).join(' ') || 'anything'}`;
   throw new EvalInputError(`no transcript in ${inputDir} ${matches}; models (folders): ${models}; tasks: ${tasks}`);
+}
+/** Where a link leads; a broken one (missing target, a loop) is an input error naming it. */
+function realPathOf(link: string): string {
+  try {
+    return fs.realpathSync.native(link);
+  } catch (error) {
+    throw new EvalInputError(`${link}: a broken link (${(error as NodeJS.ErrnoException).code})`, { cause: error });
+  }
 }
 /** A .json file directly in the transcripts folder or two levels down (never judged there), if any. */
 function findMisplacedJson(inputDir: string): string | undefined {
@@ -808,6 +816,7 @@ function recordOutcome(run: Run, ref: Ref, outcome: Outcome & Omit<PriorAttempt,
   if (verdict) {
     run.scoreFile.append({ task_id: ref.task_id, model: ref.model, ...verdict }, sync);
     run.summary.scored++;
+    run.summary.scoredBy.set(outcome.judge!, (run.summary.scoredBy.get(outcome.judge!) ?? 0) + 1);
   }
   run.progress.update();
 }
@@ -829,13 +838,10 @@ const answerJsonSchema = cachedByObject((rubric: Rubric) => {
 });
 /** Parses and validates one judge answer against the rubric; never turns a failure into a score. */
 export function parseJudgeResponse(answerText: string, rubric: Rubric): JudgeVerdict {
-  const { json, value: data } = extractJson(answerText);
+  const { value: data, scoreTokens } = extractJson(answerText);
   const result = judgeAnswerSchema(rubric).safeParse(data, { reportInput: true });
   // 1.9999999999999999 parses as 2: a score counts only when the answer wrote it as an integer.
-  const written = [...json.matchAll(/"scores"\s*:\s*\{([^{}]*)\}/g)].flatMap(([, body]) => [
-    ...body!.matchAll(/:\s*([^\s,]+)/g),
-  ]);
-  const inexact = written.find(([, token]) => !/^\d+(\.0+)?$/.test(token!))?.[1];
+  const inexact = scoreTokens.find((token) => !/^\d+(\.0+)?$/.test(token));
   if (result.success && inexact)
     throw new EvalJudgeResponseError(`the answer writes a score as ${inexact}, not an integer`);
   if (result.success) return result.data as JudgeVerdict;
@@ -857,7 +863,7 @@ export function verdictFromAnswer(answer: JudgeAnswer, rubric: Rubric): JudgeVer
   }
 }
 /** The answer's JSON: all of it, or its one Markdown fence; a repeated key is refused. */
-function extractJson(answerText: string): { json: string; value: unknown } {
+function extractJson(answerText: string): { value: unknown; scoreTokens: string[] } {
   const text = answerText.trim();
   const unusable = (problem: string) => new EvalJudgeResponseError(problem);
   if (!text) throw unusable('empty answer');
@@ -871,9 +877,9 @@ function extractJson(answerText: string): { json: string; value: unknown } {
     if (!('value' in parsed)) throw unusable(`the fenced block is not valid JSON: ${parsed.reason}`);
   }
   // JSON.parse silently keeps the last value of a repeated key: a contradictory answer must not become a score.
-  const duplicate = findDuplicateKey(json);
+  const { duplicate, scoreTokens } = scanJson(json);
   if (duplicate !== undefined) throw unusable(`the answer repeats the key "${duplicate}"`);
-  return { json, value: parsed.value };
+  return { value: parsed.value, scoreTokens };
 }
 const tryJson = (json: string): { value: unknown } | { reason: string } => {
   try {
@@ -882,27 +888,36 @@ const tryJson = (json: string): { value: unknown } | { reason: string } => {
     return { reason: (error as Error).message };
   }
 };
-/** The first key that an object of valid JSON text repeats; by hand, because no JSON parser reports it. */
-function findDuplicateKey(json: string): string | undefined {
-  const stack: { keys?: Set<string>; expectKey: boolean }[] = [];
+/** In valid JSON text: the first key an object repeats, and the numbers of the top-level "scores" as written; by
+ * hand, because JSON.parse reports neither (Node 20 has no reviver source text). */
+function scanJson(json: string): { duplicate?: string; scoreTokens: string[] } {
+  const [stack, scoreTokens] = [
+    [] as { keys?: Set<string>; expectKey: boolean; key?: string; of?: string }[],
+    [] as string[],
+  ];
+  const inScores = () => stack.length === 2 && stack[1]!.of === 'scores' && !stack[1]!.expectKey;
   for (let i = 0; i < json.length; i++) {
-    const [char, top] = [json[i], stack.at(-1)];
+    const [char, top] = [json[i]!, stack.at(-1)];
     if (char === '"') {
       let end = i + 1;
       while (json[end] !== '"') end += json[end] === '\\' ? 2 : 1;
       if (top?.keys && top.expectKey) {
         const key = JSON.parse(json.slice(i, end + 1)) as string;
-        if (top.keys.has(key)) return key;
+        if (top.keys.has(key)) return { duplicate: key, scoreTokens };
         top.keys.add(key);
-        top.expectKey = false;
+        [top.expectKey, top.key] = [false, key];
       }
       i = end;
-    } else if (char === '{') stack.push({ keys: new Set(), expectKey: true });
+    } else if (/[-\d]/.test(char)) {
+      const token = /^[-+\d.eE]+/.exec(json.slice(i, i + 400))![0];
+      if (inScores()) scoreTokens.push(token);
+      i += token.length - 1;
+    } else if (char === '{') stack.push({ keys: new Set(), expectKey: true, of: top?.keys ? top.key : undefined });
     else if (char === '[') stack.push({ expectKey: false });
     else if (char === '}' || char === ']') stack.pop();
     else if (char === ',' && top?.keys) top.expectKey = true;
   }
-  return undefined;
+  return { scoreTokens };
 }
 // ---- The output: a lock, the CSV and the audit log, each line complete in one write and flushed to disk -------------
 export type ScoreRow = { task_id: string; model: string; scores: Record<string, number>; notes: string };
@@ -1276,7 +1291,8 @@ async function collectBatchResults(run: Run, entry: BatchEntry, download = true)
   try {
     // Without a download (it failed three times), every request counts as missing and goes through the chain.
     const results = download ? await classified(primary, primary.client.messages.batches.results(entry.id!)) : [];
-    for await (const { custom_id, result } of results) {
+    for await (const line of results) {
+      const { custom_id = '', result } = (line ?? {}) as Partial<typeof line>; // a line may be null, or not an object
       const [taskId, model, promptSha] = Object.hasOwn(entry.requests, custom_id) ? entry.requests[custom_id]! : [];
       if (!promptSha) run.progress.log(`batch ${entry.id}: ignoring a result with unknown custom_id ${custom_id}`);
       if (!taskId || !model || !promptSha) continue;
@@ -1452,6 +1468,11 @@ function formatSummary(summary: RunSummary, output: string): string {
   const batches = created + resumed ? `; batches created ${created}, resumed ${resumed}` : '';
   const cost = `tokens in ${tokensIn}, out ${tokensOut}; wall time ${(wallMs / 1000).toFixed(2)} s`;
   const lines = [`${interrupted}${counts}, ${failed.length} failed; ${cost}${batches}`];
+  const byJudge = [...summary.scoredBy].map(([judge, rows], i) => rows && `${judge} ${rows}${i ? ' (fallback)' : ''}`);
+  if (scored) lines.push(`  rows by judge: ${byJudge.filter(Boolean).join(', ')}`);
+  const left = selected - skipped - scored - failed.length;
+  if (interrupted && left)
+    lines.push(`  ${left} transcript(s) left without a row: run the same command again to continue`);
   for (const failure of failed) lines.push(`  failed ${failure.label}: ${failure.reason}`);
   for (const [judge, count] of summary.hurried) {
     const breaker = `judge ${judge} stayed overloaded (529) on ${OVERLOAD_BREAKER_AFTER} transcripts in a row`;
@@ -1460,37 +1481,58 @@ function formatSummary(summary: RunSummary, output: string): string {
   if (summary.stoppedBy && !interrupted) lines.push(`stopped: ${summary.stoppedBy.message}`);
   return `${lines.map(oneLine).join('\n')}\n`;
 }
-/** The live progress line on a terminal; plain lines, without control characters, elsewhere. */
+/** The live progress line on a terminal; elsewhere (a CI log), a plain line every 10 s or 10% of the work. */
 class Progress {
   total = 0;
   private lastDraw = 0;
-  private readonly started = Date.now();
-  constructor(private readonly out: { stderr: Stream; summary: RunSummary }) {}
+  private lastShare = 0;
+  private readonly finished = [Date.now()]; // when judging began, then when each judgement ended
+  private readonly ticker: NodeJS.Timeout;
+  constructor(private readonly out: { stderr: Stream; summary: RunSummary }) {
+    this.ticker = setInterval(() => this.plain(true), 10_000).unref();
+  }
   update(force = false): void {
     const { stderr, summary } = this.out;
-    if (!stderr.isTTY || (!force && Date.now() - this.lastDraw < 100)) return;
-    this.lastDraw = Date.now();
     const done = summary.scored + summary.failed.length;
-    const rate = done / Math.max((Date.now() - this.started) / 1000, 0.001);
-    const eta = rate > 0 ? `${Math.ceil(Math.max(this.total - done, 0) / rate)} s` : '?';
-    const line = `judged ${done}/${this.total}, failed ${summary.failed.length}, ${rate.toFixed(1)}/s, ETA ${eta}`;
-    stderr.write(`\r\x1b[2K${line}`);
+    if (done >= this.finished.length) this.finished.push(...Array(done + 1 - this.finished.length).fill(Date.now()));
+    if (!stderr.isTTY) return this.plain();
+    if (!force && Date.now() - this.lastDraw < 100) return;
+    this.lastDraw = Date.now();
+    stderr.write(`\r\x1b[2K${this.line()}`);
   }
   log(message: string): void {
     this.out.stderr.write(`${this.out.stderr.isTTY ? '\r\x1b[2K' : ''}${oneLine(message)}\n`);
-    this.update(true);
+    if (this.out.stderr.isTTY) this.update(true);
   }
   end(): void {
+    clearInterval(this.ticker);
     if (this.out.stderr.isTTY) this.out.stderr.write('\r\x1b[2K');
+  }
+  /** A plain progress line, at each 10% of the work (or each 10 s, from the ticker), never on a terminal. */
+  private plain(tick = false): void {
+    const share = Math.floor(((this.finished.length - 1) / Math.max(this.total, 1)) * 10);
+    if (this.out.stderr.isTTY || !this.total || (!tick && share <= this.lastShare)) return;
+    this.lastShare = share;
+    this.out.stderr.write(`progress: ${this.line()}\n`);
+  }
+  /** Done/total, failures, and the rate and ETA over the last 50 judgements (a slow start or a resume does not skew it). */
+  private line(): string {
+    const { summary } = this.out;
+    const [done, recent] = [this.finished.length - 1, this.finished.slice(-51)];
+    const span = (Date.now() - recent[0]!) / 1000;
+    const rate = done && span > 0 ? (recent.length - 1) / span : undefined;
+    const eta = rate ? `${Math.ceil(Math.max(this.total - done, 0) / rate)} s` : '?';
+    return `judged ${done}/${this.total}, failed ${summary.failed.length}, ${rate?.toFixed(1) ?? '?'}/s, ETA ${eta}`;
   }
 }
 // ---- Small helpers --------------------------------------------------------------------------------------------------
-function newSummary(selected: number) {
+function newSummary(selected: number, judges: Judge[] = []) {
+  const scoredBy = new Map(judges.map((judge) => [judge.model, 0])); // in chain order: the primary first
   const counts = { scored: 0, skipped: 0, tokensIn: 0, tokensOut: 0, wallMs: 0, batchesCreated: 0, batchesResumed: 0 };
   const failed: { label: string; reason: string }[] = [];
   const hurried: [string, number][] = []; // per judge, the transcripts its circuit breaker sent on to the fallback
   const reach = { reached: false, unreachable: 0 }; // whether any attempt got an answer; transcripts that got none
-  return { selected, ...counts, ...reach, failed, hurried, stoppedBy: undefined as EvalError | undefined };
+  return { selected, ...counts, ...reach, failed, hurried, scoredBy, stoppedBy: undefined as EvalError | undefined };
 }
 /** The key of a (task_id, model) pair: what a CSV row, a resume and a batch request are matched by. */
 const pairKey = (taskId: string, model: string) => `${model}\u0000${taskId}`;

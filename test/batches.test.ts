@@ -276,18 +276,18 @@ describe('--batch: submission and results', () => {
 });
 
 // ---------------------------------------------------------------------------------------------
-describe('--batch: a result whose custom_id is not one we sent', () => {
+describe('--batch: a result whose custom_id is not one we sent, or a line that is no result', () => {
   // A name every plain object inherits must not be taken for one of ours: the lookup is of own keys only.
-  for (const customId of ['constructor', '__proto__']) {
-    test(`"${customId}" is ignored, said so; no crash, and the real results are written`, async (t) => {
+  const strangers: [string, (first: string) => string, string][] = [
+    ['"constructor"', (first) => JSON.stringify({ ...JSON.parse(first), custom_id: 'constructor' }), 'constructor'],
+    ['"__proto__"', (first) => JSON.stringify({ ...JSON.parse(first), custom_id: '__proto__' }), '__proto__'],
+    ['a line that is null', () => 'null', ''],
+  ];
+  for (const [label, strangerOf, customId] of strangers) {
+    test(`${label} is ignored, said so; no crash, and the real results are written`, async (t) => {
       const { fake, ws, run, intercept, stateFile } = await setup(t, {}, { models: 1 });
       intercept(
-        (req, res) =>
-          isResults(req) &&
-          rewriteBody(res, (body) => {
-            const stranger = { ...JSON.parse(body.split('\n')[0]!), custom_id: customId };
-            return `${JSON.stringify(stranger)}\n${body}`;
-          }),
+        (req, res) => isResults(req) && rewriteBody(res, (body) => `${strangerOf(body.split('\n')[0]!)}\n${body}`),
       );
       const result = await run(BATCH);
       assert.equal(result.code, 0, result.stderr);
@@ -677,6 +677,113 @@ describe('--batch: a poll or a results download that fails is tried again at the
       assert.deepEqual(rowKeys(ws.output), keysOf(ws));
       assert.equal(readCsv(ws.output).length, 4, 'each row once');
       assert.equal(logByKey(ws.log).size, 3);
+      assert.equal(fs.existsSync(stateFile), false);
+    });
+  }
+});
+
+// ---------------------------------------------------------------------------------------------
+describe('--batch: a malformed result or batch object never crashes the run', () => {
+  const MALFORMED: { label: string; result: unknown; reason: RegExp }[] = [
+    { label: '"result": null', result: null, reason: /judge judge-a: batch request without a result/ },
+    { label: 'no "result" at all', result: undefined, reason: /judge judge-a: batch request without a result/ },
+    {
+      label: 'an errored result without "error"',
+      result: { type: 'errored' },
+      reason: /judge judge-a: batch request errored$/,
+    },
+    {
+      label: 'an errored result whose "error" holds no error',
+      result: { type: 'errored', error: { type: 'error', error: null } },
+      reason: /judge judge-a: batch request errored$/,
+    },
+    {
+      label: 'a succeeded result without "message"',
+      result: { type: 'succeeded' },
+      reason: /judge judge-a: the answer is not a message/,
+    },
+    {
+      label: 'a result of an unknown type',
+      result: { type: 'mystery' },
+      reason: /judge judge-a: batch request mystery$/,
+    },
+  ];
+  for (const { label, result: malformed, reason } of MALFORMED) {
+    test(`${label}: that transcript's failure, judged again by the primary; the others come from the batch`, async (t) => {
+      const batch = resultsByTag({ 'm01/proof01': { type: 'raw', result: malformed } });
+      const { fake, ws, run, stateFile } = await setup(t, { batch }, { models: 1 });
+      const result = await run(BATCH);
+      assert.equal(result.code, 0, result.stderr);
+      assert.doesNotMatch(result.stderr, /^\s+at /m, 'no stack trace');
+      assert.deepEqual(
+        fake.requests.map((req) => `${tagOf(req)} ${modelOf(req)}`),
+        ['m01/proof01 judge-a'],
+      );
+      assert.deepEqual(rowKeys(ws.output), keysOf(ws));
+      const entry = logByKey(ws.log).get('m01/proof01')!;
+      assert.deepEqual([entry.status, entry.judge, entry.attempts.length], ['scored', 'judge-a', 1]);
+      assert.equal(entry.attempts[0]!.judge, 'judge-a');
+      assert.match(entry.attempts[0]!.message, reason);
+      assert.equal(fs.existsSync(stateFile), false);
+    });
+  }
+
+  test('a poll answered without "request_counts": counted as none; the results are collected as usual', async (t) => {
+    const { fake, ws, run, intercept, stateFile } = await setup(t, { batch: { pollsUntilEnded: 2 } }, { models: 1 });
+    intercept(
+      (req, res) =>
+        isRetrieve(req) &&
+        rewriteBody(res, (body) => {
+          const { request_counts: _dropped, ...batch } = JSON.parse(body);
+          return JSON.stringify(batch);
+        }),
+    );
+    const result = await run(BATCH);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stderr, /batches pending 1: 0 processing, 0 succeeded, 0 errored, 0 canceled, 0 expired/);
+    assert.equal(fake.requests.length, 0, 'nothing judged synchronously');
+    assert.deepEqual(rowKeys(ws.output), keysOf(ws));
+    assert.equal(fs.existsSync(stateFile), false);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+describe('--batch: a results download that fails every time is tried 3 times, then the chain judges the batch', () => {
+  const RESULTS = 'GET /v1/messages/batches/msgbatch_fake_1/results';
+  const CASES: { label: string; fail: Intercept; message: RegExp }[] = [
+    {
+      label: 'answered 500',
+      fail: (req, res) => answerError(req, res, 500, 'api_error', 'Internal server error'),
+      message: /HTTP 500 api_error: Internal server error; trying again at the next poll/,
+    },
+    {
+      label: 'answered 200 with a body that is not JSON lines',
+      fail: (_req, res) => rewriteBody(res, () => 'garbage, not JSON lines\n'),
+      message: /results were cut off: .*; trying again at the next poll/,
+    },
+  ];
+  for (const { label, fail, message } of CASES) {
+    test(`${label}: exactly 3 downloads, then each request is judged synchronously; every row written`, async (t) => {
+      const { fake, http, ws, run, intercept, stateFile } = await setup(t, {}, { models: 1 });
+      // Bounded, so an implementation that never stops downloading fails this test instead of hanging it.
+      let downloads = 0;
+      intercept((req, res) => isResults(req) && ++downloads <= 10 && fail(req, res));
+      const result = await run(BATCH);
+      assert.equal(result.code, 0, result.stderr);
+      assert.equal(count(http, RESULTS), 3, http.join(', '));
+      const retried = result.stderr.split('\n').filter((line) => line.startsWith('batch msgbatch_fake_1: '));
+      assert.equal(retried.length, 3, result.stderr);
+      for (const line of retried) assert.match(line, message);
+      assert.deepEqual(
+        fake.requests.map((req) => `${tagOf(req)} ${modelOf(req)}`).sort(),
+        keysOf(ws).map((key) => `${key} judge-a`),
+      );
+      assert.deepEqual(rowKeys(ws.output), keysOf(ws));
+      assert.equal(readCsv(ws.output).length, 4, 'header + one row per transcript');
+      for (const [key, entry] of logByKey(ws.log)) {
+        assert.deepEqual([entry.status, entry.judge, entry.attempts.length], ['scored', 'judge-a', 1], key);
+        assert.match(entry.attempts[0]!.message, /batch msgbatch_fake_1 returned no result/, key);
+      }
       assert.equal(fs.existsSync(stateFile), false);
     });
   }

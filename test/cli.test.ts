@@ -249,6 +249,32 @@ describe('transcripts that will fail, or will not be found, are said once, up fr
   });
 });
 
+describe('progress in a CI log (stderr not a terminal) and the summary', () => {
+  test('30 transcripts: a plain progress line at each 10% of the work, ending at 30/30; no control characters', async (t) => {
+    const { run } = await setupRun(t, {}, { models: 10 });
+    const result = await run(['--concurrency', '1']);
+    assert.equal(result.code, 0, result.stderr);
+    const progress = lines(result.stderr).filter((line) => line.startsWith('progress: '));
+    assert.deepEqual(
+      progress.map((line) => Number(/judged (\d+)\/30/.exec(line)?.[1])),
+      [3, 6, 9, 12, 15, 18, 21, 24, 27, 30],
+    );
+    for (const line of progress)
+      assert.match(line, /^progress: judged \d+\/30, failed 0, ([\d.]+|\?)\/s, ETA (\d+ s|\?)$/);
+    assert.doesNotMatch(result.stderr, /\x1b|\r/);
+  });
+
+  test('the summary names the judges that scored rows and how many, a fallback judge named as such', async (t) => {
+    const { run } = await setupRun(t, {
+      responder: (req) =>
+        tagOf(req) === 'm01/proof02' && modelOf(req) === 'judge-a' ? { text: 'no JSON' } : undefined,
+    });
+    const result = await run();
+    assert.equal(result.code, 0, result.stderr);
+    assert.ok(result.stderr.includes('\n  rows by judge: judge-a 5, judge-b 1 (fallback)\n'), result.stderr);
+  });
+});
+
 describe('--version', () => {
   test("prints package.json's version on stdout and exits 0", async () => {
     const { version } = JSON.parse(fs.readFileSync(path.join(REPO, 'package.json'), 'utf8'));
@@ -731,6 +757,8 @@ describe('SIGINT (a real process)', () => {
     assert.equal(rows.length, fake.requests.length, 'every request answered became a row');
     assert.ok(rows.length >= 2 && rows.length < 20, `rows: ${rows.length}`);
     assert.match(result.stderr, new RegExp(`^interrupted: 20 selected: ${rows.length} scored, 0 skipped`, 'm'));
+    const left = `  ${20 - rows.length} transcript(s) left without a row: run the same command again to continue`;
+    assert.ok(result.stderr.includes(left), result.stderr);
     assert.equal(readLog(ws.log).length, rows.length);
     assert.equal(fs.existsSync(`${ws.output}.lock`), false);
 

@@ -38,7 +38,9 @@ export type BatchResult =
   | { type: 'succeeded'; text: string; stopReason?: string }
   | { type: 'errored'; errorType?: string; message?: string }
   | { type: 'expired' }
-  | { type: 'canceled' };
+  | { type: 'canceled' }
+  /** The line's `result` exactly as given (undefined leaves the key out): for malformed results. */
+  | { type: 'raw'; result: unknown };
 
 export interface FakeBatch {
   id: string;
@@ -191,6 +193,7 @@ export class FakeAnthropic {
           type: 'succeeded',
           text: this.validAnswer(),
         };
+        if (scripted.type === 'raw') return JSON.stringify({ custom_id: request.custom_id, result: scripted.result });
         const result =
           scripted.type === 'succeeded'
             ? {

@@ -1140,7 +1140,7 @@ describe('retries and fallbacks in a run', () => {
     assert.deepEqual(fake.requests.map(modelOf), ['judge-a', 'judge-b']);
     assert.equal(readLog(ws.log)[0]!.judge, 'judge-b');
     assert.deepEqual(attemptsOf(ws.log), [['judge-a', 'EvalProviderError', 429]]);
-    const said = result.stderr.split('\n').filter((line) => line.includes('fallback'));
+    const said = result.stderr.split('\n').filter((line) => line.includes('fallback') && !line.startsWith('  rows'));
     assert.deepEqual(said.length, 1, result.stderr);
     assert.match(
       said[0]!,

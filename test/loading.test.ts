@@ -1,5 +1,6 @@
 // Loading stage: JSON files, rubric, models.json, transcript discovery and validation, transcript images.
 import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
@@ -8,6 +9,7 @@ import {
   DIMENSIONS,
   MODELS_FILE,
   RUBRIC_FILE,
+  delay,
   judgeConfig,
   makeTranscript,
   mentioning,
@@ -18,6 +20,7 @@ import {
   tempDir,
   writeJson,
 } from './helpers.ts';
+import type { Workspace } from './helpers.ts';
 import type { JudgeConfig, TranscriptRef } from '../run-judge.ts';
 
 // Destructured, not imported by name: a renamed export then fails its own tests, not the whole file.
@@ -334,6 +337,108 @@ describe('readTranscripts', () => {
   });
 });
 
+describe('readTranscripts: a link is followed when it stays inside the transcripts folder, refused when it leaves it', () => {
+  /** transcripts/beta/t1.json, transcripts/_store/alpha/t1.json (a folder of folders lists nothing), outside/x/t1.json. */
+  function linkLayout(t: TestContext) {
+    const root = tempDir(t);
+    const transcripts = transcriptTree(path.join(root, 'transcripts'), { beta: ['t1'] });
+    transcriptTree(path.join(transcripts, '_store'), { alpha: ['t1'] });
+    const outside = transcriptTree(path.join(root, 'outside'), { x: ['t1'] });
+    return { transcripts, outside };
+  }
+
+  test("a linked model folder (relative link) is listed under the link's name, with its transcripts", (t) => {
+    const { transcripts } = linkLayout(t);
+    fs.symlinkSync(path.join('_store', 'alpha'), path.join(transcripts, 'alpha'));
+    const refs = readTranscripts(transcripts);
+    assert.deepEqual(pairsOf(refs), ['alpha/t1', 'beta/t1']);
+    assert.equal(refs[0]!.path, path.join(transcripts, 'alpha', 't1.json'));
+  });
+
+  test('a linked transcript file (absolute link) is listed under its own name', (t) => {
+    const { transcripts } = linkLayout(t);
+    fs.symlinkSync(path.join(transcripts, 'beta', 't1.json'), path.join(transcripts, 'beta', 't2.json'));
+    assert.deepEqual(pairsOf(readTranscripts(transcripts)), ['beta/t1', 'beta/t2']);
+  });
+
+  const LEAVING: [string, (transcripts: string, outside: string) => [target: string, link: string]][] = [
+    [
+      'a model folder linked outside',
+      (transcripts, outside) => [path.join(outside, 'x'), path.join(transcripts, 'evil')],
+    ],
+    [
+      'a model folder linked outside by a relative path',
+      (transcripts) => ['../outside/x', path.join(transcripts, 'evil')],
+    ],
+    [
+      'a transcript file linked outside',
+      (transcripts, outside) => [path.join(outside, 'x', 't1.json'), path.join(transcripts, 'beta', 't2.json')],
+    ],
+  ];
+  const BROKEN: [string, (transcripts: string) => string, string][] = [
+    ['a link to nothing', (transcripts) => path.join(transcripts, 'beta', 'missing.json'), 'ENOENT'],
+    ['a link to itself (a loop)', (transcripts) => path.join(transcripts, 'beta', 'loop.json'), 'ELOOP'],
+  ];
+  for (const [label, linkAt, code] of BROKEN) {
+    test(`${label} → EvalInputError naming the link, "a broken link (${code})", not a crash`, (t) => {
+      const { transcripts } = linkLayout(t);
+      const link = linkAt(transcripts);
+      fs.symlinkSync(code === 'ELOOP' ? link : path.join(transcripts, 'nowhere'), link);
+      assert.throws(() => readTranscripts(transcripts), {
+        name: 'EvalInputError',
+        message: mentioning(link, `a broken link (${code})`),
+      });
+    });
+  }
+
+  test("a hidden broken link (an editor's lock file, .#t1.json) is ignored", (t) => {
+    const { transcripts } = linkLayout(t);
+    fs.symlinkSync('root@host.12345:1700000000', path.join(transcripts, 'beta', '.#t1.json'));
+    assert.deepEqual(pairsOf(readTranscripts(transcripts)), ['beta/t1']);
+  });
+
+  for (const [label, linkOf] of LEAVING) {
+    test(`${label} → EvalInputError naming the link and "leaves the transcripts folder", not skipped`, (t) => {
+      const { transcripts, outside } = linkLayout(t);
+      const [target, link] = linkOf(transcripts, outside);
+      fs.symlinkSync(target, link);
+      assert.throws(() => readTranscripts(transcripts), {
+        name: 'EvalInputError',
+        message: mentioning(link, 'leaves the transcripts folder'),
+      });
+    });
+  }
+});
+
+/** Runs `fn` as an unprivileged user: root reads a folder whatever its mode, so root drops to "nobody" for the call. */
+function unprivileged<T>(fn: () => T): T {
+  if (process.geteuid?.() !== 0) return fn();
+  process.seteuid!(65534);
+  try {
+    return fn();
+  } finally {
+    process.seteuid!(0);
+  }
+}
+
+describe('readTranscripts: a folder it cannot list', () => {
+  test('a model folder with mode 000 → EvalInputError naming the folder and "cannot be read"', (t) => {
+    const root = tempDir(t);
+    fs.chmodSync(root, 0o755); // so that an unprivileged user reaches the transcripts folder
+    const transcripts = transcriptTree(path.join(root, 'transcripts'), { alpha: ['t1'], beta: ['t1'] });
+    const locked = path.join(transcripts, 'beta');
+    fs.chmodSync(locked, 0o000);
+    try {
+      assert.throws(() => unprivileged(() => readTranscripts(transcripts)), {
+        name: 'EvalInputError',
+        message: mentioning(locked, 'cannot be read'),
+      });
+    } finally {
+      fs.chmodSync(locked, 0o755);
+    }
+  });
+});
+
 /** The ref of a transcript file laid out as {model}/{task}.json. */
 const refOf = (file: string): TranscriptRef => ({
   model: path.basename(path.dirname(file)),
@@ -393,25 +498,25 @@ describe('loadTranscript', () => {
   ]);
 });
 
+const PNG = Buffer.from(
+  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==',
+  'base64',
+);
+
+/** root/secret.png outside, root/transcripts/m01/photo.png inside; the transcript file itself is never read. */
+function layout(t: TestContext) {
+  const root = tempDir(t);
+  const transcripts = path.join(root, 'transcripts');
+  fs.mkdirSync(path.join(transcripts, 'm01'), { recursive: true });
+  fs.writeFileSync(path.join(root, 'secret.png'), PNG);
+  fs.writeFileSync(path.join(transcripts, 'm01', 'photo.png'), PNG);
+  const transcriptPath = path.join(transcripts, 'm01', 't1.json');
+  const imagesOf = (imagePath: string) =>
+    transcriptImages({ messages: [{ role: 'user', content: [{ type: 'image', path: imagePath }] }] }, transcriptPath);
+  return { root, transcripts, transcriptPath, imagesOf };
+}
+
 describe('transcriptImages: image paths stay inside the transcripts folder', () => {
-  const PNG = Buffer.from(
-    'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==',
-    'base64',
-  );
-
-  /** root/secret.png outside, root/transcripts/m01/photo.png inside; the transcript file itself is never read. */
-  function layout(t: TestContext) {
-    const root = tempDir(t);
-    const transcripts = path.join(root, 'transcripts');
-    fs.mkdirSync(path.join(transcripts, 'm01'), { recursive: true });
-    fs.writeFileSync(path.join(root, 'secret.png'), PNG);
-    fs.writeFileSync(path.join(transcripts, 'm01', 'photo.png'), PNG);
-    const transcriptPath = path.join(transcripts, 'm01', 't1.json');
-    const imagesOf = (imagePath: string) =>
-      transcriptImages({ messages: [{ role: 'user', content: [{ type: 'image', path: imagePath }] }] }, transcriptPath);
-    return { root, transcripts, transcriptPath, imagesOf };
-  }
-
   test('a relative path inside the folder is read', (t) => {
     const { transcripts, imagesOf } = layout(t);
     const [image] = imagesOf('photo.png');
@@ -454,6 +559,72 @@ describe('transcriptImages: image paths stay inside the transcripts folder', () 
     assert.throws(() => imagesOf('missing.png'), {
       name: 'EvalInputError',
       message: mentioning(transcriptPath, path.join(transcripts, 'm01', 'missing.png'), 'ENOENT'),
+    });
+  });
+});
+
+describe('transcriptImages: only a regular file within the 5 MB limit is read', () => {
+  /** Each makes `file`, and returns what to check once it was refused. */
+  const SPECIAL: { label: string; also: string; make: (file: string, t: TestContext) => () => Promise<void> }[] = [
+    {
+      label: 'a directory',
+      also: '',
+      make: (file) => {
+        fs.mkdirSync(file);
+        return async () => {};
+      },
+    },
+    {
+      label: 'a FIFO',
+      also: '; the FIFO is never opened',
+      make: (file, t) => {
+        execFileSync('mkfifo', [file]);
+        // A writer in another process: a reader's open lets it write and exit, so a regression fails instead of hanging.
+        const writer = spawn('sh', ['-c', 'printf x > "$1"', 'sh', file], { stdio: 'ignore' });
+        t.after(() => void writer.kill('SIGKILL'));
+        return async () => {
+          await delay(50);
+          const ended = [writer.exitCode, writer.signalCode];
+          assert.deepEqual(ended, [null, null], 'the writer still waits: the FIFO was never opened');
+        };
+      },
+    },
+  ];
+  for (const { label, also, make } of SPECIAL) {
+    const name = `${label} named like an image → EvalInputError naming the file and "not a regular file"${also}`;
+    test(name, { timeout: 5_000 }, async (t) => {
+      const { transcripts, transcriptPath, imagesOf } = layout(t);
+      const file = path.join(transcripts, 'm01', 'special.png');
+      const check = make(file, t);
+      assert.throws(() => imagesOf('special.png'), {
+        name: 'EvalInputError',
+        message: mentioning(transcriptPath, file, 'not a regular file'),
+      });
+      await check();
+    });
+  }
+
+  /** The API's limit, 5 MB of base64, in bytes of the file. */
+  const IMAGE_MAX_BYTES = (5 * 1024 * 1024 * 3) / 4;
+  /** A sparse file of `size` bytes, so a large image costs no disk and little time. */
+  const sparseImage = (file: string, size: number) => {
+    fs.writeFileSync(file, '');
+    fs.truncateSync(file, size);
+  };
+
+  test('an image of exactly the limit is read: 5 MB once base64-encoded', (t) => {
+    const { transcripts, imagesOf } = layout(t);
+    sparseImage(path.join(transcripts, 'm01', 'big.png'), IMAGE_MAX_BYTES);
+    assert.equal(imagesOf('big.png')[0]!.source.data.length, 5 * 1024 * 1024);
+  });
+
+  test('an image one byte over the limit → EvalInputError naming the file, its size and "5 MB"', (t) => {
+    const { transcripts, transcriptPath, imagesOf } = layout(t);
+    const file = path.join(transcripts, 'm01', 'big.png');
+    sparseImage(file, IMAGE_MAX_BYTES + 1);
+    assert.throws(() => imagesOf('big.png'), {
+      name: 'EvalInputError',
+      message: mentioning(transcriptPath, file, `${IMAGE_MAX_BYTES + 1} bytes`, '5 MB'),
     });
   });
 });
@@ -533,4 +704,97 @@ describe('loadModelsConfig: timeout_s is at most 3600 (the SDK timer overflows p
     assert.equal(models.judge.timeout_s, 3600);
     assert.equal(models.fallback_judges[0]!.timeout_s, 3600);
   });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Deeply nested JSON: JSON.parse reads it, but anything recursive over it (writing it back, String()) overflows
+// ---------------------------------------------------------------------------------------------
+
+const DEEP = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
+/** Rewrites a JSON file with `edit` applied, a value set to "DEEP" becoming 100,000 nested arrays; returns the file. */
+function deepen(file: string, edit: (json: any) => void): string {
+  const json = JSON.parse(fs.readFileSync(file, 'utf8'));
+  edit(json);
+  fs.writeFileSync(file, JSON.stringify(json).replace('"DEEP"', DEEP));
+  return file;
+}
+
+describe('deeply nested JSON is the usual error naming the file and the field, never a RangeError', () => {
+  const deepDescription = (json: any) => (json.dimensions[0].description = 'DEEP');
+  const deepJudgeModel = (json: any) => (json.judge.model = 'DEEP');
+  errorTests(loadRubric, 'EvalConfigurationError', [
+    {
+      label: 'a rubric description nested 100,000 levels deep',
+      write: (t) => deepen(rubricFile(t), deepDescription),
+      mentions: ['dimensions[0].description'],
+    },
+    {
+      label: 'a rubric nested 100,000 levels deep',
+      write: (t) => fileIn(t, 'rubric.json', DEEP),
+      mentions: ['(top level)'],
+    },
+  ]);
+  errorTests(loadModelsConfig, 'EvalConfigurationError', [
+    {
+      label: 'a judge model nested 100,000 levels deep',
+      write: (t) => deepen(modelsWith(t, {}), deepJudgeModel),
+      mentions: ['judge.model'],
+    },
+    {
+      label: "a fallback judge's media nested 100,000 levels deep",
+      write: (t) => deepen(modelsWith(t, {}, {}), (json) => (json.fallback_judges[0].media = 'DEEP')),
+      mentions: ['fallback_judges[0].media'],
+    },
+  ]);
+  const transcriptWith = (edit: (json: any) => void) => (t: TestContext) =>
+    deepen(transcriptFile(t, 'stub', 'p1', makeTranscript()), edit);
+  errorTests((file) => loadTranscript(refOf(file)), 'EvalInputError', [
+    {
+      label: "a transcript's message content nested 100,000 levels deep",
+      write: transcriptWith((json) => (json.messages[1].content = 'DEEP')),
+      mentions: ['messages[1].content'],
+    },
+    {
+      label: "a transcript's problem_statement nested 100,000 levels deep",
+      write: transcriptWith((json) => (json.problem_statement = 'DEEP')),
+      mentions: ['problem_statement'],
+    },
+    {
+      label: 'a transcript nested 100,000 levels deep',
+      write: (t) => transcriptFile(t, 'stub', 'p1', DEEP),
+      mentions: ['(top level)'],
+    },
+    ...(['task_id', 'model'] as const).map((field) => ({
+      label: `a transcript's metadata.${field} nested 100,000 levels deep`,
+      write: transcriptWith((json) => (json.metadata = { [field]: 'DEEP' })),
+      mentions: [`metadata.${field}`, 'expected string'],
+    })),
+    {
+      label: "a transcript's metadata.task_id that is a list, not a string",
+      write: transcriptWith((json) => (json.metadata = { task_id: ['p1'] })),
+      mentions: ['metadata.task_id', 'expected string'],
+    },
+  ]);
+
+  const RUNS: [string, (ws: Workspace) => string, string, string[]][] = [
+    ['rubric.json', (ws) => deepen(ws.rubric, deepDescription), 'dimensions[0].description', []],
+    ['models.json', (ws) => deepen(ws.models, deepJudgeModel), 'judge.model', []],
+    [
+      'a task file (--dry-run)',
+      (ws) => deepen(path.join(ws.tasks, 'proof01.json'), (json) => (json.topic = 'DEEP')),
+      'topic',
+      ['--dry-run'],
+    ],
+  ];
+  for (const [label, write, field, args] of RUNS) {
+    test(`a run with ${label} nested 100,000 levels deep: exit 2, one line naming the file and the field, no request`, async (t) => {
+      const { fake, ws, run } = await setupRun(t, {}, { models: 1, tasks: ['proof01'] });
+      const file = write(ws);
+      const result = await run(args);
+      assert.equal(result.code, 2, result.stderr);
+      assert.match(result.stderr, /^run-judge: [^\n]*\n$/, 'one line, no stack trace');
+      assert.match(result.stderr, mentioning(`run-judge: ${file}: `, field));
+      assert.equal(fake.requests.length, 0);
+    });
+  }
 });

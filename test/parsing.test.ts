@@ -1,7 +1,17 @@
 // Parsing stage: a judge answer becomes a verdict only when it is exactly right; everything else is an EvalJudgeResponseError.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { DIMENSIONS, RUBRIC_FILE, answerJson, goodScores, mentioning, rubricFile } from './helpers.ts';
+import {
+  DIMENSIONS,
+  RUBRIC_FILE,
+  answerJson,
+  goodScores,
+  mentioning,
+  readLog,
+  rowCount,
+  rubricFile,
+  setupRun,
+} from './helpers.ts';
 import type { JudgeAnswer } from '../run-judge.ts';
 
 // Destructured, not imported by name: a renamed export then fails its own tests, not the whole file.
@@ -9,6 +19,15 @@ const { loadRubric, parseJudgeResponse, verdictFromAnswer } = await import('../r
 
 const rubric = loadRubric(RUBRIC_FILE);
 const fence = (json: string, label = 'json') => `\`\`\`${label}\n${json}\n\`\`\``;
+/** 100,000 nested arrays, or objects: JSON.parse reads them, but anything recursive over them overflows the stack. */
+const DEEP_ARRAY = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
+const DEEP_OBJECT = `${'{"a":'.repeat(100_000)}1${'}'.repeat(100_000)}`;
+/** The JSON text of `value` with `raw` written in place of its string "RAW": a score token, or a deep value. */
+const withRaw = (value: Record<string, unknown>, raw: string, space?: number) =>
+  JSON.stringify(value, null, space).replace('"RAW"', raw);
+/** A good answer whose error_diagnosis score is written as `raw`. */
+const withScore = (raw: string, space?: number) =>
+  withRaw({ scores: goodScores({ error_diagnosis: 'RAW' }), notes: 'x' }, raw, space);
 /** The answer rejected, with a message matching every pattern. */
 const assertRejected = (text: string, ...patterns: RegExp[]) =>
   assert.throws(
@@ -34,6 +53,10 @@ describe('parseJudgeResponse: accepted answers', () => {
       JSON.stringify(expected).replace(/(\d)(?=[,}])/g, '$1.0'),
     ],
     ['extra top-level keys, which are dropped', JSON.stringify({ ...expected, confidence: 0.9, reasoning: ['a'] })],
+    ...[DEEP_ARRAY, DEEP_OBJECT].map((deep, i): [string, string] => [
+      `an extra top-level key holding 100,000 nested ${i ? 'objects' : 'arrays'}, which is dropped`,
+      withRaw({ ...expected, extra: 'RAW' }, deep),
+    ]),
   ];
   for (const [label, text] of accepted) {
     test(label, () => {
@@ -112,10 +135,57 @@ describe('parseJudgeResponse: rejected answers say what is wrong', () => {
     ['two fences', `${fence(good)}\nand\n${fence(good)}`, [/2 Markdown fences/]],
     ['an array at top level', JSON.stringify([JSON.parse(good)]), [/top level/, /array/]],
     ['a bare number', '2', [/top level/]],
+    ['100,000 nested arrays', DEEP_ARRAY, [/top level/, /array/]],
+    ['100,000 nested objects', DEEP_OBJECT, [/scores/, /notes/]],
+    [
+      'notes of 100,000 nested arrays',
+      withRaw({ scores: goodScores(), notes: 'RAW' }, DEEP_ARRAY),
+      [/notes/, /string/],
+    ],
+    ['a score of 100,000 nested arrays', withScore(DEEP_ARRAY), [/scores\.error_diagnosis/]],
   ];
   for (const [label, text, patterns] of cases) {
     test(label, () => assertRejected(text, ...patterns));
   }
+});
+
+describe('parseJudgeResponse: a score counts only when the answer writes it as an integer', () => {
+  // JSON.parse reads each of these as an allowed score (2, 2, 2, 0); 2.5 is no allowed score at all.
+  const inexact = ['1.9999999999999999', '2.0000000000000001', '2e0', '-0', '2.5'];
+  const forms: [string, (token: string) => string][] = [
+    ['plain JSON', (token) => withScore(token)],
+    ['pretty-printed in a ```json fence', (token) => `Scores:\n${fence(withScore(token, 2))}`],
+  ];
+  for (const token of inexact) {
+    for (const [form, write] of forms) {
+      test(`${token} is rejected, naming the token (${form})`, () => {
+        assertRejected(write(token), mentioning(token));
+      });
+    }
+  }
+
+  test('a score-like text inside the notes is no score: the answer is accepted with its notes intact', () => {
+    for (const notes of ['I first wrote "scores": {"x": 1.5}', '{"scores": {"error_diagnosis": 2e0, "x": -0}}']) {
+      for (const text of [
+        answerJson(goodScores(), notes),
+        fence(JSON.stringify({ scores: goodScores(), notes }, null, 2)),
+      ])
+        assert.deepEqual(parseJudgeResponse(text, rubric), { scores: goodScores(), notes }, text);
+    }
+  });
+  test('a "scores" key written with a \\u escape is still the scores: its inexact token is rejected', () => {
+    const text = withScore('1.9999999999999999').replace('"scores"', '"sc\\u006fres"');
+    assert.ok(text.includes('sc\\u006fres'), text);
+    assertRejected(text, mentioning('1.9999999999999999'));
+  });
+
+  test('a nested object holding "scores" is not the scores: an extra key like it is dropped, the answer accepted', () => {
+    const draft = '"draft": {"scores": {"x": 1.5}}';
+    const scores = `"scores": ${JSON.stringify(goodScores())}`;
+    for (const text of [`{${scores}, "notes": "x", ${draft}}`, `{${draft}, ${scores}, "notes": "x"}`]) {
+      assert.deepEqual(parseJudgeResponse(text, rubric), { scores: goodScores(), notes: 'x' }, text);
+    }
+  });
 });
 
 describe('parseJudgeResponse: a repeated key is rejected, naming it', () => {
@@ -224,4 +294,45 @@ describe('verdictFromAnswer: only a finished turn is a usable answer', () => {
       rawText: 'no idea',
     });
   });
+});
+
+describe("a judge answer nested 100,000 levels deep is that attempt's failure: the fallback judge scores", () => {
+  // Answers whose body is not JSON, or whose content is [null], are covered in judge.test.ts.
+  const message = (content: string) =>
+    withRaw({ type: 'message', role: 'assistant', content: 'RAW', stop_reason: 'end_turn' }, content);
+  const BODIES: [string, string][] = [
+    ['a body of nested arrays', DEEP_ARRAY],
+    ['a body of nested objects', DEEP_OBJECT],
+    ['a message whose content is nested arrays', message(DEEP_ARRAY)],
+    [
+      'a message whose text block holds nested arrays instead of a string',
+      message(`[{"type": "text", "text": ${DEEP_ARRAY}}]`),
+    ],
+    ['a message whose answer text is nested arrays', message(JSON.stringify([{ type: 'text', text: DEEP_ARRAY }]))],
+  ];
+  for (const [label, body] of BODIES) {
+    test(`${label}: no crash, no stack trace; judge-b scores`, async (t) => {
+      const { fake, ws, run } = await setupRun(
+        t,
+        { responder: (req) => (req.body?.model === 'judge-a' ? { kind: 'raw', status: 200, body } : undefined) },
+        { models: 1, tasks: ['proof01'] },
+      );
+      const result = await run();
+      assert.equal(result.code, 0, result.stderr);
+      assert.doesNotMatch(result.stderr, /^\s+at /m, 'no stack trace');
+      assert.deepEqual(
+        fake.requests.map((req) => req.body?.model),
+        ['judge-a', 'judge-b'],
+      );
+      const [entry, ...more] = readLog(ws.log);
+      assert.deepEqual([entry!.status, entry!.judge, more.length], ['scored', 'judge-b', 0]);
+      assert.deepEqual(
+        entry!.attempts.map((attempt) => attempt.judge),
+        ['judge-a'],
+      );
+      assert.match(entry!.attempts[0]!.error, /^Eval\w+Error$/);
+      assert.match(result.stderr, /^m01\/proof01: scored by fallback judge judge-b after judge judge-a: /m);
+      assert.equal(rowCount(ws.output), 1);
+    });
+  }
 });
