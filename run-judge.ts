@@ -56,6 +56,8 @@ const DEFAULTS = {
 const MAX_CONCURRENCY = 256; // each judgement in flight holds a connection: open files stay bounded
 const RETRY_DEFAULTS = { max_retries: 5, budget_s: 30, base_delay_s: 1 };
 const UNREACHABLE_STOP_AFTER = 3; // transcripts whose every attempt failed to connect, before any answer
+const RATE_FAMILIES = ['requests', 'input-tokens', 'output-tokens', 'tokens'] as const;
+const FIRST_BURST = 2; // requests a judge starts before any answer has told its limits
 const OVERLOAD_BREAKER_AFTER = 3; // transcripts in a row on which a judge stayed overloaded (529)
 const ANSWER_MAX_BYTES = 32 * 1024 * 1024;
 const RAW_TEXT_KEPT = 64 * 1024; // of an answer that cannot be used, in the audit log
@@ -129,6 +131,7 @@ const RubricSchema = z.object({
     }),
 });
 const seconds = z.number().min(0).optional();
+const PriceSchema = z.strictObject({ input: z.number().min(0), output: z.number().min(0) });
 const RetrySchema = z.strictObject({ max_retries: z.uint32().optional(), budget_s: seconds, base_delay_s: seconds });
 /** A judge entry is strict: a typo such as "temprature" must not be silently ignored. */
 const JudgeSchema = z.strictObject({
@@ -142,6 +145,7 @@ const JudgeSchema = z.strictObject({
   structured_output: z.boolean().optional(),
   media: z.array(z.enum(['text', 'image'])).optional(),
   retry: RetrySchema.optional(),
+  price_usd_per_mtok: PriceSchema.optional(), // list prices, for the cost in the audit log and the summary
 });
 const ModelsSchema = z.object({ judge: JudgeSchema, fallback_judges: z.array(JudgeSchema).default([]) });
 const TaskSchema = z.object({
@@ -188,10 +192,17 @@ export type TranscriptImage = { label: string; file?: string; source: z.infer<ty
 type Image = TranscriptImage;
 type PreparedTranscript = { prompt: string; promptSha: string; images: Image[] };
 type JudgeVerdict = { scores: Record<string, number>; notes: string };
-type RateLimitInfo = { limit: number; remaining: number; resetAt: number };
-type Usage = { input_tokens: number; output_tokens: number };
+/** What the API said of each of its buckets (`anthropic-ratelimit-<family>-*`): each refills continuously to `limit`. */
+type RateLimitInfo = Partial<Record<Family, { limit: number; remaining: number; resetAt: number }>>;
+type Family = (typeof RATE_FAMILIES)[number];
+type Usage = {
+  input_tokens: number;
+  output_tokens: number;
+  cache_creation_input_tokens?: number;
+  cache_read_input_tokens?: number;
+};
 type Answered = { judge: string; text: string; stopReason: string | null; usage: Usage; latencyMs: number };
-export type JudgeAnswer = Answered & { requestId?: string; rateLimit?: RateLimitInfo };
+export type JudgeAnswer = Answered & { requestId?: string; rateLimit?: RateLimitInfo; batch?: boolean };
 /** A judge of the chain, resolved once at set-up: its model id, its client (key passed explicitly) and its pacing. */
 export type Judge = { model: string; config: JudgeConfig; client: Anthropic; gate: RateGate };
 type JudgeSpec = Pick<Judge, 'model' | 'config'>;
@@ -523,7 +534,17 @@ function answerFromMessage(message: unknown, judge: string, latencyMs: number, h
     throw new EvalJudgeResponseError('the answer is not a message', { judge, rawText: safeJson(message) });
   }
   const text = data.content.flatMap((block) => (block?.type === 'text' ? [String(block.text)] : [])).join('');
-  const usage = { input_tokens: data.usage?.input_tokens ?? 0, output_tokens: data.usage?.output_tokens ?? 0 };
+  const {
+    input_tokens = 0,
+    output_tokens = 0,
+    cache_creation_input_tokens: written,
+    cache_read_input_tokens: read,
+  } = data.usage ?? {};
+  const cache = {
+    ...(written && { cache_creation_input_tokens: written }),
+    ...(read && { cache_read_input_tokens: read }),
+  };
+  const usage = { input_tokens, output_tokens, ...cache };
   const [stopReason, requestId] = [data.stop_reason ?? null, headers?.get('request-id') ?? undefined];
   return { judge, text, stopReason, usage, requestId, latencyMs, rateLimit: parseRateLimit(headers) };
 }
@@ -604,24 +625,32 @@ export const callJudgeWithRetries = (
   request: Request,
   signal = new AbortController().signal,
   hasFallback = false,
-) => withRetries(judge, () => callJudge(judge, request), signal, hasFallback);
+) => withRetries(judge, () => callJudge(judge, request), signal, hasFallback, request);
 /** Runs one call to one judge, retried on the same judge while `decide` says so, paced by the judge's gate. */
-async function withRetries<T>(judge: Judge, call: () => Promise<T>, signal: AbortSignal, hasFallback = false) {
+async function withRetries<T>(
+  judge: Judge,
+  call: () => Promise<T>,
+  signal: AbortSignal,
+  hasFallback = false,
+  request?: Request,
+) {
   // A circuit breaker: a judge overloaded (529) on several transcripts in a row gets one try, then its fallback.
   const breakerOpen = hasFallback && judge.gate.overloadedInARow >= OVERLOAD_BREAKER_AFTER;
   const policy = { ...RETRY_DEFAULTS, ...judge.config.retry, ...(breakerOpen && { max_retries: 0 }) };
-  const deadline = Date.now() + policy.budget_s * 1000;
+  let deadline = Date.now() + policy.budget_s * 1000;
   for (let attempt = 0; ; attempt++) {
-    const seq = await judge.gate.acquire(deadline, signal, judge.model);
+    const paced = Date.now();
+    const seq = await judge.gate.acquire(deadline, signal, judge.model, judge.gate.estimate(request));
+    deadline += Date.now() - paced; // waiting for the API's buckets is what it asks: it spends no retry budget
     if (signal.aborted && !(signal.reason instanceof EvalInterruptedError)) throw signal.reason; // no call after a 401
     try {
       const result = await call();
-      judge.gate.observe((result as { rateLimit?: RateLimitInfo }).rateLimit, seq);
+      judge.gate.observe((result as Partial<JudgeAnswer>).rateLimit, seq, (result as Partial<JudgeAnswer>).usage);
       judge.gate.overloadedInARow = 0;
       return result;
     } catch (error) {
+      judge.gate.observe((error as EvalProviderError).rateLimit, seq);
       if (!(error instanceof EvalProviderError)) throw error;
-      judge.gate.observe(error.rateLimit, seq);
       const hold = askedToWait(error) && !error.rateLimit ? (error.retryAfterMs ?? 0) : 0; // a bare 429 holds the judge
       judge.gate.pausedUntil = Math.max(judge.gate.pausedUntil, Date.now() + hold);
       const decision = decide(error, { attempt, msLeft: deadline - Date.now(), policy });
@@ -632,35 +661,81 @@ async function withRetries<T>(judge: Judge, call: () => Promise<T>, signal: Abor
     }
   }
 }
-/** Paces one judge's requests: never more than the API said remain before its reset; pauses all after a bare 429. */
+/** Paces one judge's requests to fit each bucket the API reports (requests, input and output tokens), each refilling
+ * continuously; a small burst until the first answer tells the limits; a bare 429 pauses all until its retry-after. */
 class RateGate {
   pausedUntil = 0; // a bare 429 (no rate-limit headers) holds all of this judge's requests until then
   overloadedInARow = 0; // transcripts given up on after 529s since this judge last answered
   hurried = 0; // transcripts that went on to the fallback after one try, the breaker open
-  private started = 0;
-  private window?: RateLimitInfo & { fromSeq: number }; // what the answers said: `remaining` as of request `fromSeq`
-  /** Waits until one more request may start and returns its number; a pause that outlasts `deadline` is a 429. */
-  async acquire(deadline: number, signal: AbortSignal, judge: string): Promise<number> {
+  private heard = false; // whether any answer came: before, at most FIRST_BURST requests start
+  private readonly started: { at: number; cost: Cost }[] = []; // each request started, by its sequence number
+  private readonly buckets: Partial<Record<Family, Bucket>> = {};
+  private readonly learned = { chars: 0, tokens: 0, outputTokens: 0, answers: 0 }; // from the answers' usage
+  /** What a request will take from each bucket: its input tokens estimated from its characters, as answers taught. */
+  estimate(request?: Request): Cost {
+    const chars = request ? requestChars(request) : 0;
+    const { chars: seen, tokens, outputTokens, answers } = this.learned;
+    const input = Math.ceil(chars / (tokens ? seen / tokens : 3)); // 3 characters a token: more than prose has
+    const output = request && answers ? outputTokens / answers : 0;
+    return { chars, requests: 1, 'input-tokens': input, 'output-tokens': output, tokens: input + output };
+  }
+  /** Waits until one more request fits every bucket and returns its number; a pause beyond `deadline` is a 429. */
+  async acquire(deadline: number, signal: AbortSignal, judge: string, cost: Cost): Promise<number> {
     for (let now = Date.now(); this.pausedUntil <= deadline; now = Date.now()) {
-      const { limit = 0, resetAt = Infinity } = this.window ?? {};
-      // After a reset the bucket is full again; the next answer says more.
-      if (now >= resetAt) this.window = { limit, remaining: limit, resetAt: now + 1000, fromSeq: this.started };
-      const window = this.window;
-      const full = window && window.remaining - (this.started - window.fromSeq) <= 0 ? window.resetAt - now : 0;
-      const wait = Math.max(this.pausedUntil - now, full);
-      if (wait <= 0) return this.started++;
+      const first = !this.heard && this.started.length >= FIRST_BURST ? 25 : 0;
+      const wait = Math.max(
+        this.pausedUntil - now,
+        first,
+        ...RATE_FAMILIES.map((family) => this.waitFor(family, cost)),
+      );
+      if (wait <= 0) return this.started.push({ at: now, cost }) - 1;
       await sleepUnlessAborted(Math.min(wait, 1000), signal);
     }
     const paused = 'rate limited: its requests are paused beyond the retry budget';
     throw Object.assign(new EvalProviderError(paused, { judge }), { status: 429 });
   }
-  /** Learns from an answer (they come out of order: a later window or a tighter count wins); later ones don't count. */
-  observe(info: RateLimitInfo | undefined, seq: number): void {
-    const [next, current] = [info && { ...info, fromSeq: seq + 1 }, this.window];
-    const left = (window: RateLimitInfo & { fromSeq: number }) => window.remaining - (this.started - window.fromSeq);
-    const tighter = next && current && Math.abs(next.resetAt - current.resetAt) <= 500 && left(next) < left(current);
-    if (next && (!current || next.resetAt > current.resetAt + 500 || tighter)) this.window = next;
+  /** Learns from request `seq`'s answer; one older than what is known already does not change the buckets. */
+  observe(info: RateLimitInfo | undefined, seq: number, usage?: Usage): void {
+    this.heard = true;
+    const { at, cost } = this.started[seq]!;
+    if (usage?.input_tokens) {
+      const tokens =
+        usage.input_tokens + (usage.cache_creation_input_tokens ?? 0) + (usage.cache_read_input_tokens ?? 0);
+      Object.assign(this.learned, {
+        ...{ chars: this.learned.chars + cost.chars, tokens: this.learned.tokens + tokens },
+        ...{ outputTokens: this.learned.outputTokens + usage.output_tokens, answers: this.learned.answers + 1 },
+      });
+    }
+    for (const family of RATE_FAMILIES) {
+      const [told, known] = [info?.[family], this.buckets[family]];
+      if (!told || (known && known.fromSeq > seq)) continue;
+      // The refill rate, from when the bucket is full again; a full bucket says nothing of it.
+      const rate =
+        told.remaining < told.limit && told.resetAt > at ? (told.limit - told.remaining) / (told.resetAt - at) : 0;
+      this.buckets[family] = { ...told, at, fromSeq: seq + 1, rate: rate || known?.rate || told.limit / 60_000 };
+    }
   }
+  /** How long until `cost` fits the bucket: what it held at the answer, refilled since, less what started after. */
+  private waitFor(family: Family, cost: Cost): number {
+    const bucket = this.buckets[family];
+    if (!bucket || !cost[family]) return 0;
+    const spent = this.started.slice(bucket.fromSeq).reduce((sum, request) => sum + request.cost[family], 0);
+    const refilled = bucket.rate * Math.max(0, Date.now() - bucket.at - 50); // 50 ms: our start is before its arrival
+    const level = Math.min(bucket.limit, bucket.remaining + refilled) - spent;
+    const need = Math.min(cost[family], bucket.limit); // a request larger than the bucket waits for a full one
+    return level >= need ? 0 : (need - level) / bucket.rate;
+  }
+}
+type Cost = Record<Family, number> & { chars: number };
+type Bucket = NonNullable<RateLimitInfo[Family]> & { at: number; fromSeq: number; rate: number };
+/** The characters of a request's prompt; an image counts as much as 1,600 tokens of text would. */
+function requestChars(request: Request): number {
+  const blocks = request.messages.flatMap((message): (string | Anthropic.ContentBlockParam)[] =>
+    typeof message.content === 'string' ? [message.content] : message.content,
+  );
+  const charsOf = (block: string | Anthropic.ContentBlockParam) =>
+    typeof block === 'string' ? block.length : block.type === 'text' ? block.text.length : 1600 * 3;
+  return blocks.reduce((sum, block) => sum + charsOf(block), 0);
 }
 type ChainOptions<I> = { mediaSkips?: readonly string[]; describe?: (invoker: I) => string };
 /** Runs judges in order (primary, then fallbacks) under the seed's chain policy, as `decide` states it. */
@@ -790,12 +865,26 @@ function stopIfUnreachable(run: Run): void {
 }
 type Outcome = { verdict?: JudgeVerdict; error?: EvalError; judge?: string; attempts: EvalError[]; startedAt: number };
 /** Writes the audit line, then the row (so every row is traced); `sync: false` while a batch can still be re-read. */
+/** What answers cost at their judge's list prices (cache writes 1.25x input, reads 0.1x; a batch half); no price: undefined. */
+function costOf(answers: JudgeAnswer[], judges: Judge[]): number | undefined {
+  let cost = 0;
+  for (const { judge, usage, batch } of answers) {
+    const price = judges.find((candidate) => candidate.model === judge)?.config.price_usd_per_mtok;
+    if (!price) return undefined;
+    const written = 1.25 * (usage.cache_creation_input_tokens ?? 0) + 0.1 * (usage.cache_read_input_tokens ?? 0);
+    const dollars = ((usage.input_tokens + written) * price.input + usage.output_tokens * price.output) / 1e6;
+    cost += batch ? dollars / 2 : dollars;
+  }
+  return cost;
+}
 function recordOutcome(run: Run, ref: Ref, outcome: Outcome & Omit<PriorAttempt, 'error'>, sync = true) {
   const { verdict, error, answers, attempts } = outcome;
-  const total = (kind: keyof JudgeAnswer['usage']) => answers.reduce((sum, answer) => sum + answer.usage[kind], 0);
-  const usage = { input_tokens: total('input_tokens'), output_tokens: total('output_tokens') };
-  run.summary.tokensIn += usage.input_tokens;
-  run.summary.tokensOut += usage.output_tokens;
+  const total = (kind: keyof Usage) => answers.reduce((sum, answer) => sum + (answer.usage[kind] ?? 0), 0);
+  const kinds = ['input_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens', 'output_tokens'] as const;
+  const usage = Object.fromEntries(kinds.map((kind) => [kind, total(kind)])) as Required<Usage>;
+  const cost = costOf(answers, run.judges);
+  for (const kind of kinds) run.summary.tokens[kind] += usage[kind];
+  run.summary.costUsd = cost === undefined ? NaN : run.summary.costUsd + cost; // NaN: some answer had no price
   const { name, message } = error ?? {};
   const result = verdict ? { scores: verdict.scores, notes: verdict.notes } : { error: { class: name, message } };
   const entry = {
@@ -809,7 +898,7 @@ function recordOutcome(run: Run, ref: Ref, outcome: Outcome & Omit<PriorAttempt,
     answers: answers.map(({ judge, text, stopReason, requestId = null, usage, latencyMs }) => {
       return { judge, text, stop_reason: stopReason, request_id: requestId, usage, latency_ms: latencyMs };
     }),
-    ...{ usage, latency_ms: Math.round(performance.now() - outcome.startedAt) },
+    ...{ usage, cost_usd: cost ?? null, latency_ms: Math.round(performance.now() - outcome.startedAt) },
     ...{ prompt_sha256: outcome.promptSha ?? null, rubric_sha256: run.log.rubricSha },
   };
   appendDurably(run.log, `${redact(JSON.stringify(entry))}\n`, sync);
@@ -1307,7 +1396,7 @@ async function collectBatchResults(run: Run, entry: BatchEntry, download = true)
             judge: entry.judge,
           });
         }
-        answers.push(answerFromMessage(result.message, entry.judge, 0));
+        answers.push({ ...answerFromMessage(result.message, entry.judge, 0), batch: true });
         const changed = 'the batch answer judged a prompt that has changed since it was submitted';
         if (run.prepare(ref).promptSha !== promptSha) throw unusable(changed);
         const verdict = verdictFromAnswer(answers[0]!, run.rubric);
@@ -1438,16 +1527,19 @@ function dryRun(options: RunOptions, { env, stdout, stderr }: IO): number {
     return `; printed the prompt for ${ref.model}/${ref.task_id}; nothing was sent or written`;
   };
   const [first, total] = [inputs.selected[0]!, inputs.selected.length];
-  if (!options.batch) {
-    stderr.write(`dry-run: ${total} transcript(s) selected${show(first, inputs.prepare(first))}\n`);
-    return 0;
-  }
+  const primary = { model: judgeModel(judge, env), config: judge };
   const dimensions = rubricDimensions(inputs.rubric);
   const scored = options.rescore ? new Set() : ScoreFile.open(options.output, dimensions, { readOnly: true }).done;
+  const unscored = inputs.selected.filter((ref) => !scored.has(pairKey(ref.task_id, ref.model)));
+  if (!options.batch) {
+    stderr.write(`dry-run: ${total} transcript(s) selected${show(first, inputs.prepare(first))}\n`);
+    stderr.write(`${estimateCost(inputs, unscored.slice(0, options.limit), primary)}\n`);
+    return 0;
+  }
   const inBatches = new BatchState(`${options.output}.batches.json`).pairs();
   const unsent = (ref: Ref) => ![scored, inBatches].some((pairs) => pairs.has(pairKey(ref.task_id, ref.model)));
   const refs = inputs.selected.filter(unsent);
-  const [primary, direct] = [{ model: judgeModel(judge, env), config: judge }, [] as TranscriptRef[]];
+  const direct: TranscriptRef[] = [];
   let [printed, requests, batches] = ['; nothing was sent or written', 0, 0];
   // Counted one batch at a time, so memory holds one batch; the first request that would go in a batch is shown.
   for (const batch of splitIntoBatches(batchRequests(inputs, refs, primary, direct))) {
@@ -1458,15 +1550,40 @@ function dryRun(options: RunOptions, { env, stdout, stderr }: IO): number {
   const none = refs.length ? '' : ` (all ${total} selected are already scored or in a pending batch)`;
   const would = `would send ${requests} request(s) in ${batches} batch(es) to ${primary.model}`;
   stderr.write(`dry-run --batch: ${would}${direct.length ? sync : ''}${none}${printed}\n`);
+  stderr.write(`${estimateCost(inputs, refs, primary)}\n`);
   return 0;
 }
+/** The dry-run's estimate of what judging `refs` would cost: input tokens at about 4 characters a token. */
+function estimateCost({ prepare }: ReturnType<typeof loadInputs>, refs: TranscriptRef[], judge: JudgeSpec): string {
+  let [tokens, readable] = [0, 0];
+  for (const ref of refs) {
+    try {
+      const { prompt, images } = prepare(ref);
+      [tokens, readable] = [tokens + Math.ceil(prompt.length / 4) + 1600 * images.length, readable + 1];
+    } catch (error) {
+      if (!(error instanceof EvalInputError)) throw error; // it would fail without a call: it costs nothing
+    }
+  }
+  const what = `~${tokens} input tokens for ${readable} transcript(s) (about 4 characters a token)`;
+  const price = judge.config.price_usd_per_mtok;
+  if (!price) return `dry-run estimate: ${what}; no cost: ${judge.model} has no price_usd_per_mtok in models.json`;
+  const usd = (value: number) => `$${value.toFixed(4)}`;
+  const input = (tokens * price.input) / 1e6;
+  const ceiling = input + (readable * judge.config.max_tokens * price.output) / 1e6;
+  const cost = `${usd(input)} for the input, at most ${usd(ceiling)} with every answer at max_tokens`;
+  const batch = `with --batch half: ${usd(input / 2)}, at most ${usd(ceiling / 2)}`;
+  return `dry-run estimate, not a quote: ${what}; at ${judge.model}'s list price ${cost}; ${batch}`;
+}
 function formatSummary(summary: RunSummary, output: string): string {
-  const { selected, scored, skipped, failed, tokensIn, tokensOut, wallMs, batchesCreated, batchesResumed } = summary;
+  const { selected, scored, skipped, failed, tokens, costUsd, wallMs, batchesCreated, batchesResumed } = summary;
   const interrupted = summary.stoppedBy instanceof EvalInterruptedError ? 'interrupted: ' : '';
   const counts = `${selected} selected: ${scored} scored, ${skipped} skipped (already in ${output})`;
   const [created, resumed] = [batchesCreated, batchesResumed];
   const batches = created + resumed ? `; batches created ${created}, resumed ${resumed}` : '';
-  const cost = `tokens in ${tokensIn}, out ${tokensOut}; wall time ${(wallMs / 1000).toFixed(2)} s`;
+  const read = `cache write ${tokens.cache_creation_input_tokens}, cache read ${tokens.cache_read_input_tokens}`;
+  const price = Number.isNaN(costUsd) ? 'unknown (a judge has no price_usd_per_mtok)' : `$${costUsd.toFixed(4)}`;
+  const spent = `tokens in ${tokens.input_tokens} (${read}), out ${tokens.output_tokens}; cost ${price}`;
+  const cost = `${spent}; wall time ${(wallMs / 1000).toFixed(2)} s`;
   const lines = [`${interrupted}${counts}, ${failed.length} failed; ${cost}${batches}`];
   const byJudge = [...summary.scoredBy].map(([judge, rows], i) => rows && `${judge} ${rows}${i ? ' (fallback)' : ''}`);
   if (scored) lines.push(`  rows by judge: ${byJudge.filter(Boolean).join(', ')}`);
@@ -1528,11 +1645,21 @@ class Progress {
 // ---- Small helpers --------------------------------------------------------------------------------------------------
 function newSummary(selected: number, judges: Judge[] = []) {
   const scoredBy = new Map(judges.map((judge) => [judge.model, 0])); // in chain order: the primary first
-  const counts = { scored: 0, skipped: 0, tokensIn: 0, tokensOut: 0, wallMs: 0, batchesCreated: 0, batchesResumed: 0 };
+  const counts = { scored: 0, skipped: 0, costUsd: 0, wallMs: 0, batchesCreated: 0, batchesResumed: 0 };
+  const tokens = { input_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 0 };
   const failed: { label: string; reason: string }[] = [];
   const hurried: [string, number][] = []; // per judge, the transcripts its circuit breaker sent on to the fallback
   const reach = { reached: false, unreachable: 0 }; // whether any attempt got an answer; transcripts that got none
-  return { selected, ...counts, ...reach, failed, hurried, scoredBy, stoppedBy: undefined as EvalError | undefined };
+  return {
+    selected,
+    ...counts,
+    tokens,
+    ...reach,
+    failed,
+    hurried,
+    scoredBy,
+    stoppedBy: undefined as EvalError | undefined,
+  };
 }
 /** The key of a (task_id, model) pair: what a CSV row, a resume and a batch request are matched by. */
 const pairKey = (taskId: string, model: string) => `${model}\u0000${taskId}`;
@@ -1619,15 +1746,23 @@ function replaceFileDurably(file: string, content: string): void {
     fs.closeSync(dir);
   }
 }
-/** Reads the API's rate-limit headers (`anthropic-ratelimit-requests-*`), when it sent them. */
+/** Reads the API's rate-limit headers (`anthropic-ratelimit-<family>-limit/-remaining/-reset`), those it sent. */
 function parseRateLimit(headers: Headers | undefined): RateLimitInfo | undefined {
-  const header = (name: string) => headers?.get(`anthropic-ratelimit-requests-${name}`) || 'none';
-  const [limit, remaining] = [Number(header('limit')), Number(header('remaining'))];
-  const resetAt = Date.parse(header('reset'));
-  // A reset more than a minute away (a clock ahead of ours, a bad header) is unknown, never waited for.
-  const known = [limit, remaining, resetAt].every(Number.isFinite) && resetAt - Date.now() <= 60_000;
-  return known ? { limit, remaining, resetAt } : undefined;
-} /** `retry-after-ms`, else `retry-after` in seconds or as an HTTP date, in milliseconds. */
+  const info: RateLimitInfo = {};
+  for (const family of RATE_FAMILIES) {
+    const header = (name: string) => headers?.get(`anthropic-ratelimit-${family}-${name}`) || 'none';
+    const [limit, remaining, resetAt] = [
+      Number(header('limit')),
+      Number(header('remaining')),
+      Date.parse(header('reset')),
+    ];
+    // A reset more than a minute away (a clock ahead of ours, a bad header) is unknown, never waited for.
+    const known = [limit, remaining, resetAt].every(Number.isFinite) && limit > 0 && resetAt - Date.now() <= 60_000;
+    if (known) info[family] = { limit, remaining, resetAt };
+  }
+  return Object.keys(info).length ? info : undefined;
+}
+/** `retry-after-ms`, else `retry-after` in seconds or as an HTTP date, in milliseconds. */
 function parseRetryAfter(headers: Headers | undefined): number | undefined {
   const [ms, value] = [Number(headers?.get('retry-after-ms') ?? NaN), headers?.get('retry-after') ?? ''];
   const wait = ms > 0 ? ms : Number(value) > 0 ? Number(value) * 1000 : Date.parse(value) - Date.now();

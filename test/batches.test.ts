@@ -276,6 +276,19 @@ describe('--batch: submission and results', () => {
 });
 
 // ---------------------------------------------------------------------------------------------
+describe('--batch: a batch answer costs half its list price', () => {
+  test('each row from the batch: cost_usd is half of (input x price + output x price); the summary sums them', async (t) => {
+    const price = { input: 5, output: 25 };
+    const { ws, run } = await setup(t, {}, { models: 1, judge: judgeEntry('judge-a', { price_usd_per_mtok: price }) });
+    const result = await run(BATCH);
+    assert.equal(result.code, 0, result.stderr);
+    const costs = [...logByKey(ws.log).values()].map((entry) => (entry as { cost_usd?: number }).cost_usd);
+    const half = (100 * price.input + 20 * price.output) / 1e6 / 2; // the fake answers 100 tokens in, 20 out
+    assert.deepEqual(costs, [half, half, half]);
+    assert.match(result.stderr, new RegExp(`; cost \\$${(3 * half).toFixed(4).replace('.', '\\.')};`));
+  });
+});
+
 describe('--batch: a result whose custom_id is not one we sent, or a line that is no result', () => {
   // A name every plain object inherits must not be taken for one of ours: the lookup is of own keys only.
   const strangers: [string, (first: string) => string, string][] = [

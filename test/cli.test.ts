@@ -49,11 +49,11 @@ const rateLimited = (retryAfter: string): Reply => ({
 const lines = (text: string) => text.split('\n');
 /** Any control character but the line feed that ends each line: a line run-judge prints must stay one line. */
 const RAW_CONTROL = /[\x00-\x09\x0b-\x1f\x7f\u0085\u2028\u2029]/;
-/** The summary's first line, e.g. `6 selected: 5 scored, 0 skipped (already in x.csv), 1 failed; tokens in 500, ...`. */
+/** The summary's first line, e.g. `6 selected: 5 scored, 0 skipped (already in x.csv), 1 failed; tokens in 500 (...`. */
 const summaryLine = (scored: number, failed: number, selected = 6) =>
   new RegExp(
     `^${selected} selected: ${scored} scored, 0 skipped \\(already in .+\\), ${failed} failed; ` +
-      'tokens in \\d+, out \\d+; wall time \\d+\\.\\d\\d s$',
+      'tokens in \\d+ \\(cache write \\d+, cache read \\d+\\), out \\d+; cost (\\$\\d+\\.\\d{4}|unknown .*); wall time \\d+\\.\\d\\d s$',
     'm',
   );
 
@@ -64,6 +64,45 @@ async function runInRepo(t: TestContext, args: string[], opts: MainOptions): Pro
   t.after(() => process.chdir(cwd));
   return runMain(args, opts);
 }
+
+// ---------------------------------------------------------------------------------------------
+describe("dry-run: an estimate of the run's input tokens and cost, with and without --batch", () => {
+  const estimateOf = (stderr: string) => {
+    const line = lines(stderr).find((candidate) => candidate.startsWith('dry-run estimate'))!;
+    const [, tokens, count, input, ceiling, halfInput, halfCeiling] =
+      /~(\d+) input tokens for (\d+) transcript.*list price \$([\d.]+) for the input, at most \$([\d.]+) .*half: \$([\d.]+), at most \$([\d.]+)$/.exec(
+        line,
+      ) ?? [];
+    return { line, tokens: Number(tokens), count: Number(count), input, ceiling, halfInput, halfCeiling };
+  };
+  const price = { input: 5, output: 25 };
+
+  test('the prompts of the transcripts without a row, at ~4 characters a token; at most: every answer at max_tokens', async (t) => {
+    const { fake, ws, run } = await setupRun(t, {}, { judge: judgeEntry('judge-a', { price_usd_per_mtok: price }) });
+    assert.equal((await run(['--task', 'proof01'])).code, 0); // two of six now have a row
+    const result = await run(['--dry-run']);
+    const estimate = estimateOf(result.stderr);
+    assert.equal(estimate.count, 4, estimate.line);
+    assert.ok(estimate.tokens > 1000 && estimate.tokens < 40_000, estimate.line);
+    const input = (estimate.tokens * price.input) / 1e6;
+    assert.equal(estimate.input, input.toFixed(4));
+    assert.equal(estimate.ceiling, (input + (4 * 512 * price.output) / 1e6).toFixed(4), 'max_tokens 512 each');
+    assert.equal(estimate.halfInput, (input / 2).toFixed(4));
+    assert.equal(estimate.halfCeiling, ((input + (4 * 512 * price.output) / 1e6) / 2).toFixed(4));
+    assert.match(estimate.line, /^dry-run estimate, not a quote: /);
+    assert.equal(fake.requests.length, 2, 'the dry-run sent nothing');
+  });
+
+  test('--batch --dry-run estimates the requests it would batch; a judge without a price gets tokens only', async (t) => {
+    const { run } = await setupRun(t);
+    const result = await run(['--dry-run', '--batch']);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(
+      result.stderr,
+      /^dry-run estimate: ~\d+ input tokens for 6 transcript\(s\) .*judge-a has no price_usd_per_mtok/m,
+    );
+  });
+});
 
 // ---------------------------------------------------------------------------------------------
 describe('dry-run: one prompt on stdout, nothing sent, nothing written, no key needed', () => {
@@ -527,7 +566,7 @@ describe('exit status 2: a 401 (a bad key) stops the run once the requests in fl
     });
     const result = await run(['--concurrency', '3'], { apiKey: 'sk-test-SECRET' });
     assert.equal(result.code, 2, result.stderr);
-    assert.equal(fake.requests.length, 3, 'only the three already in flight');
+    assert.equal(fake.requests.length, 2, 'only the first burst, in flight before any answer (FIRST_BURST)');
     assert.ok(
       fake.requests.every((req) => modelOf(req) === 'judge-a'),
       'no fallback judge for a configuration error',

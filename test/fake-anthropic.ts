@@ -58,7 +58,65 @@ export interface FakeOptions {
   };
   responder?: (req: RecordedRequest, index: number) => Reply | undefined;
   rateLimit?: { limit: number; windowMs: number };
+  /**
+   * Token buckets, as the API documents its limits: each starts full and refills continuously at `perSecond` up to
+   * `capacity`. A Messages request costs 1 request and its input tokens (see `countInputTokens`; cache reads are
+   * free) at arrival, and its answer's output_tokens when the answer is sent (that level may go negative). A request
+   * that finds any bucket short of its cost (for output tokens: a level below 1) gets a 429 at once, with
+   * `retry-after` (seconds) until that bucket holds enough, and takes nothing. With buckets, a message answer's usage
+   * reports input_tokens, cache_creation_input_tokens and cache_read_input_tokens as the fake computed them.
+   */
+  buckets?: { requests?: Bucket; inputTokens?: Bucket; outputTokens?: Bucket };
   dimensions?: string[];
+}
+
+export type Bucket = { capacity: number; perSecond: number };
+
+/** The input side of a message answer's usage, as the fake computes it for `buckets`. */
+export interface InputUsage {
+  input_tokens: number;
+  cache_creation_input_tokens: number;
+  cache_read_input_tokens: number;
+}
+
+/** One piece of a prompt, in order: system, then every message's content. */
+type Piece = { chars: number; images: number; key: string; breakpoint: boolean };
+
+export const IMAGE_TOKENS = 1600;
+const BUCKET_HEADER = { requests: 'requests', inputTokens: 'input-tokens', outputTokens: 'output-tokens' } as const;
+type BucketName = keyof typeof BUCKET_HEADER;
+type BucketState = Bucket & { level: number; at: number };
+/** Milliseconds since the epoch, with a fraction: the buckets refill continuously. */
+const clock = () => performance.timeOrigin + performance.now();
+
+function promptPieces(body: any): Piece[] {
+  const pieces: Piece[] = [];
+  const add = (block: any) => {
+    if (typeof block === 'string')
+      return pieces.push({ chars: block.length, images: 0, key: block, breakpoint: false });
+    if (!block || typeof block !== 'object') return;
+    const breakpoint = block.cache_control != null;
+    if (block.type === 'text' && typeof block.text === 'string')
+      return pieces.push({ chars: block.text.length, images: 0, key: block.text, breakpoint });
+    const { cache_control: _, ...rest } = block;
+    pieces.push({ chars: 0, images: block.type === 'image' ? 1 : 0, key: JSON.stringify(rest), breakpoint });
+  };
+  const addContent = (content: any) => (Array.isArray(content) ? content.forEach(add) : add(content));
+  addContent(body?.system);
+  if (Array.isArray(body?.messages)) for (const message of body.messages) addContent(message?.content);
+  return pieces;
+}
+
+const piecesTokens = (pieces: Piece[]) =>
+  Math.ceil(pieces.reduce((sum, piece) => sum + piece.chars, 0) / 4) +
+  IMAGE_TOKENS * pieces.reduce((sum, piece) => sum + piece.images, 0);
+
+/**
+ * A Messages request's input tokens as the fake counts them: ceil(characters of the text of `system` and of every
+ * text block or string content in `messages` / 4), plus 1,600 per image; cache reads included.
+ */
+export function countInputTokens(body: unknown): number {
+  return piecesTokens(promptPieces(body));
 }
 
 type Answer = { status: number; body: string; headers: Record<string, string> };
@@ -86,6 +144,11 @@ export class FakeAnthropic {
   readonly batches: FakeBatch[] = [];
   /** How many times a batch was retrieved (polled). */
   batchPolls = 0;
+  /**
+   * With `buckets`, what the admitted Messages requests cost: requests, input tokens taken from the bucket (uncached
+   * input and cache writes), cache reads (free), and output tokens taken when their answers were sent.
+   */
+  readonly charged = { requests: 0, inputTokens: 0, cacheReadTokens: 0, outputTokens: 0 };
   private readonly server: Server;
   private readonly opts: FakeOptions;
   private readonly startedAt = Date.now(); // rate-limit windows are aligned to this
@@ -94,11 +157,19 @@ export class FakeAnthropic {
   private seq = 0;
   private window = { index: -1, count: 0 };
   private dims: string[] | undefined;
+  private readonly buckets: Partial<Record<BucketName, BucketState>> = {};
+  /** Every cacheable prefix (its exact pieces) admitted so far. */
+  private readonly cached = new Set<string>();
 
   private constructor(server: Server, url: string, opts: FakeOptions) {
     this.server = server;
     this.url = url;
     this.opts = opts;
+    const at = clock();
+    for (const name of Object.keys(BUCKET_HEADER) as BucketName[]) {
+      const bucket = opts.buckets?.[name];
+      if (bucket) this.buckets[name] = { ...bucket, level: bucket.capacity, at };
+    }
   }
 
   static async start(opts: FakeOptions = {}): Promise<FakeAnthropic> {
@@ -152,6 +223,13 @@ export class FakeAnthropic {
     const recorded: RecordedRequest = { method: req.method, path, headers: req.headers, body, at };
     const index = this.requests.push(recorded) - 1;
     const rl = this.countRateLimit(at);
+    const admitted = rl?.limited ? undefined : this.admit(body);
+    if (admitted && 'retryAfterS' in admitted) {
+      // Refused by a bucket: at once, without the latency, and taking nothing.
+      const headers = { ...this.bucketHeaders(clock()), 'retry-after': admitted.retryAfterS.toFixed(3) };
+      const error = errorBody(n, 'rate_limit_error', admitted.message);
+      return this.send(res, n, { status: 429, body: error, headers: { ...rl?.headers, ...headers } });
+    }
     const reply: Reply = rl?.limited
       ? { kind: 'error', status: 429, type: 'rate_limit_error', message: RATE_LIMIT_MESSAGE }
       : this.pick(recorded, index);
@@ -160,7 +238,13 @@ export class FakeAnthropic {
     const delay = (this.opts.latencyMs ?? 0) + (reply.delayMs ?? 0);
     const timer = setTimeout(() => {
       this.timers.delete(timer);
-      const answer = this.answer(reply, n, body?.model);
+      const usage =
+        admitted && (reply.kind ?? 'message') === 'message'
+          ? { ...admitted.usage, output_tokens: 20, ...(reply as { usage?: object }).usage }
+          : undefined;
+      const answer = this.answer(reply, n, body?.model, usage);
+      if (usage) this.takeOutput(usage.output_tokens);
+      if (this.opts.buckets) answer.headers = { ...this.bucketHeaders(clock()), ...answer.headers };
       if (rl) answer.headers = { ...rl.headers, ...answer.headers };
       // Computed at send time so the client waits only for what is left of the window.
       if (rl?.limited) answer.headers['retry-after'] ??= Math.max(0.001, (rl.end - Date.now()) / 1000).toFixed(3);
@@ -256,7 +340,12 @@ export class FakeAnthropic {
     }
   }
 
-  private answer(reply: Exclude<Reply, { kind: 'hang' }>, n: number, model: unknown): Answer {
+  private answer(
+    reply: Exclude<Reply, { kind: 'hang' }>,
+    n: number,
+    model: unknown,
+    usage?: InputUsage & { output_tokens: number },
+  ): Answer {
     const headers = { ...reply.headers };
     switch (reply.kind) {
       case 'error':
@@ -272,7 +361,7 @@ export class FakeAnthropic {
           content: [{ type: 'text', text: reply.text }],
           stop_reason: reply.stopReason ?? 'end_turn',
           stop_sequence: null,
-          usage: reply.usage ?? { input_tokens: 100, output_tokens: 20 },
+          usage: usage ?? reply.usage ?? { input_tokens: 100, output_tokens: 20 },
         };
         return { status: 200, body: JSON.stringify(message), headers };
       }
@@ -293,6 +382,97 @@ export class FakeAnthropic {
       'anthropic-ratelimit-requests-reset': new Date(end).toISOString(),
     };
     return { limited: count > rl.limit, end, headers };
+  }
+
+  /** The level of a bucket now, after its continuous refill since it was last read. */
+  private level(bucket: BucketState, now: number): number {
+    const elapsedS = Math.max(0, now - bucket.at) / 1000;
+    bucket.level = Math.min(bucket.capacity, bucket.level + elapsedS * bucket.perSecond);
+    bucket.at = Math.max(bucket.at, now);
+    return bucket.level;
+  }
+
+  /**
+   * With buckets, admits a Messages request (takes its cost, records its cache writes, returns its input usage) or
+   * refuses it (returns the wait until every bucket short of its cost holds enough); without, undefined.
+   */
+  private admit(body: any): { usage: InputUsage } | { retryAfterS: number; message: string } | undefined {
+    if (!this.opts.buckets) return undefined;
+    const now = clock();
+    const pieces = promptPieces(body);
+    const total = piecesTokens(pieces);
+    // The cacheable prefixes end at the blocks with cache_control; the longest one already written is read, and
+    // the prefix up to the last one is written (its tokens beyond what was read).
+    const prefixes = pieces.flatMap((piece, i) =>
+      piece.breakpoint ? [{ key: JSON.stringify(pieces.slice(0, i + 1).map((p) => p.key)), end: i + 1 }] : [],
+    );
+    const read = [...prefixes].reverse().find((prefix) => this.cached.has(prefix.key));
+    const last = prefixes.at(-1);
+    const readTokens = read ? piecesTokens(pieces.slice(0, read.end)) : 0;
+    const writeTokens = last && last !== read ? piecesTokens(pieces.slice(0, last.end)) - readTokens : 0;
+    const usage = {
+      input_tokens: total - readTokens - writeTokens,
+      cache_creation_input_tokens: writeTokens,
+      cache_read_input_tokens: readTokens,
+    };
+    const cost: Record<BucketName, number> = {
+      requests: 1,
+      inputTokens: usage.input_tokens + writeTokens,
+      outputTokens: 1, // output is taken when the answer is sent; an empty bucket refuses
+    };
+    const short = (Object.entries(this.buckets) as [BucketName, BucketState][]).flatMap(([name, bucket]) => {
+      const level = this.level(bucket, now);
+      if (level >= cost[name]) return [];
+      const need = Math.min(cost[name], bucket.capacity); // a cost beyond capacity never fits: wait until full
+      const what = BUCKET_HEADER[name].replace('-', ' ');
+      const over = cost[name] > bucket.capacity ? ` (this request alone needs ${cost[name]})` : '';
+      return [{ wait: (need - level) / bucket.perSecond, what: `${bucket.perSecond} ${what} per second${over}` }];
+    });
+    if (short.length) {
+      const wait = Math.max(...short.map((s) => s.wait));
+      const limits = short.map((s) => s.what).join(', ');
+      return { retryAfterS: Math.max(0.001, wait), message: `This request would exceed your rate limit of ${limits}` };
+    }
+    if (this.buckets.requests) this.buckets.requests.level -= cost.requests;
+    if (this.buckets.inputTokens) this.buckets.inputTokens.level -= cost.inputTokens;
+    for (const prefix of prefixes) this.cached.add(prefix.key);
+    this.charged.requests++;
+    this.charged.inputTokens += cost.inputTokens;
+    this.charged.cacheReadTokens += readTokens;
+    return { usage };
+  }
+
+  private takeOutput(tokens: number): void {
+    const bucket = this.buckets.outputTokens;
+    if (bucket) {
+      this.level(bucket, clock());
+      bucket.level -= tokens; // may go negative: later requests wait until it refills
+    }
+    this.charged.outputTokens += tokens;
+  }
+
+  /** `anthropic-ratelimit-*` for every configured bucket, and `-tokens-*` for the tighter token bucket. */
+  private bucketHeaders(now: number): Record<string, string> {
+    const headers: Record<string, string> = {};
+    let tightest: { remaining: number; reset: number; capacity: number } | undefined;
+    for (const [name, bucket] of Object.entries(this.buckets) as [BucketName, BucketState][]) {
+      const level = this.level(bucket, now);
+      const remaining = Math.max(0, Math.floor(level));
+      const reset = now + (Math.max(0, bucket.capacity - level) / bucket.perSecond) * 1000;
+      const prefix = `anthropic-ratelimit-${BUCKET_HEADER[name]}`;
+      headers[`${prefix}-limit`] = String(bucket.capacity);
+      headers[`${prefix}-remaining`] = String(remaining);
+      headers[`${prefix}-reset`] = new Date(reset).toISOString();
+      const tighter =
+        !tightest || remaining < tightest.remaining || (remaining === tightest.remaining && reset > tightest.reset);
+      if (name !== 'requests' && tighter) tightest = { remaining, reset, capacity: bucket.capacity };
+    }
+    if (tightest) {
+      headers['anthropic-ratelimit-tokens-limit'] = String(tightest.capacity);
+      headers['anthropic-ratelimit-tokens-remaining'] = String(tightest.remaining);
+      headers['anthropic-ratelimit-tokens-reset'] = new Date(tightest.reset).toISOString();
+    }
+    return headers;
   }
 
   private send(res: ServerResponse, n: number, { status, body, headers }: Answer): void {

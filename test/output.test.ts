@@ -16,6 +16,7 @@ import {
   TSX_LOADER,
   csvRows,
   goodScores,
+  judgeEntry,
   mentioning,
   readCsv,
   readLog,
@@ -29,7 +30,7 @@ import {
   allKeys,
   wellFormedCsv,
 } from './helpers.ts';
-import type { Workspace } from './helpers.ts';
+import type { LogEntry, Workspace } from './helpers.ts';
 import type { RecordedRequest } from './fake-anthropic.ts';
 import type { ScoreRow } from '../run-judge.ts';
 
@@ -921,6 +922,47 @@ describe('one writer per output: a run and the lock', () => {
 // The audit log
 // ---------------------------------------------------------------------------------------------
 
+describe("cost: each judgement's from its answers' usage at the judge's list prices; the run's in the summary", () => {
+  const priced = (model: string, input: number, output: number) =>
+    judgeEntry(model, { price_usd_per_mtok: { input, output } });
+  const ONE = ['--task', 'proof01', '--model', 'm01'];
+
+  test('input, cache writes (1.25x input), cache reads (0.1x input) and output: cost_usd in the log, tokens by kind', async (t) => {
+    const usage = { input_tokens: 1000, cache_creation_input_tokens: 2000, cache_read_input_tokens: 10_000 };
+    const { fake, ws, run } = await setupRun(
+      t,
+      { responder: () => ({ text: fake.validAnswer(), usage: { ...usage, output_tokens: 400 } as never }) },
+      { judge: priced('judge-a', 5, 25), fallbacks: [priced('judge-b', 3, 15)] },
+    );
+    const result = await run(ONE);
+    assert.equal(result.code, 0, result.stderr);
+    const [entry] = readLog(ws.log) as (LogEntry & { cost_usd: number })[];
+    const expected = ((1000 + 1.25 * 2000 + 0.1 * 10_000) * 5 + 400 * 25) / 1e6; // $0.0325
+    assert.ok(Math.abs(entry!.cost_usd - expected) < 1e-12, `${entry!.cost_usd}`);
+    assert.deepEqual(entry!.usage, { ...usage, output_tokens: 400 });
+    assert.match(result.stderr, /tokens in 1000 \(cache write 2000, cache read 10000\), out 400; cost \$0\.0325;/);
+  });
+
+  test("a fallback: each answer at its own judge's prices, summed", async (t) => {
+    const { ws, run } = await setupRun(
+      t,
+      { responder: (req) => (modelOf(req) === 'judge-a' ? { text: 'no JSON here' } : undefined) },
+      { judge: priced('judge-a', 5, 25), fallbacks: [priced('judge-b', 3, 15)] },
+    );
+    assert.equal((await run(ONE)).code, 0);
+    const [entry] = readLog(ws.log) as (LogEntry & { cost_usd: number })[];
+    const expected = (100 * 5 + 20 * 25 + (100 * 3 + 20 * 15)) / 1e6; // both answered 100 in, 20 out
+    assert.ok(Math.abs(entry!.cost_usd - expected) < 1e-12, `${entry!.cost_usd}`);
+  });
+
+  test('a judge without price_usd_per_mtok: cost_usd null in the log, "cost unknown" in the summary', async (t) => {
+    const { ws, run } = await setupRun(t);
+    const result = await run(ONE);
+    assert.equal((readLog(ws.log)[0] as LogEntry & { cost_usd: unknown }).cost_usd, null);
+    assert.match(result.stderr, /; cost unknown \(a judge has no price_usd_per_mtok\);/);
+  });
+});
+
 describe('audit log', () => {
   test('a body that cannot be read as a message is kept raw in its attempt (raw_text), and the fallback scores', async (t) => {
     const body = '{"id":"msg_1","content":[{"type":"text","text":"{\\"scores\\"';
@@ -979,12 +1021,17 @@ describe('audit log', () => {
     assert.deepEqual(fallback.answers[0]!.usage, { input_tokens: 7, output_tokens: 3 });
     assert.match(fallback.answers[0]!.request_id!, /^req_fake_\d+$/);
     assert.equal(typeof fallback.answers[0]!.latency_ms, 'number');
-    assert.deepEqual(fallback.usage, { input_tokens: 107, output_tokens: 23 }, 'usage sums every answer');
+    const usage = { input_tokens: 107, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 23 };
+    assert.deepEqual(fallback.usage, usage, 'usage sums every answer, by kind');
     const direct = log.find((e) => e.model === 'm02' && e.task_id === 'proof03')!;
     assert.equal(direct.judge, 'judge-a');
     assert.deepEqual(direct.attempts, []);
     assert.equal(direct.answers.length, 1);
-    assert.match(result.stderr, /tokens in 607, out 123/, 'five answers of 100/20 tokens, two for the fallback');
+    assert.match(
+      result.stderr,
+      /tokens in 607 \(cache write 0, cache read 0\), out 123/,
+      'five answers of 100/20 tokens, two for the fallback',
+    );
   });
 
   test('a failed transcript is logged with its final error and every answer; it gets no row', async (t) => {

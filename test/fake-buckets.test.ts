@@ -1,0 +1,257 @@
+// The fake's token buckets (`buckets`), driven through plain fetch: no SDK, no run-judge. Each test takes well under
+// a second; timings are checked with tolerances, since the machines are shared.
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import type { TestContext } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { FakeAnthropic, IMAGE_TOKENS, countInputTokens } from './fake-anthropic.ts';
+import type { FakeOptions } from './fake-anthropic.ts';
+
+const DIMS = { dimensions: ['clarity'] };
+
+async function startFake(t: TestContext, opts: FakeOptions): Promise<FakeAnthropic> {
+  const fake = await FakeAnthropic.start({ ...DIMS, ...opts });
+  t.after(() => fake.close());
+  return fake;
+}
+
+interface Answered {
+  status: number;
+  headers: Headers;
+  body: any;
+  doneAt: number; // Date.now() once the body was read
+}
+
+async function post(fake: FakeAnthropic, body: object): Promise<Answered> {
+  const res = await fetch(`${fake.url}/v1/messages`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'judge', max_tokens: 64, ...body }),
+  });
+  return { status: res.status, headers: res.headers, body: await res.json(), doneAt: Date.now() };
+}
+
+/** A one-message request of `chars` characters: ceil(chars / 4) input tokens. */
+const prompt = (chars: number) => ({ messages: [{ role: 'user', content: 'p'.repeat(chars) }] });
+const header = (answer: Answered, name: string) => answer.headers.get(`anthropic-ratelimit-${name}`);
+const remaining = (answer: Answered, bucket: string) => Number(header(answer, `${bucket}-remaining`));
+/** Seconds from when the answer was read to its `-reset`. */
+const resetInS = (answer: Answered, bucket: string) =>
+  (Date.parse(header(answer, `${bucket}-reset`)!) - answer.doneAt) / 1000;
+const cached = (text: string) => ({ type: 'text', text, cache_control: { type: 'ephemeral' } });
+
+describe('fake-anthropic token buckets', () => {
+  test('a burst beyond capacity: the excess gets 429 at once, with retry-after the refill time of one request', async (t) => {
+    const fake = await startFake(t, { latencyMs: 100, buckets: { requests: { capacity: 5, perSecond: 2 } } });
+    const answers = await Promise.all(Array.from({ length: 8 }, () => post(fake, prompt(40))));
+    const ok = answers.filter((a) => a.status === 200);
+    const limited = answers.filter((a) => a.status === 429);
+    assert.equal(ok.length, 5);
+    assert.equal(limited.length, 3);
+    assert.equal(fake.count429, 3);
+    assert.equal(fake.requests.length, 8);
+    assert.equal(fake.charged.requests, 5, 'a refused request takes nothing');
+    for (const answer of limited) {
+      assert.equal(answer.body.error.type, 'rate_limit_error');
+      const retryAfter = Number(answer.headers.get('retry-after'));
+      // The bucket is empty: one request refills in 1/2 s (less the few ms since the burst began).
+      assert.ok(retryAfter > 0.4 && retryAfter <= 0.5, `retry-after ${retryAfter}`);
+      assert.equal(remaining(answer, 'requests'), 0);
+      assert.ok(
+        answer.doneAt < Math.min(...ok.map((a) => a.doneAt)),
+        'a 429 comes at once, before the 100 ms latency of the answers',
+      );
+    }
+  });
+
+  test('a refused request takes nothing: a smaller one that fits still passes', async (t) => {
+    const fake = await startFake(t, { buckets: { inputTokens: { capacity: 100, perSecond: 100 } } });
+    const first = await post(fake, prompt(320)); // 80 tokens
+    assert.equal(first.status, 200);
+    assert.ok(remaining(first, 'input-tokens') >= 20 && remaining(first, 'input-tokens') <= 25);
+    const refused = await post(fake, prompt(320));
+    assert.equal(refused.status, 429);
+    const retryAfter = Number(refused.headers.get('retry-after'));
+    assert.ok(
+      retryAfter > 0.5 && retryAfter <= 0.6,
+      `80 tokens wanted, about 20 held, 100/s: retry-after ${retryAfter}`,
+    );
+    const small = await post(fake, prompt(40)); // 10 tokens
+    assert.equal(small.status, 200, 'the 429 took nothing from the bucket');
+    assert.deepEqual(fake.charged, { requests: 2, inputTokens: 90, cacheReadTokens: 0, outputTokens: 40 });
+  });
+
+  test('every answer, 200 and 429, carries limit, remaining and reset for each bucket, consistent with each other', async (t) => {
+    const buckets = {
+      requests: { capacity: 4, perSecond: 4 },
+      inputTokens: { capacity: 1000, perSecond: 500 },
+      outputTokens: { capacity: 100, perSecond: 50 },
+    };
+    const fake = await startFake(t, { buckets });
+    const answers: Answered[] = [];
+    for (let i = 0; i < 6; i++) answers.push(await post(fake, prompt(400))); // 100 input tokens, 20 output each
+    assert.deepEqual(
+      answers.map((a) => a.status),
+      [200, 200, 200, 200, 429, 429],
+    );
+    assert.deepEqual(
+      answers.map((a) => remaining(a, 'requests')),
+      [3, 2, 1, 0, 0, 0],
+    );
+    const names = { requests: 'requests', inputTokens: 'input-tokens', outputTokens: 'output-tokens' } as const;
+    for (const answer of answers) {
+      for (const [key, bucket] of Object.entries(buckets)) {
+        const name = names[key as keyof typeof names];
+        assert.equal(header(answer, `${name}-limit`), String(bucket.capacity), name);
+        const left = remaining(answer, name);
+        assert.ok(Number.isInteger(left) && left >= 0 && left <= bucket.capacity, `${name} remaining ${left}`);
+        // remaining is the floor of the level, and reset is when the level is back at capacity.
+        const fullInS = (bucket.capacity - left) / bucket.perSecond;
+        const reset = resetInS(answer, name);
+        assert.ok(
+          reset <= fullInS + 0.05 && reset >= fullInS - 1 / bucket.perSecond - 0.05,
+          `${name}: remaining ${left} of ${bucket.capacity} at ${bucket.perSecond}/s, but full again in ${reset} s`,
+        );
+      }
+      // The tighter token bucket is output's (80 of 100 at most, against input's 900 of 1000 at most).
+      assert.equal(header(answer, 'tokens-limit'), '100');
+      assert.equal(header(answer, 'tokens-remaining'), header(answer, 'output-tokens-remaining'));
+    }
+    assert.ok(remaining(answers[0]!, 'input-tokens') >= 900 && remaining(answers[0]!, 'input-tokens') <= 905);
+    assert.ok(remaining(answers[0]!, 'output-tokens') >= 80 && remaining(answers[0]!, 'output-tokens') <= 85);
+    assert.ok(answers.slice(4).every((a) => a.headers.get('retry-after') !== null));
+  });
+
+  test('output tokens are taken when the answer is sent; a bucket driven below 1 refuses until it refills', async (t) => {
+    const fake = await startFake(t, {
+      buckets: { outputTokens: { capacity: 30, perSecond: 100 } },
+      responder: (_req, i) => (i === 1 ? { text: 'long', usage: { input_tokens: 1, output_tokens: 45 } } : undefined),
+    });
+    const first = await post(fake, prompt(4));
+    assert.equal(first.body.usage.output_tokens, 20);
+    assert.ok(remaining(first, 'output-tokens') <= 12, 'the answer took its 20 output tokens');
+    const second = await post(fake, prompt(4)); // about 10 held, 45 taken: the level goes negative
+    assert.equal(second.status, 200);
+    assert.equal(second.body.usage.output_tokens, 45, 'a scripted usage field wins');
+    assert.equal(remaining(second, 'output-tokens'), 0);
+    const third = await post(fake, prompt(4));
+    assert.equal(third.status, 429);
+    const retryAfter = Number(third.headers.get('retry-after'));
+    assert.ok(retryAfter > 0.2 && retryAfter <= 0.37, `about -35 held, 1 needed, 100/s: retry-after ${retryAfter}`);
+    assert.equal(fake.charged.outputTokens, 65);
+  });
+
+  test('the bucket refills continuously: half the refill time after a drain, about half the capacity is back', async (t) => {
+    const fake = await startFake(t, { buckets: { requests: { capacity: 10, perSecond: 40 } } }); // full in 0.25 s
+    const burst = await Promise.all(Array.from({ length: 10 }, () => post(fake, prompt(4))));
+    assert.ok(burst.every((a) => a.status === 200));
+    const drainedAt = Date.now();
+    assert.ok(Math.min(...burst.map((a) => remaining(a, 'requests'))) <= 2, 'drained');
+    await sleep(125);
+    const half = await post(fake, prompt(4)); // about 5 back, this one takes 1
+    assert.equal(half.status, 200, 'a fixed 250 ms window would still refuse here');
+    const left = remaining(half, 'requests');
+    const expected = Math.floor(((half.doneAt - drainedAt) / 1000) * 40) - 1;
+    assert.ok(left >= 3 && left <= Math.max(6, expected + 2), `remaining ${left} after ${half.doneAt - drainedAt} ms`);
+    const reset = resetInS(half, 'requests');
+    assert.ok(reset > (9 - left) / 40 - 0.05 && reset <= (10 - left) / 40 + 0.05, `full again in ${reset} s`);
+  });
+
+  test('usage: characters / 4 rounded up over system and every text, 1,600 per image; no cache fields without cache_control', async (t) => {
+    const fake = await startFake(t, { buckets: { inputTokens: { capacity: 10_000, perSecond: 1 } } });
+    const body = {
+      system: 'abc',
+      messages: [
+        { role: 'user', content: 'hello' },
+        { role: 'assistant', content: [{ type: 'text', text: '1234567' }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'AAAA' } },
+            { type: 'text', text: 'xy' },
+          ],
+        },
+      ],
+    };
+    const expected = Math.ceil((3 + 5 + 7 + 2) / 4) + IMAGE_TOKENS; // 17 characters: 5 tokens
+    assert.equal(countInputTokens(body), expected);
+    const answer = await post(fake, body);
+    assert.equal(answer.status, 200);
+    assert.deepEqual(answer.body.usage, {
+      input_tokens: expected,
+      cache_creation_input_tokens: 0,
+      cache_read_input_tokens: 0,
+      output_tokens: 20,
+    });
+    const systemBlocks = await post(fake, { system: [{ type: 'text', text: 'abcd' }], messages: [] });
+    assert.equal(systemBlocks.body.usage.input_tokens, 1);
+    assert.equal(fake.charged.inputTokens, expected + 1);
+  });
+
+  test('without buckets the usage stays the fixed default', async (t) => {
+    const fake = await startFake(t, {});
+    const answer = await post(fake, prompt(4000));
+    assert.deepEqual(answer.body.usage, { input_tokens: 100, output_tokens: 20 });
+    assert.equal(answer.headers.get('anthropic-ratelimit-requests-limit'), null);
+  });
+
+  test('the prompt cache: the first prefix up to the last cache_control is written, later ones read for free', async (t) => {
+    const fake = await startFake(t, {
+      buckets: { inputTokens: { capacity: 1000, perSecond: 1 }, requests: { capacity: 2, perSecond: 10 } },
+    });
+    const withPrefix = (question: string) => ({
+      system: [cached('s'.repeat(2000))], // 500 tokens
+      messages: [{ role: 'user', content: question }],
+    });
+    const first = await post(fake, withPrefix('q'.repeat(400))); // 100 more
+    assert.deepEqual(first.body.usage, {
+      input_tokens: 100,
+      cache_creation_input_tokens: 500,
+      cache_read_input_tokens: 0,
+      output_tokens: 20,
+    });
+    assert.equal(remaining(first, 'input-tokens'), 400, 'the cache write counts against the bucket');
+    const second = await post(fake, withPrefix('r'.repeat(200))); // another question, 50 tokens
+    assert.deepEqual(second.body.usage, {
+      input_tokens: 50,
+      cache_creation_input_tokens: 0,
+      cache_read_input_tokens: 500,
+      output_tokens: 20,
+    });
+    assert.equal(remaining(second, 'input-tokens'), 350, 'the cache read is free');
+    // The same text without cache_control is not cached: all 550 tokens are counted, more than the 350 held.
+    const uncached = await post(fake, {
+      system: [{ type: 'text', text: 's'.repeat(2000) }],
+      messages: [{ role: 'user', content: 'r'.repeat(200) }],
+    });
+    assert.equal(uncached.status, 429);
+    assert.ok(Number(uncached.headers.get('retry-after')) > 190, 'about 200 tokens short at 1 token a second');
+    assert.deepEqual(fake.charged, { requests: 2, inputTokens: 650, cacheReadTokens: 500, outputTokens: 40 });
+
+    // A request refused (here by the requests bucket, now empty) writes nothing to the cache.
+    const newPrefix = { system: [cached('n'.repeat(400))], messages: [{ role: 'user', content: 'q' }] };
+    const refused = await post(fake, newPrefix);
+    assert.equal(refused.status, 429);
+    await sleep(Number(refused.headers.get('retry-after')) * 1000 + 20);
+    const admitted = await post(fake, newPrefix);
+    assert.equal(admitted.status, 200);
+    assert.equal(admitted.body.usage.cache_creation_input_tokens, 100);
+    assert.equal(admitted.body.usage.cache_read_input_tokens, 0);
+  });
+
+  test('with several cache_control blocks, the longest prefix already written is read and the rest up to the last written', async (t) => {
+    const fake = await startFake(t, { buckets: { inputTokens: { capacity: 10_000, perSecond: 1 } } });
+    const system = [cached('a'.repeat(400))]; // 100 tokens
+    await post(fake, { system, messages: [{ role: 'user', content: 'x' }] });
+    const answer = await post(fake, {
+      system,
+      messages: [{ role: 'user', content: [cached('b'.repeat(800)), { type: 'text', text: 'c'.repeat(40) }] }],
+    });
+    assert.deepEqual(answer.body.usage, {
+      input_tokens: 10,
+      cache_creation_input_tokens: 200,
+      cache_read_input_tokens: 100,
+      output_tokens: 20,
+    });
+  });
+});
