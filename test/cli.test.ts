@@ -314,11 +314,17 @@ describe('progress in a CI log (stderr not a terminal) and the summary', () => {
   });
 });
 
-describe('--version', () => {
-  test("prints package.json's version on stdout and exits 0", async () => {
-    const { version } = JSON.parse(fs.readFileSync(path.join(REPO, 'package.json'), 'utf8'));
+describe('--version, and the bin `npx run-judge` runs', () => {
+  const { version, bin } = JSON.parse(fs.readFileSync(path.join(REPO, 'package.json'), 'utf8'));
+
+  test("--version prints package.json's version on stdout and exits 0", async () => {
     const result = await runMain(['--version']);
     assert.deepEqual([result.code, result.stdout, result.stderr], [0, `${version}\n`, '']);
+  });
+
+  test("package.json's bin (what `npx run-judge` runs from a checkout) runs run-judge.ts in one process", () => {
+    const result = spawnSync(process.execPath, [path.join(REPO, bin['run-judge']), '--version'], { encoding: 'utf8' });
+    assert.deepEqual([result.status, result.stdout, result.stderr], [0, `${version}\n`, '']);
   });
 });
 
