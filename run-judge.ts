@@ -192,7 +192,7 @@ export type TranscriptImage = { label: string; file?: string; source: z.infer<ty
 type Image = TranscriptImage;
 type PreparedTranscript = { prompt: string; promptSha: string; images: Image[] };
 type JudgeVerdict = { scores: Record<string, number>; notes: string };
-/** What the API said of each of its buckets (`anthropic-ratelimit-<family>-*`): each refills continuously to `limit`. */
+/** What the API said of each bucket (`anthropic-ratelimit-<family>-*`); each refills continuously to `limit`. */
 type RateLimitInfo = Partial<Record<Family, { limit: number; remaining: number; resetAt: number }>>;
 type Family = (typeof RATE_FAMILIES)[number];
 type Usage = {
@@ -234,10 +234,7 @@ async function runJudge(options: RunOptions, io: IO, controller = new AbortContr
     checkTranscripts(run, pending);
     await (options.batch ? judgeInBatches(run, pending) : judgeConcurrently(run, pending, judges));
     // 4. Summarise.
-    const hurried = judges
-      .filter((judge) => judge.gate.hurried)
-      .map(({ model, gate }): [string, number] => [model, gate.hurried]);
-    return Object.assign(summary, { stoppedBy: controller.signal.reason, wallMs: Date.now() - started, hurried });
+    return Object.assign(summary, { stoppedBy: controller.signal.reason, wallMs: Date.now() - started });
   } finally {
     progress.end();
     output.close();
@@ -698,13 +695,13 @@ class RateGate {
   observe(info: RateLimitInfo | undefined, seq: number, usage?: Usage): void {
     this.heard = true;
     const { at, cost } = this.started[seq]!;
+    const [learned, cached] = [
+      this.learned,
+      (usage?.cache_creation_input_tokens ?? 0) + (usage?.cache_read_input_tokens ?? 0),
+    ];
     if (usage?.input_tokens) {
-      const tokens =
-        usage.input_tokens + (usage.cache_creation_input_tokens ?? 0) + (usage.cache_read_input_tokens ?? 0);
-      Object.assign(this.learned, {
-        ...{ chars: this.learned.chars + cost.chars, tokens: this.learned.tokens + tokens },
-        ...{ outputTokens: this.learned.outputTokens + usage.output_tokens, answers: this.learned.answers + 1 },
-      });
+      [learned.chars, learned.tokens] = [learned.chars + cost.chars, learned.tokens + usage.input_tokens + cached];
+      [learned.outputTokens, learned.answers] = [learned.outputTokens + usage.output_tokens, learned.answers + 1];
     }
     for (const family of RATE_FAMILIES) {
       const [told, known] = [info?.[family], this.buckets[family]];
@@ -865,7 +862,7 @@ function stopIfUnreachable(run: Run): void {
 }
 type Outcome = { verdict?: JudgeVerdict; error?: EvalError; judge?: string; attempts: EvalError[]; startedAt: number };
 /** Writes the audit line, then the row (so every row is traced); `sync: false` while a batch can still be re-read. */
-/** What answers cost at their judge's list prices (cache writes 1.25x input, reads 0.1x; a batch half); no price: undefined. */
+/** What answers cost at their judges' list prices (cache writes 1.25x input, reads 0.1x; batches half), if priced. */
 function costOf(answers: JudgeAnswer[], judges: Judge[]): number | undefined {
   let cost = 0;
   for (const { judge, usage, batch } of answers) {
@@ -1591,9 +1588,9 @@ function formatSummary(summary: RunSummary, output: string): string {
   if (interrupted && left)
     lines.push(`  ${left} transcript(s) left without a row: run the same command again to continue`);
   for (const failure of failed) lines.push(`  failed ${failure.label}: ${failure.reason}`);
-  for (const [judge, count] of summary.hurried) {
-    const breaker = `judge ${judge} stayed overloaded (529) on ${OVERLOAD_BREAKER_AFTER} transcripts in a row`;
-    lines.push(`${breaker}: ${count} later transcript(s) tried it once, then went to the fallback`);
+  for (const { model, gate } of summary.judges.filter((judge) => judge.gate.hurried)) {
+    const breaker = `judge ${model} stayed overloaded (529) on ${OVERLOAD_BREAKER_AFTER} transcripts in a row`;
+    lines.push(`${breaker}: ${gate.hurried} later transcript(s) tried it once, then went to the fallback`);
   }
   if (summary.stoppedBy && !interrupted) lines.push(`stopped: ${summary.stoppedBy.message}`);
   return `${lines.map(oneLine).join('\n')}\n`;
@@ -1632,7 +1629,7 @@ class Progress {
     this.lastShare = share;
     this.out.stderr.write(`progress: ${this.line()}\n`);
   }
-  /** Done/total, failures, and the rate and ETA over the last 50 judgements (a slow start or a resume does not skew it). */
+  /** Done/total, failures, and the rate and ETA over the last 50 judgements (a slow start does not skew them). */
   private line(): string {
     const { summary } = this.out;
     const [done, recent] = [this.finished.length - 1, this.finished.slice(-51)];
@@ -1648,7 +1645,6 @@ function newSummary(selected: number, judges: Judge[] = []) {
   const counts = { scored: 0, skipped: 0, costUsd: 0, wallMs: 0, batchesCreated: 0, batchesResumed: 0 };
   const tokens = { input_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 0 };
   const failed: { label: string; reason: string }[] = [];
-  const hurried: [string, number][] = []; // per judge, the transcripts its circuit breaker sent on to the fallback
   const reach = { reached: false, unreachable: 0 }; // whether any attempt got an answer; transcripts that got none
   return {
     selected,
@@ -1656,7 +1652,7 @@ function newSummary(selected: number, judges: Judge[] = []) {
     tokens,
     ...reach,
     failed,
-    hurried,
+    judges,
     scoredBy,
     stoppedBy: undefined as EvalError | undefined,
   };
