@@ -531,17 +531,16 @@ function answerFromMessage(message: unknown, judge: string, latencyMs: number, h
     throw new EvalJudgeResponseError('the answer is not a message', { judge, rawText: safeJson(message) });
   }
   const text = data.content.flatMap((block) => (block?.type === 'text' ? [String(block.text)] : [])).join('');
-  const {
-    input_tokens = 0,
-    output_tokens = 0,
-    cache_creation_input_tokens: written,
-    cache_read_input_tokens: read,
-  } = data.usage ?? {};
+  const count = (kind: keyof Usage) => {
+    const value = (data.usage as Record<string, unknown> | undefined)?.[kind];
+    return Number.isSafeInteger(value) && (value as number) >= 0 ? (value as number) : 0; // a count, or none
+  };
+  const [written, read] = [count('cache_creation_input_tokens'), count('cache_read_input_tokens')];
   const cache = {
     ...(written && { cache_creation_input_tokens: written }),
     ...(read && { cache_read_input_tokens: read }),
   };
-  const usage = { input_tokens, output_tokens, ...cache };
+  const usage = { input_tokens: count('input_tokens'), output_tokens: count('output_tokens'), ...cache };
   const [stopReason, requestId] = [data.stop_reason ?? null, headers?.get('request-id') ?? undefined];
   return { judge, text, stopReason, usage, requestId, latencyMs, rateLimit: parseRateLimit(headers) };
 }
@@ -581,7 +580,9 @@ function classifyApiError(error: unknown, judge: JudgeSpec, timedOut = false): u
     401: `check the key in ${judge.config.api_key_env}`,
     402: 'check the billing of the account',
     403: `check that the key in ${judge.config.api_key_env} may use ${judge.model}`,
-    404: `check the model id ${judge.model}, from ${source}`,
+    404: /model/i.test(apiMessage ?? '')
+      ? `check the model id ${judge.model}, from ${source}`
+      : 'check ANTHROPIC_BASE_URL',
   }[status as 401 | 402 | 403 | 404];
   if (fix) return new EvalConfigurationError(`${what}; ${fix}`, options);
   if ([400, 413, 422].includes(status!)) return new EvalInputError(what, options);
@@ -665,7 +666,7 @@ class RateGate {
   overloadedInARow = 0; // transcripts given up on after 529s since this judge last answered
   hurried = 0; // transcripts that went on to the fallback after one try, the breaker open
   private heard = false; // whether any answer came: before, at most FIRST_BURST requests start
-  private readonly started: { at: number; cost: Cost }[] = []; // each request started, by its sequence number
+  private readonly started: Cost[] = []; // what each request started took, by its sequence number
   private readonly buckets: Partial<Record<Family, Bucket>> = {};
   private readonly learned = { chars: 0, tokens: 0, outputTokens: 0, answers: 0 }; // from the answers' usage
   /** What a request will take from each bucket: its input tokens estimated from its characters, as answers taught. */
@@ -674,7 +675,7 @@ class RateGate {
     const { chars: seen, tokens, outputTokens, answers } = this.learned;
     const input = Math.ceil(chars / (tokens ? seen / tokens : 3)); // 3 characters a token: more than prose has
     const output = request && answers ? outputTokens / answers : 0;
-    return { chars, requests: 1, 'input-tokens': input, 'output-tokens': output, tokens: input + output };
+    return { chars, requests: 1, 'input-tokens': input, 'output-tokens': output, tokens: 0 }; // tokens: the tighter
   }
   /** Waits until one more request fits every bucket and returns its number; a pause beyond `deadline` is a 429. */
   async acquire(deadline: number, signal: AbortSignal, judge: string, cost: Cost): Promise<number> {
@@ -685,16 +686,16 @@ class RateGate {
         first,
         ...RATE_FAMILIES.map((family) => this.waitFor(family, cost)),
       );
-      if (wait <= 0) return this.started.push({ at: now, cost }) - 1;
+      if (wait <= 0) return this.started.push(cost) - 1;
       await sleepUnlessAborted(Math.min(wait, 1000), signal);
     }
     const paused = 'rate limited: its requests are paused beyond the retry budget';
     throw Object.assign(new EvalProviderError(paused, { judge }), { status: 429 });
   }
-  /** Learns from request `seq`'s answer; one older than what is known already does not change the buckets. */
+  /** Learns from request `seq`'s answer: the headers tell each bucket as the answer was sent, the usage the tokens. */
   observe(info: RateLimitInfo | undefined, seq: number, usage?: Usage): void {
     this.heard = true;
-    const { at, cost } = this.started[seq]!;
+    const [cost, at] = [this.started[seq]!, Date.now()];
     const [learned, cached] = [
       this.learned,
       (usage?.cache_creation_input_tokens ?? 0) + (usage?.cache_read_input_tokens ?? 0),
@@ -705,20 +706,21 @@ class RateGate {
     }
     for (const family of RATE_FAMILIES) {
       const [told, known] = [info?.[family], this.buckets[family]];
-      if (!told || (known && known.fromSeq > seq)) continue;
+      if (!told) continue;
       // The refill rate, from when the bucket is full again; a full bucket says nothing of it.
       const rate =
         told.remaining < told.limit && told.resetAt > at ? (told.limit - told.remaining) / (told.resetAt - at) : 0;
-      this.buckets[family] = { ...told, at, fromSeq: seq + 1, rate: rate || known?.rate || told.limit / 60_000 };
+      const fromSeq = this.started.length; // what starts from now on is not in `remaining`
+      this.buckets[family] = { ...told, at, fromSeq, rate: rate || known?.rate || told.limit / 60_000 };
     }
   }
-  /** How long until `cost` fits the bucket: what it held at the answer, refilled since, less what started after. */
+  /** How long until `cost` fits the bucket: what it held at the last answer, less what started since, refilled. */
   private waitFor(family: Family, cost: Cost): number {
     const bucket = this.buckets[family];
     if (!bucket || !cost[family]) return 0;
-    const spent = this.started.slice(bucket.fromSeq).reduce((sum, request) => sum + request.cost[family], 0);
-    const refilled = bucket.rate * Math.max(0, Date.now() - bucket.at - 50); // 50 ms: our start is before its arrival
-    const level = Math.min(bucket.limit, bucket.remaining + refilled) - spent;
+    const spent = this.started.slice(bucket.fromSeq).reduce((sum, started) => sum + started[family], 0);
+    const refilled = bucket.rate * Math.max(0, Date.now() - bucket.at - 50); // 50 ms: a request is not there at once
+    const level = Math.min(bucket.limit, bucket.remaining - spent + refilled); // what started refills too
     const need = Math.min(cost[family], bucket.limit); // a request larger than the bucket waits for a full one
     return level >= need ? 0 : (need - level) / bucket.rate;
   }
@@ -782,8 +784,7 @@ type PriorAttempt = { error: EvalError; answers: JudgeAnswer[]; promptSha?: stri
 function checkTranscripts({ options, progress }: Run, pending: TranscriptRef[]): void {
   const unreadable = pending.flatMap((ref) => {
     try {
-      loadTranscript(ref);
-      return [];
+      return loadTranscript(ref) && []; // read and checked: nothing to say
     } catch (error) {
       if (error instanceof EvalInputError) return [error.message];
       throw error;
@@ -841,10 +842,10 @@ async function judgeTranscript(run: Run, ref: TranscriptRef, judges: Judge[], pr
     if (error instanceof EvalOutputError) throw error; // nothing more can be written: not even this failure
     const stopsRun = decide(error).action === 'stop-run';
     if (stopsRun && error === run.controller.signal.reason && !answers.length) return; // never judged: a rerun will
+    const reason = error.message.startsWith(`${label}: `) ? error.message.slice(label.length + 2) : error.message;
+    if (!stopsRun) run.summary.failed.push({ label, reason }); // before the outcome, so progress counts it
     recordOutcome(run, ref, { error, attempts: chain.attempts, answers, promptSha, startedAt });
     if (stopsRun) return void run.controller.abort(error);
-    const reason = error.message.startsWith(`${label}: `) ? error.message.slice(label.length + 2) : error.message;
-    run.summary.failed.push({ label, reason });
     run.progress.log(`failed ${label}: ${reason}`);
     const unreachable = chain.attempts.every((attempt) => (attempt as EvalProviderError).unreachable);
     if (chain.attempts.length && unreachable) stopIfUnreachable(run);
@@ -855,8 +856,7 @@ async function judgeTranscript(run: Run, ref: TranscriptRef, judges: Judge[], pr
 /** Connection failures on every attempt of the first transcripts, with no answer yet: one message, not one each. */
 function stopIfUnreachable(run: Run): void {
   if (run.summary.reached || ++run.summary.unreachable < UNREACHABLE_STOP_AFTER) return;
-  const url = run.judges[0]!.client.baseURL;
-  const firsts = `the first ${UNREACHABLE_STOP_AFTER} transcripts`;
+  const [url, firsts] = [run.judges[0]!.client.baseURL, `the first ${UNREACHABLE_STOP_AFTER} transcripts`];
   const fix = 'check the network, or ANTHROPIC_BASE_URL if it is set';
   run.controller.abort(new EvalConfigurationError(`cannot reach the API at ${url}: no answer on ${firsts}; ${fix}`));
 }
@@ -1045,7 +1045,7 @@ function pendingTranscripts({ scoreFile, log, options, summary, selected, progre
   const later = `${unscored.length - pending.length} wait for a later run`;
   if (pending.length < unscored.length)
     progress.log(`--limit ${limit}: judging ${pending.length} transcript(s); ${later}`);
-  progress.total = pending.length;
+  [progress.total, summary.pending] = [pending.length, pending.length];
   return pending;
 }
 /** The output CSV, open for appending; knows which (task_id, model) pairs it already holds. */
@@ -1450,7 +1450,7 @@ export async function main(argv: string[], io: IO): Promise<number> {
     const options = buildCli(io).parse(argv, { from: 'user' }).opts<RunOptions>();
     if (options.dryRun) return dryRun(options, io);
     const summary = await runJudge(options, io, controller);
-    io.stderr.write(formatSummary(summary, options.output));
+    io.stderr.write(formatSummary(summary, options));
     if (summary.stoppedBy) return summary.stoppedBy instanceof EvalInterruptedError ? first!.exitCode : 2;
     return summary.failed.length > 0 ? 1 : 0;
   } catch (error) {
@@ -1535,7 +1535,7 @@ function dryRun(options: RunOptions, { env, stdout, stderr }: IO): number {
   }
   const inBatches = new BatchState(`${options.output}.batches.json`).pairs();
   const unsent = (ref: Ref) => ![scored, inBatches].some((pairs) => pairs.has(pairKey(ref.task_id, ref.model)));
-  const refs = inputs.selected.filter(unsent);
+  const refs = inputs.selected.filter(unsent).slice(0, options.limit);
   const direct: TranscriptRef[] = [];
   let [printed, requests, batches] = ['; nothing was sent or written', 0, 0];
   // Counted one batch at a time, so memory holds one batch; the first request that would go in a batch is shown.
@@ -1571,7 +1571,7 @@ function estimateCost({ prepare }: ReturnType<typeof loadInputs>, refs: Transcri
   const batch = `with --batch half: ${usd(input / 2)}, at most ${usd(ceiling / 2)}`;
   return `dry-run estimate, not a quote: ${what}; at ${judge.model}'s list price ${cost}; ${batch}`;
 }
-function formatSummary(summary: RunSummary, output: string): string {
+function formatSummary(summary: RunSummary, { output, rescore }: RunOptions): string {
   const { selected, scored, skipped, failed, tokens, costUsd, wallMs, batchesCreated, batchesResumed } = summary;
   const interrupted = summary.stoppedBy instanceof EvalInterruptedError ? 'interrupted: ' : '';
   const counts = `${selected} selected: ${scored} scored, ${skipped} skipped (already in ${output})`;
@@ -1584,9 +1584,10 @@ function formatSummary(summary: RunSummary, output: string): string {
   const lines = [`${interrupted}${counts}, ${failed.length} failed; ${cost}${batches}`];
   const byJudge = [...summary.scoredBy].map(([judge, rows], i) => rows && `${judge} ${rows}${i ? ' (fallback)' : ''}`);
   if (scored) lines.push(`  rows by judge: ${byJudge.filter(Boolean).join(', ')}`);
-  const left = selected - skipped - scored - failed.length;
+  const left = summary.pending - scored - failed.length; // not those --limit left for a later run on purpose
+  const again = rescore ? ' again without --rescore (a rerun with it replaces the rows just written)' : ' again';
   if (interrupted && left)
-    lines.push(`  ${left} transcript(s) left without a row: run the same command again to continue`);
+    lines.push(`  ${left} transcript(s) left without a row: run the same command${again} to continue`);
   for (const failure of failed) lines.push(`  failed ${failure.label}: ${failure.reason}`);
   for (const { model, gate } of summary.judges.filter((judge) => judge.gate.hurried)) {
     const breaker = `judge ${model} stayed overloaded (529) on ${OVERLOAD_BREAKER_AFTER} transcripts in a row`;
@@ -1642,7 +1643,7 @@ class Progress {
 // ---- Small helpers --------------------------------------------------------------------------------------------------
 function newSummary(selected: number, judges: Judge[] = []) {
   const scoredBy = new Map(judges.map((judge) => [judge.model, 0])); // in chain order: the primary first
-  const counts = { scored: 0, skipped: 0, costUsd: 0, wallMs: 0, batchesCreated: 0, batchesResumed: 0 };
+  const counts = { scored: 0, skipped: 0, pending: 0, costUsd: 0, wallMs: 0, batchesCreated: 0, batchesResumed: 0 };
   const tokens = { input_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 0 };
   const failed: { label: string; reason: string }[] = [];
   const reach = { reached: false, unreachable: 0 }; // whether any attempt got an answer; transcripts that got none

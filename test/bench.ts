@@ -6,6 +6,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { FakeAnthropic } from './fake-anthropic.ts';
+import type { FakeOptions } from './fake-anthropic.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SCRIPT = path.join(ROOT, 'run-judge.ts');
@@ -137,28 +138,72 @@ async function benchConcurrency(): Promise<void> {
   );
 }
 
-async function benchRateLimit(): Promise<void> {
-  const count = 200,
-    limit = 20,
-    windowMs = 1000,
-    concurrency = 32,
+/** The unit each bucket counts, as the bench reports it. */
+const BUCKET_UNITS = { requests: 'requests', inputTokens: 'input tokens', outputTokens: 'output tokens' } as const;
+const num = (value: number) => Math.round(value).toLocaleString('en-US');
+/** Reads a file the run should have written; a missing one (a crashed run) reads as nothing, not a bench stopped. */
+const orNothing = <T>(read: () => T, nothing: T): T => {
+  try {
+    return read();
+  } catch {
+    return nothing;
+  }
+};
+
+async function benchTokenBuckets(): Promise<void> {
+  const count = 80,
+    concurrency = 16,
     latencyMs = 200;
-  const fake = await FakeAnthropic.start({ latencyMs, rateLimit: { limit, windowMs } });
-  const { dir, args } = makeEvalSet(count);
-  const result = await run(
-    process.execPath,
-    ['--import', 'tsx', SCRIPT, ...args, '--concurrency', String(concurrency)],
-    judgeEnv(fake),
-  );
-  await fake.close();
-  const bound = Math.ceil(count / limit) * windowMs;
-  const runMs = judgingMs(fake, result);
-  const entries = logEntries(dir);
-  const failed = entries.filter((entry) => entry.status !== 'scored').length;
-  const fallbacks = entries.filter((entry) => entry.status === 'scored' && entry.judge !== 'judge-primary').length;
-  console.log(
-    `[b] ${count} transcripts, limit ${limit} per ${windowMs} ms, concurrency ${concurrency}: judging (first request to exit) ${runMs.toFixed(0)} ms / window bound ceil(${count}/${limit}) x ${windowMs} ms = ${bound} ms = ${fmt(runMs / bound)} (target <= 1.3x); 429s ${fake.count429} of ${fake.requests.length} requests (${((100 * fake.count429) / fake.requests.length).toFixed(1)}%, target <= 10%); failed rows ${failed}; fallbacks ${fallbacks}; rows ${csvRows(dir)}, exit ${result.code}`,
-  );
+  const scenarios: { name: string; what: string; buckets: NonNullable<FakeOptions['buckets']> }[] = [
+    { name: 'A', what: 'requests bucket 8/s (capacity 8)', buckets: { requests: { capacity: 8, perSecond: 8 } } },
+    {
+      name: 'B',
+      what: 'input-token bucket 4,000/s (capacity 4,000), no request limit',
+      buckets: { inputTokens: { capacity: 4000, perSecond: 4000 } },
+    },
+  ];
+  for (const scenario of scenarios) {
+    const fake = await FakeAnthropic.start({ latencyMs, buckets: scenario.buckets });
+    const { dir, args } = makeEvalSet(count);
+    const result = await run(
+      process.execPath,
+      ['--import', 'tsx', SCRIPT, ...args, '--concurrency', String(concurrency)],
+      judgeEnv(fake),
+    );
+    await fake.close();
+    const runMs = judgingMs(fake, result);
+    // What the 80 requests cost each bucket: the fake's own counts per admitted request, times 80.
+    const admitted = fake.charged.requests;
+    const perRequest = {
+      requests: 1,
+      inputTokens: fake.charged.inputTokens / admitted,
+      outputTokens: fake.charged.outputTokens / admitted,
+    };
+    const limits = (Object.keys(BUCKET_UNITS) as (keyof typeof BUCKET_UNITS)[]).flatMap((name) => {
+      const bucket = scenario.buckets[name];
+      if (!bucket) return [];
+      const total = count * perRequest[name];
+      const ms = (Math.max(0, total - bucket.capacity) / bucket.perSecond) * 1000;
+      const formula = `max(0, ${count} x ${num(perRequest[name])} ${BUCKET_UNITS[name]} - ${num(bucket.capacity)}) / ${num(bucket.perSecond)}/s`;
+      return [{ ms, formula }];
+    });
+    const binding = limits.reduce((a, b) => (b.ms > a.ms ? b : a));
+    const bound = binding.ms + latencyMs;
+    const entries = orNothing(() => logEntries(dir), []);
+    const failed = entries.filter((entry) => entry.status !== 'scored').length;
+    const fallbacks = entries.filter((entry) => entry.status === 'scored' && entry.judge !== 'judge-primary').length;
+    const requests = fake.requests.length;
+    const cacheReads = fake.charged.cacheReadTokens
+      ? ` (+ ${num(fake.charged.cacheReadTokens / admitted)} read from the cache)`
+      : '';
+    console.log(
+      `[b-${scenario.name}] ${count} transcripts, ${scenario.what}, ${latencyMs} ms latency, concurrency ${concurrency}: ` +
+        `judging (first request to exit) ${runMs.toFixed(0)} ms / bucket bound ${binding.formula} + ${latencyMs} ms = ${bound.toFixed(0)} ms = ${fmt(runMs / bound)} (target <= 1.15x); ` +
+        `429s ${fake.count429} of ${requests} requests (${((100 * fake.count429) / requests).toFixed(1)}%, target <= 10%); ` +
+        `failed rows ${failed}; fallbacks ${fallbacks} (target 0); rows ${orNothing(() => csvRows(dir), NaN)}, exit ${result.code}; ` +
+        `input tokens per request as the fake counted them ${num(perRequest.inputTokens)}${cacheReads} (mean of ${admitted} admitted)`,
+    );
+  }
 }
 
 /** The Node options `npm run judge` passes (package.json), so (c) measures what a long run started that way gets. */
@@ -224,7 +269,7 @@ const only = process.argv[2];
 const benches: Record<string, () => Promise<void>> = {
   startup: benchStartup,
   a: benchConcurrency,
-  b: benchRateLimit,
+  b: benchTokenBuckets,
   c: benchMemory,
   d: benchBatch,
 };

@@ -102,6 +102,18 @@ describe("dry-run: an estimate of the run's input tokens and cost, with and with
       /^dry-run estimate: ~\d+ input tokens for 6 transcript\(s\) .*judge-a has no price_usd_per_mtok/m,
     );
   });
+
+  test('--limit counts in the dry-run too, with or without --batch', async (t) => {
+    const { run } = await setupRun(t);
+    for (const args of [
+      ['--dry-run', '--limit', '2'],
+      ['--dry-run', '--batch', '--limit', '2'],
+    ]) {
+      const result = await run(args);
+      assert.match(result.stderr, /^dry-run estimate: ~\d+ input tokens for 2 transcript\(s\)/m, args.join(' '));
+    }
+    assert.match((await run(['--dry-run', '--batch', '--limit', '2'])).stderr, /would send 2 request\(s\) in 1 batch/);
+  });
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -311,6 +323,56 @@ describe('progress in a CI log (stderr not a terminal) and the summary', () => {
     const result = await run();
     assert.equal(result.code, 0, result.stderr);
     assert.ok(result.stderr.includes('\n  rows by judge: judge-a 5, judge-b 1 (fallback)\n'), result.stderr);
+  });
+});
+
+describe('the count of what is left, and what to run, after a Ctrl-C (in-process)', () => {
+  /** Runs with `args` and a Ctrl-C once its second request is sent; the fake takes 150 ms an answer. */
+  async function interrupted(t: TestContext, args: string[], before: (run: Run) => Promise<unknown>) {
+    const { fake, run } = await setupRun(t, { latencyMs: 150 });
+    await before(run);
+    const start = fake.requests.length;
+    const pending = run([...args, '--concurrency', '1']);
+    await waitFor(() => fake.requests.length >= start + 2, 10_000, 'the second request');
+    process.emit('SIGINT', 'SIGINT');
+    return pending;
+  }
+  type Run = (args?: string[]) => Promise<MainResult>;
+
+  test('--limit 4 stopped after 2: 2 are left, not the 2 more --limit deferred on purpose', async (t) => {
+    const result = await interrupted(t, ['--limit', '4'], async () => {});
+    assert.equal(result.code, 130, result.stderr);
+    assert.match(result.stderr, /^interrupted: 6 selected: 2 scored/m, 'the one in flight was finished');
+    assert.match(result.stderr, /\n {2}2 transcript\(s\) left without a row: run the same command again to continue\n/);
+  });
+
+  test('--rescore stopped after 2: the advice is to rerun without --rescore (with it, the new rows would go again)', async (t) => {
+    const result = await interrupted(t, ['--rescore'], (run) => run());
+    assert.equal(result.code, 130, result.stderr);
+    assert.match(result.stderr, /left without a row: run the same command again without --rescore/);
+  });
+});
+
+describe('progress and usage: what the run counts', () => {
+  test('a failed transcript is counted at once: the last progress line says 3/3 when all three fail', async (t) => {
+    const { run } = await setupRun(t, { responder: () => ({ text: 'not JSON' }) }, { fallbacks: [] });
+    const result = await run(['--model', 'm01']);
+    assert.equal(result.code, 1, result.stderr);
+    const last = lines(result.stderr)
+      .filter((line) => line.startsWith('progress: '))
+      .at(-1);
+    assert.match(last ?? '', /^progress: judged 3\/3, failed 3, /);
+  });
+
+  test('usage counts that are not non-negative integers (strings, -1, 1.5) count as none: the totals stay numbers', async (t) => {
+    const usage = { input_tokens: '100', output_tokens: -1, cache_read_input_tokens: 1.5 };
+    const { fake, ws, run } = await setupRun(t, {
+      responder: () => ({ text: fake.validAnswer(), usage: usage as never }),
+    });
+    const result = await run(['--model', 'm01']);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stderr, /tokens in 0 \(cache write 0, cache read 0\), out 0;/);
+    assert.deepEqual(readLog(ws.log)[0]!.answers[0]!.usage, { input_tokens: 0, output_tokens: 0 });
   });
 });
 

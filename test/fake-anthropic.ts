@@ -451,14 +451,19 @@ export class FakeAnthropic {
     this.charged.outputTokens += tokens;
   }
 
-  /** `anthropic-ratelimit-*` for every configured bucket, and `-tokens-*` for the tighter token bucket. */
+  /**
+   * `anthropic-ratelimit-{requests|input-tokens|output-tokens}-limit/-remaining/-reset` for every configured bucket:
+   * its capacity, the floor of its level (at least 0), and when it will be full again. With both token buckets, also
+   * `anthropic-ratelimit-tokens-*` mirroring the tighter of the two (fewer remaining; on a tie, the later reset).
+   */
   private bucketHeaders(now: number): Record<string, string> {
     const headers: Record<string, string> = {};
     let tightest: { remaining: number; reset: number; capacity: number } | undefined;
     for (const [name, bucket] of Object.entries(this.buckets) as [BucketName, BucketState][]) {
       const level = this.level(bucket, now);
       const remaining = Math.max(0, Math.floor(level));
-      const reset = now + (Math.max(0, bucket.capacity - level) / bucket.perSecond) * 1000;
+      // Levels follow the monotonic clock; the reset is told on the wall clock that clients compare it with.
+      const reset = Date.now() + (Math.max(0, bucket.capacity - level) / bucket.perSecond) * 1000;
       const prefix = `anthropic-ratelimit-${BUCKET_HEADER[name]}`;
       headers[`${prefix}-limit`] = String(bucket.capacity);
       headers[`${prefix}-remaining`] = String(remaining);
@@ -467,7 +472,7 @@ export class FakeAnthropic {
         !tightest || remaining < tightest.remaining || (remaining === tightest.remaining && reset > tightest.reset);
       if (name !== 'requests' && tighter) tightest = { remaining, reset, capacity: bucket.capacity };
     }
-    if (tightest) {
+    if (tightest && this.buckets.inputTokens && this.buckets.outputTokens) {
       headers['anthropic-ratelimit-tokens-limit'] = String(tightest.capacity);
       headers['anthropic-ratelimit-tokens-remaining'] = String(tightest.remaining);
       headers['anthropic-ratelimit-tokens-reset'] = new Date(tightest.reset).toISOString();

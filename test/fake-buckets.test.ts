@@ -19,16 +19,18 @@ interface Answered {
   status: number;
   headers: Headers;
   body: any;
+  sentAt: number; // Date.now() before the request was sent
   doneAt: number; // Date.now() once the body was read
 }
 
 async function post(fake: FakeAnthropic, body: object): Promise<Answered> {
+  const sentAt = Date.now();
   const res = await fetch(`${fake.url}/v1/messages`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ model: 'judge', max_tokens: 64, ...body }),
   });
-  return { status: res.status, headers: res.headers, body: await res.json(), doneAt: Date.now() };
+  return { status: res.status, headers: res.headers, body: await res.json(), sentAt, doneAt: Date.now() };
 }
 
 /** A one-message request of `chars` characters: ceil(chars / 4) input tokens. */
@@ -38,11 +40,14 @@ const remaining = (answer: Answered, bucket: string) => Number(header(answer, `$
 /** Seconds from when the answer was read to its `-reset`. */
 const resetInS = (answer: Answered, bucket: string) =>
   (Date.parse(header(answer, `${bucket}-reset`)!) - answer.doneAt) / 1000;
+/** Seconds from the first of these requests being sent to the last answer read: what a bucket can refill meanwhile. */
+const spanS = (...answers: Answered[]) =>
+  (Math.max(...answers.map((a) => a.doneAt)) - Math.min(...answers.map((a) => a.sentAt)) + 2) / 1000;
 const cached = (text: string) => ({ type: 'text', text, cache_control: { type: 'ephemeral' } });
 
 describe('fake-anthropic token buckets', () => {
   test('a burst beyond capacity: the excess gets 429 at once, with retry-after the refill time of one request', async (t) => {
-    const fake = await startFake(t, { latencyMs: 100, buckets: { requests: { capacity: 5, perSecond: 2 } } });
+    const fake = await startFake(t, { buckets: { requests: { capacity: 5, perSecond: 2 } } });
     const answers = await Promise.all(Array.from({ length: 8 }, () => post(fake, prompt(40))));
     const ok = answers.filter((a) => a.status === 200);
     const limited = answers.filter((a) => a.status === 429);
@@ -54,27 +59,37 @@ describe('fake-anthropic token buckets', () => {
     for (const answer of limited) {
       assert.equal(answer.body.error.type, 'rate_limit_error');
       const retryAfter = Number(answer.headers.get('retry-after'));
-      // The bucket is empty: one request refills in 1/2 s (less the few ms since the burst began).
-      assert.ok(retryAfter > 0.4 && retryAfter <= 0.5, `retry-after ${retryAfter}`);
+      // The bucket is empty: one request refills in 1/2 s, less what refilled since the burst began (2 a second).
+      assert.ok(retryAfter >= 0.5 - 2 * spanS(...answers) && retryAfter <= 0.5, `retry-after ${retryAfter}`);
       assert.equal(remaining(answer, 'requests'), 0);
-      assert.ok(
-        answer.doneAt < Math.min(...ok.map((a) => a.doneAt)),
-        'a 429 comes at once, before the 100 ms latency of the answers',
-      );
     }
   });
 
+  test('a 429 is answered at once, not after the latency', async (t) => {
+    const fake = await startFake(t, { latencyMs: 2000, buckets: { requests: { capacity: 1, perSecond: 0.5 } } });
+    const pending = post(fake, prompt(4)).catch(() => undefined); // admitted: answered after 2 s, or cut by close()
+    while (fake.requests.length < 1) await sleep(2);
+    const refused = await post(fake, prompt(4));
+    assert.equal(refused.status, 429);
+    assert.ok(refused.doneAt - refused.sentAt < 1000, `answered in ${refused.doneAt - refused.sentAt} ms`);
+    await fake.close();
+    await pending;
+  });
+
   test('a refused request takes nothing: a smaller one that fits still passes', async (t) => {
-    const fake = await startFake(t, { buckets: { inputTokens: { capacity: 100, perSecond: 100 } } });
+    const fake = await startFake(t, { buckets: { inputTokens: { capacity: 100, perSecond: 50 } } });
     const first = await post(fake, prompt(320)); // 80 tokens
     assert.equal(first.status, 200);
-    assert.ok(remaining(first, 'input-tokens') >= 20 && remaining(first, 'input-tokens') <= 25);
+    const held = remaining(first, 'input-tokens');
+    assert.ok(held >= 20 && held <= 20 + 50 * spanS(first), `20 held, and what refilled since: ${held}`);
+    assert.equal(header(first, 'tokens-limit'), null, 'tokens-* only when both token buckets exist');
+    assert.equal(header(first, 'requests-limit'), null, 'headers only for the buckets configured');
     const refused = await post(fake, prompt(320));
     assert.equal(refused.status, 429);
     const retryAfter = Number(refused.headers.get('retry-after'));
     assert.ok(
-      retryAfter > 0.5 && retryAfter <= 0.6,
-      `80 tokens wanted, about 20 held, 100/s: retry-after ${retryAfter}`,
+      retryAfter >= 1.2 - spanS(first, refused) && retryAfter <= 1.2,
+      `80 tokens wanted, 20 held (and what refilled since), 50/s: retry-after ${retryAfter}`,
     );
     const small = await post(fake, prompt(40)); // 10 tokens
     assert.equal(small.status, 200, 'the 429 took nothing from the bucket');
@@ -83,7 +98,7 @@ describe('fake-anthropic token buckets', () => {
 
   test('every answer, 200 and 429, carries limit, remaining and reset for each bucket, consistent with each other', async (t) => {
     const buckets = {
-      requests: { capacity: 4, perSecond: 4 },
+      requests: { capacity: 4, perSecond: 1 },
       inputTokens: { capacity: 1000, perSecond: 500 },
       outputTokens: { capacity: 100, perSecond: 50 },
     };
@@ -105,11 +120,12 @@ describe('fake-anthropic token buckets', () => {
         assert.equal(header(answer, `${name}-limit`), String(bucket.capacity), name);
         const left = remaining(answer, name);
         assert.ok(Number.isInteger(left) && left >= 0 && left <= bucket.capacity, `${name} remaining ${left}`);
-        // remaining is the floor of the level, and reset is when the level is back at capacity.
+        // remaining is the floor of the level, and reset is when the level is back at capacity (computed by the
+        // fake between sending the request and reading its answer, which resetInS counts from).
         const fullInS = (bucket.capacity - left) / bucket.perSecond;
         const reset = resetInS(answer, name);
         assert.ok(
-          reset <= fullInS + 0.05 && reset >= fullInS - 1 / bucket.perSecond - 0.05,
+          reset <= fullInS + 0.002 && reset >= fullInS - 1 / bucket.perSecond - spanS(answer),
           `${name}: remaining ${left} of ${bucket.capacity} at ${bucket.perSecond}/s, but full again in ${reset} s`,
         );
       }
@@ -117,8 +133,11 @@ describe('fake-anthropic token buckets', () => {
       assert.equal(header(answer, 'tokens-limit'), '100');
       assert.equal(header(answer, 'tokens-remaining'), header(answer, 'output-tokens-remaining'));
     }
-    assert.ok(remaining(answers[0]!, 'input-tokens') >= 900 && remaining(answers[0]!, 'input-tokens') <= 905);
-    assert.ok(remaining(answers[0]!, 'output-tokens') >= 80 && remaining(answers[0]!, 'output-tokens') <= 85);
+    const [first] = answers as [Answered];
+    const input = remaining(first, 'input-tokens');
+    const output = remaining(first, 'output-tokens');
+    assert.ok(input >= 900 && input <= 900 + 500 * spanS(first), `input remaining ${input}`);
+    assert.ok(output >= 80 && output <= 80 + 50 * spanS(first), `output remaining ${output}`);
     assert.ok(answers.slice(4).every((a) => a.headers.get('retry-after') !== null));
   });
 
@@ -129,7 +148,8 @@ describe('fake-anthropic token buckets', () => {
     });
     const first = await post(fake, prompt(4));
     assert.equal(first.body.usage.output_tokens, 20);
-    assert.ok(remaining(first, 'output-tokens') <= 12, 'the answer took its 20 output tokens');
+    const held = remaining(first, 'output-tokens');
+    assert.ok(held >= 10 && held <= 10 + 100 * spanS(first), `the answer took its 20 output tokens: ${held}`);
     const second = await post(fake, prompt(4)); // about 10 held, 45 taken: the level goes negative
     assert.equal(second.status, 200);
     assert.equal(second.body.usage.output_tokens, 45, 'a scripted usage field wins');
@@ -137,7 +157,11 @@ describe('fake-anthropic token buckets', () => {
     const third = await post(fake, prompt(4));
     assert.equal(third.status, 429);
     const retryAfter = Number(third.headers.get('retry-after'));
-    assert.ok(retryAfter > 0.2 && retryAfter <= 0.37, `about -35 held, 1 needed, 100/s: retry-after ${retryAfter}`);
+    // 10 held after the first answer, 45 taken by the second: -35, and what refilled since at 100 a second.
+    assert.ok(
+      retryAfter >= 0.36 - spanS(first, third) && retryAfter <= 0.36,
+      `about -35 held, 1 needed, 100/s: retry-after ${retryAfter}`,
+    );
     assert.equal(fake.charged.outputTokens, 65);
   });
 
@@ -145,16 +169,15 @@ describe('fake-anthropic token buckets', () => {
     const fake = await startFake(t, { buckets: { requests: { capacity: 10, perSecond: 40 } } }); // full in 0.25 s
     const burst = await Promise.all(Array.from({ length: 10 }, () => post(fake, prompt(4))));
     assert.ok(burst.every((a) => a.status === 200));
-    const drainedAt = Date.now();
-    assert.ok(Math.min(...burst.map((a) => remaining(a, 'requests'))) <= 2, 'drained');
     await sleep(125);
     const half = await post(fake, prompt(4)); // about 5 back, this one takes 1
     assert.equal(half.status, 200, 'a fixed 250 ms window would still refuse here');
     const left = remaining(half, 'requests');
-    const expected = Math.floor(((half.doneAt - drainedAt) / 1000) * 40) - 1;
-    assert.ok(left >= 3 && left <= Math.max(6, expected + 2), `remaining ${left} after ${half.doneAt - drainedAt} ms`);
+    // At least 125 ms of refill since the last of the burst (5), at most what refilled since the burst began.
+    const most = Math.min(10, 40 * spanS(...burst, half) - 1);
+    assert.ok(left >= 3 && left <= most, `remaining ${left}, at most ${most}`);
     const reset = resetInS(half, 'requests');
-    assert.ok(reset > (9 - left) / 40 - 0.05 && reset <= (10 - left) / 40 + 0.05, `full again in ${reset} s`);
+    assert.ok(reset >= (9 - left) / 40 - spanS(half) && reset <= (10 - left) / 40 + 0.002, `full again in ${reset} s`);
   });
 
   test('usage: characters / 4 rounded up over system and every text, 1,600 per image; no cache fields without cache_control', async (t) => {
@@ -197,7 +220,7 @@ describe('fake-anthropic token buckets', () => {
 
   test('the prompt cache: the first prefix up to the last cache_control is written, later ones read for free', async (t) => {
     const fake = await startFake(t, {
-      buckets: { inputTokens: { capacity: 1000, perSecond: 1 }, requests: { capacity: 2, perSecond: 10 } },
+      buckets: { inputTokens: { capacity: 1000, perSecond: 0.1 } }, // no refill to speak of during the test
     });
     const withPrefix = (question: string) => ({
       system: [cached('s'.repeat(2000))], // 500 tokens
@@ -225,10 +248,13 @@ describe('fake-anthropic token buckets', () => {
       messages: [{ role: 'user', content: 'r'.repeat(200) }],
     });
     assert.equal(uncached.status, 429);
-    assert.ok(Number(uncached.headers.get('retry-after')) > 190, 'about 200 tokens short at 1 token a second');
+    assert.ok(Number(uncached.headers.get('retry-after')) > 1900, '200 tokens short at 0.1 a second');
     assert.deepEqual(fake.charged, { requests: 2, inputTokens: 650, cacheReadTokens: 500, outputTokens: 40 });
+  });
 
-    // A request refused (here by the requests bucket, now empty) writes nothing to the cache.
+  test('a request refused writes nothing to the prompt cache', async (t) => {
+    const fake = await startFake(t, { buckets: { requests: { capacity: 1, perSecond: 5 } } });
+    assert.equal((await post(fake, prompt(4))).status, 200); // the bucket is empty for the next 200 ms
     const newPrefix = { system: [cached('n'.repeat(400))], messages: [{ role: 'user', content: 'q' }] };
     const refused = await post(fake, newPrefix);
     assert.equal(refused.status, 429);

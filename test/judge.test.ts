@@ -358,12 +358,7 @@ describe('callJudge: each failure classified', () => {
       'EvalConfigurationError',
       '; check that the key in RJ_TEST_KEY may use claude-test-judge',
     ],
-    [
-      404,
-      'not_found_error',
-      'EvalConfigurationError',
-      '; check the model id claude-test-judge, from "model" in models.json',
-    ],
+    [404, 'not_found_error', 'EvalConfigurationError', '); check ANTHROPIC_BASE_URL'], // a 404 not about a model
   ];
   for (const [status, type, name, advice] of stopping) {
     test(`HTTP ${status} → ${name} with the API's message and type, not the JSON body or the key`, async (t) => {
@@ -386,14 +381,23 @@ describe('callJudge: each failure classified', () => {
     });
   }
 
-  test('HTTP 404 for a model id taken from model_env names that variable', async (t) => {
-    const fake = await startFake(t);
-    fake.enqueue(apiError(404, 'not_found_error'));
-    const judge = await judgeAt(fake.url, { model_env: 'RJ_JUDGE_MODEL' }, keyEnv({ RJ_JUDGE_MODEL: 'claude-typo' }));
-    await assert.rejects(callWith(judge), {
-      message: /; check the model id claude-typo, from the variable RJ_JUDGE_MODEL$/,
+  const modelNotFound: [string, Partial<JudgeConfig>, NodeJS.ProcessEnv, string][] = [
+    ['models.json', {}, keyEnv(), 'claude-test-judge, from "model" in models.json'],
+    [
+      'model_env',
+      { model_env: 'RJ_JUDGE_MODEL' },
+      keyEnv({ RJ_JUDGE_MODEL: 'claude-typo' }),
+      'claude-typo, from the variable RJ_JUDGE_MODEL',
+    ],
+  ];
+  for (const [source, config, env, advice] of modelNotFound) {
+    test(`HTTP 404 naming a model, its id from ${source}: the advice says where the id came from`, async (t) => {
+      const fake = await startFake(t);
+      fake.enqueue(apiError(404, 'not_found_error', 'model: not found'));
+      const judge = await judgeAt(fake.url, config, env);
+      await assert.rejects(callWith(judge), { message: new RegExp(`; check the model id ${advice}$`) });
     });
-  });
+  }
 
   const provider: [number, string][] = [
     [408, 'timeout_error'],
@@ -1278,11 +1282,11 @@ describe('retries and fallbacks in a run', () => {
 
 describe('rate-limit pacing in a run: every bucket the API reports, as token buckets', () => {
   /** A run of 15 transcripts at --concurrency 15 against the fake's buckets; every row must come from judge-a. */
-  async function pacedRun(t: TestContext, buckets: FakeOptions['buckets']) {
+  async function pacedRun(t: TestContext, buckets: FakeOptions['buckets'], only: string[] = []) {
     const { fake, ws, run } = await setupRun(t, { buckets, latencyMs: 20 }, { models: 5 });
-    const result = await run(['--concurrency', '15']);
+    const result = await run(['--concurrency', '15', ...only]);
     assert.equal(result.code, 0, result.stderr);
-    assert.equal(rowCount(ws.output), 15);
+    assert.equal(rowCount(ws.output), only.length ? 1 : 15);
     const log = readLog(ws.log);
     assert.ok(
       log.every((entry) => entry.judge === 'judge-a' && entry.attempts.length === 0),
@@ -1303,16 +1307,45 @@ describe('rate-limit pacing in a run: every bucket the API reports, as token buc
     assert.ok(seconds >= (15 - 5) / 20 - 0.1, `paced: the last request started after ${seconds} s`);
   });
 
-  test('input tokens: a bucket of 3 prompts refilling 6 prompts a second binds, not requests; no 429', async (t) => {
+  test('input tokens: a bucket of 3 prompts refilling 20 prompts a second binds, not requests; no 429', async (t) => {
     // Measured from the first answer: each prompt's input tokens, as the fake counts them.
-    const probe = await pacedRun(t, {});
+    const probe = await pacedRun(t, {}, ['--task', 'proof01', '--model', 'm01']);
     const perPrompt = probe.inputTokens;
-    const { fake, seconds } = await pacedRun(t, { inputTokens: { capacity: 3 * perPrompt, perSecond: 6 * perPrompt } });
+    const { fake, seconds } = await pacedRun(t, {
+      inputTokens: { capacity: 3 * perPrompt, perSecond: 20 * perPrompt },
+    });
     assert.ok(
       fake.count429 <= 1,
-      `${fake.count429} rejected: the estimate of tokens per prompt is learned from the first answer`,
+      `${fake.count429} rejected: the tokens a prompt takes are learned from the first answer`,
     );
-    assert.ok(seconds >= (15 - 3) / 6 - 0.3, `paced on tokens: the last request started after ${seconds} s`);
+    assert.ok(seconds >= (15 - 3) / 20 - 0.1, `paced on tokens: the last request started after ${seconds} s`);
+  });
+});
+
+describe('rate-limit pacing never stalls when later answers carry no headers', () => {
+  test('one answer says 2 of 3 remain, then three 500s without headers: what started refills; all six are tried', async (t) => {
+    const headers = () => ({
+      'anthropic-ratelimit-requests-limit': '3',
+      'anthropic-ratelimit-requests-remaining': '2',
+      'anthropic-ratelimit-requests-reset': new Date(Date.now() + 200).toISOString(),
+    });
+    const { fake, run } = await setupRun(
+      t,
+      {
+        responder: (_req, i) =>
+          i === 0
+            ? { text: fake.validAnswer(), headers: headers() }
+            : i <= 3
+              ? apiError(500, 'api_error', 'down')
+              : undefined,
+      },
+      { fallbacks: [] },
+    );
+    // The stall guard: a run that waits for ever is interrupted (as by Ctrl-C) after 15 s, so it fails, not hangs.
+    const guard = setTimeout(() => process.emit('SIGINT', 'SIGINT'), 15_000);
+    const result = await run(['--concurrency', '1']).finally(() => clearTimeout(guard));
+    assert.equal(result.code, 1, result.stderr);
+    assert.equal(fake.requests.length, 6, 'every transcript was tried');
   });
 });
 
