@@ -89,6 +89,16 @@ const judgeEnv = (fake: FakeAnthropic) => ({
 /** The run's own wall time, from its summary line (excludes tsx's start-up, measured in [startup]). */
 const summaryWallMs = (stderr: string) => Number(/wall time ([\d.]+) s/.exec(stderr)?.[1] ?? NaN) * 1000;
 
+/** Judges `count` fresh transcripts with the CLI against a fake started with `options`, closed after. */
+async function judgeAgainstFake(count: number, options: FakeOptions, concurrency: number) {
+  const fake = await FakeAnthropic.start(options);
+  const { dir, args } = makeEvalSet(count);
+  const cli = ['--import', 'tsx', SCRIPT, ...args, '--concurrency', String(concurrency)];
+  const result = await run(process.execPath, cli, judgeEnv(fake));
+  await fake.close();
+  return { fake, dir, result };
+}
+
 async function benchStartup(): Promise<void> {
   const empty = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'run-judge-bench-')), 'empty.ts');
   fs.writeFileSync(empty, '');
@@ -116,14 +126,7 @@ async function benchConcurrency(): Promise<void> {
   const ideal = Math.ceil(count / concurrency) * latencyMs;
   const runs: { judging: number; run: number; process: number; rows: number; code: number | null }[] = [];
   for (let i = 0; i < repeats; i++) {
-    const fake = await FakeAnthropic.start({ latencyMs });
-    const { dir, args } = makeEvalSet(count);
-    const result = await run(
-      process.execPath,
-      ['--import', 'tsx', SCRIPT, ...args, '--concurrency', String(concurrency)],
-      judgeEnv(fake),
-    );
-    await fake.close();
+    const { fake, dir, result } = await judgeAgainstFake(count, { latencyMs }, concurrency);
     runs.push({
       judging: judgingMs(fake, result),
       run: summaryWallMs(result.stderr),
@@ -163,14 +166,7 @@ async function benchTokenBuckets(): Promise<void> {
     },
   ];
   for (const scenario of scenarios) {
-    const fake = await FakeAnthropic.start({ latencyMs, buckets: scenario.buckets });
-    const { dir, args } = makeEvalSet(count);
-    const result = await run(
-      process.execPath,
-      ['--import', 'tsx', SCRIPT, ...args, '--concurrency', String(concurrency)],
-      judgeEnv(fake),
-    );
-    await fake.close();
+    const { fake, dir, result } = await judgeAgainstFake(count, { latencyMs, buckets: scenario.buckets }, concurrency);
     const runMs = judgingMs(fake, result);
     // What the 80 requests cost each bucket: the fake's own counts per admitted request, times 80.
     const admitted = fake.charged.requests;
