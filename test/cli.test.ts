@@ -315,6 +315,18 @@ describe('progress in a CI log (stderr not a terminal) and the summary', () => {
     assert.doesNotMatch(result.stderr, /\x1b|\r/);
   });
 
+  test('a judgement taking longer than 10 s: a plain progress line every 10 s meanwhile (the clock mocked)', async (t) => {
+    t.mock.timers.enable({ apis: ['setInterval'] }); // the ticker's clock only: the fake's latency stays real
+    const { fake, run } = await setupRun(t, { latencyMs: 300 });
+    const pending = run(['--task', 'proof01', '--model', 'm01']);
+    await waitFor(() => fake.requests.length === 1, 10_000, 'the request');
+    t.mock.timers.tick(20_000);
+    const result = await pending;
+    assert.equal(result.code, 0, result.stderr);
+    const ticks = lines(result.stderr).filter((line) => line.startsWith('progress: judged 0/1'));
+    assert.equal(ticks.length, 2, result.stderr);
+  });
+
   test('the summary names the judges that scored rows and how many, a fallback judge named as such', async (t) => {
     const { run } = await setupRun(t, {
       responder: (req) =>
