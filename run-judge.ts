@@ -666,7 +666,7 @@ class RateGate {
   overloadedInARow = 0; // transcripts given up on after 529s since this judge last answered
   hurried = 0; // transcripts that went on to the fallback after one try, the breaker open
   private heard = false; // whether any answer came: before, at most FIRST_BURST requests start
-  private readonly started: Cost[] = []; // what each request started took, by its sequence number
+  private readonly started: (Cost & { at: number })[] = []; // each request started, by its sequence number
   private readonly buckets: Partial<Record<Family, Bucket>> = {};
   private readonly learned = { chars: 0, tokens: 0, outputTokens: 0, answers: 0 }; // from the answers' usage
   /** What a request will take from each bucket: its input tokens estimated from its characters, as answers taught. */
@@ -686,7 +686,7 @@ class RateGate {
         first,
         ...RATE_FAMILIES.map((family) => this.waitFor(family, cost)),
       );
-      if (wait <= 0) return this.started.push(cost) - 1;
+      if (wait <= 0) return this.started.push({ ...cost, at: now }) - 1;
       await sleepUnlessAborted(Math.min(wait, 1000), signal);
     }
     const paused = 'rate limited: its requests are paused beyond the retry budget';
@@ -696,10 +696,8 @@ class RateGate {
   observe(info: RateLimitInfo | undefined, seq: number, usage?: Usage): void {
     this.heard = true;
     const [cost, at] = [this.started[seq]!, Date.now()];
-    const [learned, cached] = [
-      this.learned,
-      (usage?.cache_creation_input_tokens ?? 0) + (usage?.cache_read_input_tokens ?? 0),
-    ];
+    const { learned } = this;
+    const cached = (usage?.cache_creation_input_tokens ?? 0) + (usage?.cache_read_input_tokens ?? 0);
     if (usage?.input_tokens) {
       [learned.chars, learned.tokens] = [learned.chars + cost.chars, learned.tokens + usage.input_tokens + cached];
       [learned.outputTokens, learned.answers] = [learned.outputTokens + usage.output_tokens, learned.answers + 1];
@@ -710,7 +708,8 @@ class RateGate {
       // The refill rate, from when the bucket is full again; a full bucket says nothing of it.
       const rate =
         told.remaining < told.limit && told.resetAt > at ? (told.limit - told.remaining) / (told.resetAt - at) : 0;
-      const fromSeq = this.started.length; // what starts from now on is not in `remaining`
+      let fromSeq = this.started.length; // not in `remaining`: what starts now on, or 100 ms before (not there yet)
+      while (fromSeq > 0 && this.started[fromSeq - 1]!.at > at - 100) fromSeq--;
       this.buckets[family] = { ...told, at, fromSeq, rate: rate || known?.rate || told.limit / 60_000 };
     }
   }
