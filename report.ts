@@ -1,0 +1,115 @@
+// report.ts: the analysis after the judge run (issue 8). Does the judge agree with the people who scored the
+// transcripts, as well as they agree with each other, and does it rank the tutors as they do? So far: the statistics.
+// Each figure is a pure function of (human, judge) score pairs; the report's reading and printing come next.
+
+/** Agreement between two raters on one dimension: its allowed scores are the labels, used or not. */
+export type Agreement = { n: number; exact: number; within_one: number; kappa: number | null; confusion: number[][] };
+/** A pair of scores of one transcript: the first rater's (a human), then the second's (the judge, or a human). */
+export type Pair = readonly [number, number];
+
+/** Exact and within-one agreement, quadratic-weighted kappa over `labels`, and the confusion matrix (rows: first). */
+export function agreement(pairs: readonly Pair[], labels: readonly number[]): Agreement {
+  const n = pairs.length;
+  const share = (close: (a: number, b: number) => boolean) =>
+    n ? pairs.filter(([a, b]) => close(a, b)).length / n : 0;
+  return {
+    n,
+    exact: share((a, b) => a === b),
+    within_one: share((a, b) => Math.abs(a - b) <= 1),
+    kappa: quadraticWeightedKappa(pairs, labels),
+    confusion: confusionMatrix(pairs, labels),
+  };
+}
+
+/** Counts of each (first, second) score, in label order; a score outside the labels is an error, never dropped. */
+export function confusionMatrix(pairs: readonly Pair[], labels: readonly number[]): number[][] {
+  const sorted = [...labels].sort((a, b) => a - b);
+  const matrix = sorted.map(() => sorted.map(() => 0));
+  for (const [a, b] of pairs) {
+    const [i, j] = [sorted.indexOf(a), sorted.indexOf(b)];
+    if (i < 0 || j < 0) throw new RangeError(`score ${i < 0 ? a : b} is not one of the labels ${sorted.join(', ')}`);
+    matrix[i]![j]!++;
+  }
+  return matrix;
+}
+
+/** Cohen's kappa with quadratic weights (i - j)^2 / (k - 1)^2 over the label positions; null when undefined (no
+ * pairs, or an expected disagreement of 0, as when both raters always give the same one score). */
+export function quadraticWeightedKappa(pairs: readonly Pair[], labels: readonly number[]): number | null {
+  const observed = confusionMatrix(pairs, labels);
+  const k = observed.length;
+  const n = pairs.length;
+  if (!n || k < 2) return null;
+  const rows = observed.map((row) => row.reduce((sum, count) => sum + count, 0));
+  const columns = observed[0]!.map((_, j) => observed.reduce((sum, row) => sum + row[j]!, 0));
+  let [disagreed, expected] = [0, 0];
+  for (let i = 0; i < k; i++) {
+    for (let j = 0; j < k; j++) {
+      const weight = (i - j) ** 2 / (k - 1) ** 2;
+      disagreed += (weight * observed[i]![j]!) / n;
+      expected += (weight * rows[i]! * columns[j]!) / n ** 2;
+    }
+  }
+  return expected === 0 ? null : 1 - disagreed / expected;
+}
+
+/** A percentile bootstrap interval (95% by default) of `statistic` over resampled units (transcripts, each with its
+ * pairs); seeded, so the same input prints the same interval. Null when the statistic is undefined too often. */
+export function bootstrapCi<T>(
+  units: readonly (readonly T[])[],
+  statistic: (sample: T[]) => number | null,
+  { resamples = 2000, seed = 1, level = 0.95 } = {},
+): [number, number] | null {
+  if (!units.length) return null;
+  const random = mulberry32(seed);
+  const values: number[] = [];
+  for (let r = 0; r < resamples; r++) {
+    const sample = Array.from({ length: units.length }, () => units[Math.floor(random() * units.length)]!).flat();
+    const value = statistic(sample);
+    if (value !== null && Number.isFinite(value)) values.push(value);
+  }
+  if (values.length < resamples / 2) return null; // undefined in most resamples: no interval worth printing
+  values.sort((a, b) => a - b);
+  const at = (q: number) => values[Math.min(values.length - 1, Math.max(0, Math.floor(q * values.length)))]!;
+  return [at((1 - level) / 2), at(1 - (1 - level) / 2)];
+}
+
+/** Spearman's rank correlation (ties get their average rank); null with fewer than 3 values or no spread. */
+export function spearman(xs: readonly number[], ys: readonly number[]): number | null {
+  if (xs.length !== ys.length) throw new RangeError(`spearman: ${xs.length} values against ${ys.length}`);
+  if (xs.length < 3) return null;
+  const [rx, ry] = [averageRanks(xs), averageRanks(ys)];
+  const mean = (values: number[]) => values.reduce((sum, value) => sum + value, 0) / values.length;
+  const [mx, my] = [mean(rx), mean(ry)];
+  let [sxy, sxx, syy] = [0, 0, 0];
+  rx.forEach((x, i) => {
+    const [dx, dy] = [x - mx, ry[i]! - my];
+    [sxy, sxx, syy] = [sxy + dx * dy, sxx + dx * dx, syy + dy * dy];
+  });
+  return sxx && syy ? sxy / Math.sqrt(sxx * syy) : null;
+}
+
+/** 1-based ranks, tied values sharing the mean of the ranks they span. */
+function averageRanks(values: readonly number[]): number[] {
+  const order = values.map((value, i) => [value, i] as const).sort((a, b) => a[0] - b[0]);
+  const ranks = new Array<number>(values.length);
+  for (let start = 0; start < order.length;) {
+    let end = start;
+    while (end + 1 < order.length && order[end + 1]![0] === order[start]![0]) end++;
+    for (let i = start; i <= end; i++) ranks[order[i]![1]] = (start + end) / 2 + 1;
+    start = end + 1;
+  }
+  return ranks;
+}
+
+/** A small seeded PRNG (mulberry32): the bootstrap must print the same interval for the same input. */
+function mulberry32(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
