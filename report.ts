@@ -1,6 +1,114 @@
 // report.ts: the analysis after the judge run (issue 8). Does the judge agree with the people who scored the
 // transcripts, as well as they agree with each other, and does it rank the tutors as they do? So far: the statistics.
 // Each figure is a pure function of (human, judge) score pairs; the report's reading and printing come next.
+import * as fs from 'node:fs';
+import { Command, CommanderError } from 'commander';
+import { parse as parseCsv } from 'csv-parse/sync';
+import { stringify as stringifyCsv } from 'csv-stringify/sync';
+import { EvalError, EvalInputError, isEntryModule, loadRubric, readTranscripts } from './run-judge.ts';
+
+type Rubric = ReturnType<typeof loadRubric>;
+/** One human's scores of one transcript; a score left empty (not scored yet) is absent, and the row incomplete. */
+export type HumanRow = {
+  task_id: string;
+  model: string;
+  scorer: string;
+  scores: Record<string, number>;
+  notes: string;
+};
+const DEFAULTS = { transcripts: 'evals/transcripts', rubric: 'rubric.json', humanScores: 'evals/human_scores.csv' };
+
+/** Runs `report.ts <command>`; so far the one command is `sheet`. Returns the exit status. */
+export async function main(argv: string[], io: { stdout: NodeJS.WritableStream; stderr: NodeJS.WritableStream }) {
+  const cli = new Command('report')
+    .description('The analysis after the judge run: the judge against the human scores.')
+    .exitOverride()
+    .configureOutput({ writeOut: (out) => io.stdout.write(out), writeErr: (out) => io.stderr.write(out) });
+  cli
+    .command('sheet')
+    .description("print a blank scoring sheet: one row per transcript, scores empty, never the judge's")
+    .option('--scorer <name>', 'add a scorer column filled with this name')
+    .option('--transcripts <dir>', 'transcripts folder: {model}/{task_id}.json', DEFAULTS.transcripts)
+    .option('--rubric <file>', 'rubric: its dimensions are the columns', DEFAULTS.rubric)
+    .action((options: { scorer?: string; transcripts: string; rubric: string }) => {
+      io.stdout.write(scoringSheet(readTranscripts(options.transcripts), loadRubric(options.rubric), options.scorer));
+    });
+  try {
+    await cli.parseAsync(argv, { from: 'user' });
+    return 0;
+  } catch (error) {
+    if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : 2;
+    if (!(error instanceof EvalError)) throw error;
+    io.stderr.write(`report: ${error.message}\n`);
+    return 2;
+  }
+}
+
+/** The blank sheet people fill in, blind to the judge: the judge CSV's columns (and a scorer), one row a transcript. */
+export function scoringSheet(refs: { task_id: string; model: string }[], rubric: Rubric, scorer?: string): string {
+  const names = rubric.dimensions.map((dimension) => dimension.name);
+  const [header, scorerCell] = [['task_id', 'model', ...names, 'notes'], scorer === undefined ? [] : [scorer]];
+  if (scorer !== undefined) header.push('scorer');
+  const rows = refs.map((ref) => [ref.task_id, ref.model, ...names.map(() => ''), '', ...scorerCell]);
+  return stringifyCsv([header, ...rows], { record_delimiter: '\n', quoted_match: /[\r\n]/ });
+}
+
+/** Reads the human scores: the sheet's columns in any order, `scorer` optional; a bad cell is an error naming the
+ * file, the line and the column; a (task_id, model, scorer) scored twice is an error too. */
+export function readHumanScores(file: string, rubric: Rubric): HumanRow[] {
+  const names = rubric.dimensions.map((dimension) => dimension.name);
+  let records: { record: string[]; info: { lines: number } }[];
+  try {
+    records = parseCsv(fs.readFileSync(file), {
+      bom: true,
+      skip_empty_lines: true,
+      info: true,
+    }) as unknown as typeof records;
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'file not found' : (error as Error).message;
+    throw new EvalInputError(`${file}: ${reason}`, { cause: error });
+  }
+  const [head, ...body] = records;
+  const header = head?.record ?? [];
+  const required = ['task_id', 'model', ...names, 'notes'];
+  const missing = required.filter((column) => !header.includes(column));
+  const unknown = header.filter((column) => !required.includes(column) && column !== 'scorer');
+  if (missing.length || unknown.length) {
+    const problems = [missing.length && `missing ${missing.join(', ')}`, unknown.length && `unknown ${unknown}`];
+    throw new EvalInputError(`${file}: header: ${problems.filter(Boolean).join('; ')} (expected ${required}[,scorer])`);
+  }
+  const seen = new Set<string>();
+  return body.map(({ record, info }) => {
+    const cell = (column: string) => record[header.indexOf(column)] ?? '';
+    const at = `${file}: line ${info.lines}`;
+    const scores: Record<string, number> = {};
+    for (const dimension of rubric.dimensions) {
+      const value = cell(dimension.name).trim();
+      if (value === '') continue; // not scored yet
+      if (!Object.hasOwn(dimension.scores, value) || !/^(0|[1-9]\d*)$/.test(value)) {
+        const allowed = Object.keys(dimension.scores).join(', ');
+        throw new EvalInputError(`${at}: ${dimension.name}: "${value}" is not an allowed score (${allowed})`);
+      }
+      scores[dimension.name] = Number(value);
+    }
+    const row = {
+      task_id: cell('task_id'),
+      model: cell('model'),
+      scorer: cell('scorer'),
+      scores,
+      notes: cell('notes'),
+    };
+    for (const column of ['task_id', 'model'] as const)
+      if (!row[column]) throw new EvalInputError(`${at}: ${column} is empty`);
+    const key = JSON.stringify([row.task_id, row.model, row.scorer]);
+    if (seen.has(key)) throw new EvalInputError(`${at}: ${row.model}/${row.task_id} scored twice by "${row.scorer}"`);
+    seen.add(key);
+    return row;
+  });
+}
+
+/** Whether a human row scores every dimension of the rubric. */
+export const isComplete = (row: HumanRow, rubric: Rubric) => rubric.dimensions.every((d) => d.name in row.scores);
 
 /** Agreement between two raters on one dimension: its allowed scores are the labels, used or not. */
 export type Agreement = { n: number; exact: number; within_one: number; kappa: number | null; confusion: number[][] };
@@ -113,3 +221,5 @@ function mulberry32(seed: number): () => number {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
+
+if (isEntryModule(import.meta.url)) main(process.argv.slice(2), process).then((code) => (process.exitCode = code));
