@@ -17,6 +17,9 @@ export type HumanRow = {
   notes: string;
 };
 const DEFAULTS = { transcripts: 'evals/transcripts', rubric: 'rubric.json', humanScores: 'evals/human_scores.csv' };
+const REPORT_DEFAULTS = { ...DEFAULTS, scores: 'evals/scores/judge_scores.csv', log: 'evals/scores/judge_log.jsonl' };
+/** A judge CSV row, as run-judge wrote it (the formula guard taken off task and model). */
+export type JudgeRow = { task_id: string; model: string; scores: Record<string, number> };
 
 /** Runs `report.ts <command>`; so far the one command is `sheet`. Returns the exit status. */
 export async function main(argv: string[], io: { stdout: NodeJS.WritableStream; stderr: NodeJS.WritableStream }) {
@@ -32,6 +35,19 @@ export async function main(argv: string[], io: { stdout: NodeJS.WritableStream; 
     .option('--rubric <file>', 'rubric: its dimensions are the columns', DEFAULTS.rubric)
     .action((options: { scorer?: string; transcripts: string; rubric: string }) => {
       io.stdout.write(scoringSheet(readTranscripts(options.transcripts), loadRubric(options.rubric), options.scorer));
+    });
+  cli
+    .command('agreement', { isDefault: true })
+    .description('the judge against the human scores, per dimension and per model, as JSON (more formats to come)')
+    .option('--scores <file>', 'the judge CSV', REPORT_DEFAULTS.scores)
+    .option('--human-scores <file>', 'the human scores CSV', REPORT_DEFAULTS.humanScores)
+    .option('--rubric <file>', 'rubric', REPORT_DEFAULTS.rubric)
+    .option('--log <file>', 'the audit log, for which judge scored each row (skipped when absent)', REPORT_DEFAULTS.log)
+    .action((options: { scores: string; humanScores: string; rubric: string; log: string }) => {
+      const rubric = loadRubric(options.rubric);
+      const judged = readJudgeScores(options.scores, rubric);
+      const report = analyse(judged, readHumanScores(options.humanScores, rubric), rubric, judgesOf(options.log));
+      io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
     });
   try {
     await cli.parseAsync(argv, { from: 'user' });
@@ -57,17 +73,7 @@ export function scoringSheet(refs: { task_id: string; model: string }[], rubric:
  * file, the line and the column; a (task_id, model, scorer) scored twice is an error too. */
 export function readHumanScores(file: string, rubric: Rubric): HumanRow[] {
   const names = rubric.dimensions.map((dimension) => dimension.name);
-  let records: { record: string[]; info: { lines: number } }[];
-  try {
-    records = parseCsv(fs.readFileSync(file), {
-      bom: true,
-      skip_empty_lines: true,
-      info: true,
-    }) as unknown as typeof records;
-  } catch (error) {
-    const reason = (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'file not found' : (error as Error).message;
-    throw new EvalInputError(`${file}: ${reason}`, { cause: error });
-  }
+  const records = readCsvFile(file, true) as { record: string[]; info: { lines: number } }[];
   const [head, ...body] = records;
   const header = head?.record ?? [];
   const required = ['task_id', 'model', ...names, 'notes'];
@@ -105,6 +111,130 @@ export function readHumanScores(file: string, rubric: Rubric): HumanRow[] {
     seen.add(key);
     return row;
   });
+}
+
+/** The judge's rows (run-judge's CSV): every score a number, the formula guard taken off task and model. */
+export function readJudgeScores(file: string, rubric: Rubric): JudgeRow[] {
+  const names = rubric.dimensions.map((dimension) => dimension.name);
+  const records = readCsvFile(file) as string[][];
+  const [header = [], ...rows] = records;
+  const expected = ['task_id', 'model', ...names, 'notes'];
+  if (header.join(',') !== expected.join(',')) throw new EvalInputError(`${file}: header is not ${expected}`);
+  const unguard = (cell: string) => cell.replace(/^'/, '');
+  return rows.map((row) => ({
+    ...{ task_id: unguard(row[0]!), model: unguard(row[1]!) },
+    scores: Object.fromEntries(names.map((name, i) => [name, Number(row[i + 2])])),
+  }));
+}
+
+/** How many rows each judge scored, from the audit log's last scored entry per transcript; {} without a log. */
+export function judgesOf(log: string): Record<string, number> {
+  if (!fs.existsSync(log)) return {};
+  const last = new Map<string, string>();
+  for (const line of fs.readFileSync(log, 'utf8').split('\n')) {
+    const entry = line.trim()
+      ? (JSON.parse(line) as { status?: string; judge?: string; model: string; task_id: string })
+      : undefined;
+    if (entry?.status === 'scored' && entry.judge) last.set(`${entry.model}/${entry.task_id}`, entry.judge);
+  }
+  const counts: Record<string, number> = {};
+  for (const judge of last.values()) counts[judge] = (counts[judge] ?? 0) + 1;
+  return counts;
+}
+
+/** The report: agreement per dimension (and the human ceiling), models side by side, what is missing. */
+export function analyse(judged: JudgeRow[], humans: HumanRow[], rubric: Rubric, judges: Record<string, number> = {}) {
+  const keyOf = (row: { model: string; task_id: string }) => `${row.model}/${row.task_id}`;
+  const judgeOf = new Map(judged.map((row) => [keyOf(row), row]));
+  const complete = humans.filter((row) => isComplete(row, rubric));
+  const humanKeys = new Set(complete.map(keyOf));
+  const byTranscript = groupBy(complete, keyOf);
+  const dimensions = rubric.dimensions.map((dimension) => {
+    const labels = Object.keys(dimension.scores)
+      .map(Number)
+      .sort((a, b) => a - b);
+    const figures = (units: Pair[][]) => {
+      const pairs = units.flat();
+      const kappa = (sample: Pair[]) => quadraticWeightedKappa(sample, labels);
+      return { ...agreement(pairs, labels), kappa_ci95: bootstrapCi(units, kappa) };
+    };
+    // Judge against each human row; human against human: each pair of scorers once, the first name first.
+    const judgeUnits = [...byTranscript].flatMap(([key, rows]) => {
+      const judge = judgeOf.get(key);
+      return judge ? [rows.map((row): Pair => [row.scores[dimension.name]!, judge.scores[dimension.name]!])] : [];
+    });
+    const humanUnits = [...byTranscript].flatMap(([key, rows]) => {
+      if (!judgeOf.has(key)) return [];
+      const sorted = [...rows].sort((a, b) => (a.scorer < b.scorer ? -1 : a.scorer > b.scorer ? 1 : 0));
+      const pairs = sorted.flatMap((a, i) =>
+        sorted.slice(i + 1).map((b): Pair => [a.scores[dimension.name]!, b.scores[dimension.name]!]),
+      );
+      return pairs.length ? [pairs] : [];
+    });
+    const ceiling = humanUnits.length ? (({ confusion: _, ...figured }) => figured)(figures(humanUnits)) : null;
+    return {
+      ...{ name: dimension.name, labels, judge_vs_human: figures(judgeUnits) },
+      ...{ human_vs_human: ceiling, self_consistency: null }, // self-consistency needs --samples (not built yet)
+    };
+  });
+  const models = [...new Set([...judged, ...complete].map((row) => row.model))].sort();
+  const meanOf = (values: number[]) => (values.length ? values.reduce((a, b) => a + b, 0) / values.length : null);
+  const side = models.map((model) => {
+    const judgeRows = judged.filter((row) => row.model === model);
+    const humanRows = complete.filter((row) => row.model === model);
+    const per = (rows: { scores: Record<string, number>; task_id: string }[]) => {
+      const units = [...groupBy(rows, (row) => row.task_id).values()];
+      const mean = Object.fromEntries(
+        rubric.dimensions.map((d) => [d.name, meanOf(rows.map((row) => row.scores[d.name]!))]),
+      );
+      const ci = Object.fromEntries(
+        rubric.dimensions.map((d) => [
+          d.name,
+          bootstrapCi(units, (sample) => meanOf(sample.map((row) => row.scores[d.name]!))),
+        ]),
+      );
+      return { mean, ci };
+    };
+    const [judge, human] = [per(judgeRows), per(humanRows)];
+    return {
+      ...{ model, n_judge: judgeRows.length, n_human: humanRows.length },
+      ...{ judge_mean: judge.mean, judge_ci95: judge.ci, human_mean: human.mean, human_ci95: human.ci },
+    };
+  });
+  const both = side.filter((row) => row.n_judge && row.n_human);
+  const ranking = Object.fromEntries(
+    rubric.dimensions.map((d) => [
+      d.name,
+      spearman(
+        both.map((row) => row.judge_mean[d.name]!),
+        both.map((row) => row.human_mean[d.name]!),
+      ),
+    ]),
+  );
+  const missing = {
+    no_human: judged
+      .map(keyOf)
+      .filter((key) => !humanKeys.has(key))
+      .sort(),
+    no_judge: [...humanKeys].filter((key) => !judgeOf.has(key)).sort(),
+  };
+  const pairs = dimensions[0]?.judge_vs_human.n ?? 0;
+  return { pairs, missing, dimensions, models: side, ranking, judges };
+}
+
+/** A CSV file's records (with where each ends, for `info`); a missing or malformed file is an input error. */
+function readCsvFile(file: string, info = false): unknown[] {
+  try {
+    return parseCsv(fs.readFileSync(file), { bom: true, skip_empty_lines: true, info });
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'file not found' : (error as Error).message;
+    throw new EvalInputError(`${file}: ${reason}`, { cause: error });
+  }
+}
+function groupBy<T>(items: T[], key: (item: T) => string): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of items) groups.set(key(item), [...(groups.get(key(item)) ?? []), item]);
+  return groups;
 }
 
 /** Whether a human row scores every dimension of the rubric. */

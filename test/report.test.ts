@@ -6,7 +6,7 @@ import { describe, test } from 'node:test';
 import { RUBRIC_FILE, makeWorkspace, mentioning, tempDir } from './helpers.ts';
 
 const { agreement, bootstrapCi, confusionMatrix, quadraticWeightedKappa, spearman } = await import('../report.ts');
-const { isComplete, main, readHumanScores, scoringSheet } = await import('../report.ts');
+const { analyse, isComplete, main, readHumanScores, scoringSheet } = await import('../report.ts');
 const { loadRubric } = await import('../run-judge.ts');
 const rubric = loadRubric(RUBRIC_FILE);
 const DIMENSIONS = rubric.dimensions.map((dimension) => dimension.name);
@@ -204,5 +204,92 @@ describe('readHumanScores: every cell checked, a bad one named by file, line and
       name: 'EvalInputError',
       message: mentioning(file, 'file not found'),
     });
+  });
+});
+
+describe('analyse: the judge against the humans, per dimension and per model; what is missing', () => {
+  const all = (score: number) => Object.fromEntries(DIMENSIONS.map((name) => [name, score]));
+  const judge = (model: string, task_id: string, score: number) => ({ model, task_id, scores: all(score) });
+  const human = (model: string, task_id: string, scorer: string, score: number) => ({
+    ...{ model, task_id, scorer, notes: '' },
+    scores: all(score),
+  });
+
+  test('a judge that agrees with two agreeing scorers: kappa 1 against them and between them; n counts each row', () => {
+    const judged = [judge('m1', 'p1', 0), judge('m1', 'p2', 1), judge('m1', 'p3', 2)];
+    const humans = judged.flatMap((row) =>
+      ['bob', 'alice'].map((scorer) => human(row.model, row.task_id, scorer, row.scores[DIMENSIONS[0]!]!)),
+    );
+    const report = analyse(judged, humans, rubric);
+    const [first] = report.dimensions;
+    assert.deepEqual([report.pairs, first!.judge_vs_human.n, first!.judge_vs_human.kappa], [6, 6, 1]);
+    assert.deepEqual(
+      [first!.human_vs_human!.n, first!.human_vs_human!.kappa],
+      [3, 1],
+      'one scorer pair per transcript',
+    );
+    assert.ok(!('confusion' in first!.human_vs_human!), 'the ceiling has no confusion matrix');
+    assert.deepEqual(first!.judge_vs_human.kappa_ci95, [1, 1]);
+  });
+
+  test('three scorers on a transcript: three pairs, the name sorting first as the first rater', () => {
+    const humans = [human('m1', 'p1', 'carol', 2), human('m1', 'p1', 'alice', 0), human('m1', 'p1', 'bob', 1)];
+    const report = analyse([judge('m1', 'p1', 1)], humans, rubric);
+    const ceiling = report.dimensions[0]!.human_vs_human!;
+    assert.equal(ceiling.n, 3);
+    assert.deepEqual([ceiling.exact, ceiling.within_one], [0, 2 / 3], 'alice-bob 0/1, alice-carol 0/2, bob-carol 1/2');
+  });
+
+  test('missing: judge rows without a human row, and human rows without a judge row, listed; an incomplete row is none', () => {
+    const partial = { ...human('m1', 'p3', 'alice', 1), scores: { [DIMENSIONS[0]!]: 1 } };
+    const report = analyse(
+      [judge('m1', 'p1', 1), judge('m1', 'p3', 1)],
+      [human('m1', 'p1', 'al', 1), human('m2', 'p9', 'al', 1), partial],
+      rubric,
+    );
+    assert.deepEqual(report.missing, { no_human: ['m1/p3'], no_judge: ['m2/p9'] });
+    assert.equal(report.pairs, 1);
+  });
+
+  test('models side by side: means per dimension, and Spearman 1 when three tutors are ordered alike (null with two)', () => {
+    const judged = ['a', 'b', 'c'].map((model, i) => judge(model, 'p1', i));
+    const humans = ['a', 'b', 'c'].map((model, i) => human(model, 'p1', 'al', Math.min(2, i + 1)));
+    const report = analyse(judged, humans, rubric);
+    assert.deepEqual(
+      report.models.map((row) => [row.model, row.judge_mean[DIMENSIONS[0]!], row.human_mean[DIMENSIONS[0]!]]),
+      [
+        ['a', 0, 1],
+        ['b', 1, 2],
+        ['c', 2, 2],
+      ],
+    );
+    close(report.ranking[DIMENSIONS[0]!]!, Math.sqrt(3) / 2, 'ties in the human means'); // ranks 1,2,3 vs 1,2.5,2.5
+    assert.equal(analyse(judged.slice(0, 2), humans.slice(0, 2), rubric).ranking[DIMENSIONS[0]!], null);
+  });
+
+  test('`report.ts` prints exactly one JSON object; the audit log says which judge scored each row', async (t) => {
+    const dir = tempDir(t);
+    const [scores, humans, log] = [
+      path.join(dir, 'judge.csv'),
+      path.join(dir, 'human.csv'),
+      path.join(dir, 'log.jsonl'),
+    ];
+    const row = (score: number) => DIMENSIONS.map(() => score).join(',');
+    fs.writeFileSync(scores, `task_id,model,${DIMENSIONS.join(',')},notes\np1,m1,${row(2)},ok\np2,m1,${row(1)},ok\n`);
+    fs.writeFileSync(
+      humans,
+      `task_id,model,${DIMENSIONS.join(',')},notes,scorer\np1,m1,${row(2)},,al\np2,m1,${row(1)},,al\n`,
+    );
+    const entry = (task_id: string, judge: string, status = 'scored') =>
+      JSON.stringify({ task_id, model: 'm1', judge, status });
+    fs.writeFileSync(log, [entry('p1', 'judge-a'), entry('p2', 'judge-a'), entry('p2', 'judge-b')].join('\n') + '\n');
+    let out = '';
+    const io = { stdout: { write: (text: string) => (out += text) }, stderr: process.stderr } as never;
+    const args = ['--scores', scores, '--human-scores', humans, '--rubric', RUBRIC_FILE, '--log', log];
+    assert.equal(await main(args, io), 0);
+    const report = JSON.parse(out);
+    assert.equal(report.pairs, 2);
+    assert.deepEqual(report.judges, { 'judge-a': 1, 'judge-b': 1 }, 'the last scored entry of each transcript');
+    assert.deepEqual(Object.keys(report), ['pairs', 'missing', 'dimensions', 'models', 'ranking', 'judges']);
   });
 });
