@@ -38,16 +38,21 @@ export async function main(argv: string[], io: { stdout: NodeJS.WritableStream; 
     });
   cli
     .command('agreement', { isDefault: true })
-    .description('the judge against the human scores, per dimension and per model, as JSON (more formats to come)')
+    .description('the judge against the human scores, per dimension and per model')
+    .option('--format <format>', 'table, markdown or json', 'table')
     .option('--scores <file>', 'the judge CSV', REPORT_DEFAULTS.scores)
     .option('--human-scores <file>', 'the human scores CSV', REPORT_DEFAULTS.humanScores)
     .option('--rubric <file>', 'rubric', REPORT_DEFAULTS.rubric)
     .option('--log <file>', 'the audit log, for which judge scored each row (skipped when absent)', REPORT_DEFAULTS.log)
-    .action((options: { scores: string; humanScores: string; rubric: string; log: string }) => {
+    .action((options: { scores: string; humanScores: string; rubric: string; log: string; format: string }) => {
+      if (!['table', 'markdown', 'json'].includes(options.format)) {
+        throw new EvalInputError(`--format ${options.format}: use table, markdown or json`);
+      }
       const rubric = loadRubric(options.rubric);
       const judged = readJudgeScores(options.scores, rubric);
       const report = analyse(judged, readHumanScores(options.humanScores, rubric), rubric, judgesOf(options.log));
-      io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+      const json = `${JSON.stringify(report, null, 2)}\n`;
+      io.stdout.write(options.format === 'json' ? json : formatReport(report, options.format === 'markdown'));
     });
   try {
     await cli.parseAsync(argv, { from: 'user' });
@@ -222,6 +227,50 @@ export function analyse(judged: JudgeRow[], humans: HumanRow[], rubric: Rubric, 
   return { pairs, missing, dimensions, models: side, ranking, judges };
 }
 
+type Report = ReturnType<typeof analyse>;
+/** The report's tables, aligned as text or as GitHub-flavoured Markdown (for a CI job summary). */
+export function formatReport(report: Report, markdown: boolean): string {
+  const figure = (value: number | null | undefined) => (value === null || value === undefined ? '-' : value.toFixed(2));
+  const interval = (ci: [number, number] | null) => (ci ? `[${figure(ci[0])}, ${figure(ci[1])}]` : '-');
+  const agreementRows = report.dimensions.map((d) => {
+    const [judge, ceiling] = [d.judge_vs_human, d.human_vs_human];
+    const human = ceiling ? `${figure(ceiling.kappa)} ${interval(ceiling.kappa_ci95)}` : '-';
+    const shares = [figure(judge.exact), figure(judge.within_one)];
+    return [d.name, String(judge.n), ...shares, `${figure(judge.kappa)} ${interval(judge.kappa_ci95)}`, human];
+  });
+  const modelRows = report.models.flatMap((row) =>
+    report.dimensions.map((d) => [
+      ...[row.model, d.name, `${figure(row.judge_mean[d.name])} ${interval(row.judge_ci95[d.name] ?? null)}`],
+      `${figure(row.human_mean[d.name])} ${interval(row.human_ci95[d.name] ?? null)}`,
+      figure(report.ranking[d.name]),
+    ]),
+  );
+  const table = (header: string[], rows: string[][]) => {
+    if (markdown) return [header, header.map(() => '---'), ...rows].map((r) => `| ${r.join(' | ')} |`).join('\n');
+    const widths = header.map((_, i) => Math.max(...[header, ...rows].map((r) => r[i]!.length)));
+    return [header, ...rows]
+      .map((r) =>
+        r
+          .map((cell, i) => cell.padEnd(widths[i]!))
+          .join('  ')
+          .trimEnd(),
+      )
+      .join('\n');
+  };
+  const { no_human, no_judge } = report.missing;
+  const missing = `no human row: ${no_human.join(', ') || 'none'}; no judge row: ${no_judge.join(', ') || 'none'}`;
+  const judges =
+    Object.entries(report.judges)
+      .map(([judge, rows]) => `${judge} ${rows}`)
+      .join(', ') || 'no audit log';
+  return (
+    [
+      `${report.pairs} (transcript, scorer) pairs; ${missing}; rows by judge: ${judges}`,
+      table(['dimension', 'n', 'exact', 'within one', 'kappa [95% CI]', 'human ceiling kappa [95% CI]'], agreementRows),
+      table(['model', 'dimension', 'judge mean [95% CI]', 'human mean [95% CI]', 'Spearman of model means'], modelRows),
+    ].join('\n\n') + '\n'
+  );
+}
 /** A CSV file's records (with where each ends, for `info`); a missing or malformed file is an input error. */
 function readCsvFile(file: string, info = false): unknown[] {
   try {

@@ -286,10 +286,30 @@ describe('analyse: the judge against the humans, per dimension and per model; wh
     let out = '';
     const io = { stdout: { write: (text: string) => (out += text) }, stderr: process.stderr } as never;
     const args = ['--scores', scores, '--human-scores', humans, '--rubric', RUBRIC_FILE, '--log', log];
-    assert.equal(await main(args, io), 0);
+    assert.equal(await main([...args, '--format', 'json'], io), 0);
     const report = JSON.parse(out);
     assert.equal(report.pairs, 2);
     assert.deepEqual(report.judges, { 'judge-a': 1, 'judge-b': 1 }, 'the last scored entry of each transcript');
     assert.deepEqual(Object.keys(report), ['pairs', 'missing', 'dimensions', 'models', 'ranking', 'judges']);
+
+    // The same report as a table (the default) and as Markdown; a format it does not know is a usage error. With two
+    // transcripts most resamples have one kind of score, kappa is undefined there, so no interval is printed.
+    const printed = async (format: string[]) => {
+      out = '';
+      return [await main([...args, ...format], io), out] as const;
+    };
+    const [tableCode, table] = await printed([]);
+    assert.equal(tableCode, 0);
+    assert.match(
+      table,
+      /^2 \(transcript, scorer\) pairs; no human row: none; no judge row: none; rows by judge: judge-a 1, judge-b 1\n/,
+    );
+    assert.match(table, new RegExp(`^${DIMENSIONS[0]} +2 +1\\.00 +1\\.00 +1\\.00 - +-$`, 'm'));
+    const [, markdown] = await printed(['--format', 'markdown']);
+    assert.match(
+      markdown,
+      /^\| dimension \| n \| exact \| within one \| kappa \[95% CI\] \| human ceiling kappa \[95% CI\] \|\n\| --- \|/m,
+    );
+    assert.equal((await printed(['--format', 'xml']))[0], 2);
   });
 });
