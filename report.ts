@@ -95,12 +95,7 @@ export function readHumanScores(file: string, rubric: Rubric): HumanRow[] {
     const scores: Record<string, number> = {};
     for (const dimension of rubric.dimensions) {
       const value = cell(dimension.name).trim();
-      if (value === '') continue; // not scored yet
-      if (!Object.hasOwn(dimension.scores, value) || !/^(0|[1-9]\d*)$/.test(value)) {
-        const allowed = Object.keys(dimension.scores).join(', ');
-        throw new EvalInputError(`${at}: ${dimension.name}: "${value}" is not an allowed score (${allowed})`);
-      }
-      scores[dimension.name] = Number(value);
+      if (value !== '') scores[dimension.name] = allowedScore(dimension, value, at); // empty: not scored yet
     }
     const row = {
       task_id: cell('task_id'),
@@ -121,15 +116,23 @@ export function readHumanScores(file: string, rubric: Rubric): HumanRow[] {
 /** The judge's rows (run-judge's CSV): every score a number, the formula guard taken off task and model. */
 export function readJudgeScores(file: string, rubric: Rubric): JudgeRow[] {
   const names = rubric.dimensions.map((dimension) => dimension.name);
-  const records = readCsvFile(file) as string[][];
-  const [header = [], ...rows] = records;
+  const records = readCsvFile(file, true) as { record: string[]; info: { lines: number } }[];
+  const [header = [], ...rows] = records.map(({ record }) => record);
   const expected = ['task_id', 'model', ...names, 'notes'];
   if (header.join(',') !== expected.join(',')) throw new EvalInputError(`${file}: header is not ${expected}`);
   const unguard = (cell: string) => cell.replace(/^'/, '');
-  return rows.map((row) => ({
-    ...{ task_id: unguard(row[0]!), model: unguard(row[1]!) },
-    scores: Object.fromEntries(names.map((name, i) => [name, Number(row[i + 2])])),
-  }));
+  return rows.map((row, i) => {
+    const at = `${file}: line ${records[i + 1]!.info.lines}`;
+    const scores = rubric.dimensions.map((d, j) => [d.name, allowedScore(d, row[j + 2] ?? '', at)] as const);
+    return { task_id: unguard(row[0]!), model: unguard(row[1]!), scores: Object.fromEntries(scores) };
+  });
+}
+
+/** A score cell's number, when it is one of its dimension's allowed scores; else an error naming the cell. */
+function allowedScore(dimension: Rubric['dimensions'][number], value: string, at: string): number {
+  if (Object.hasOwn(dimension.scores, value) && /^(0|[1-9]\d*)$/.test(value)) return Number(value);
+  const allowed = Object.keys(dimension.scores).join(', ');
+  throw new EvalInputError(`${at}: ${dimension.name}: "${value}" is not an allowed score (${allowed})`);
 }
 
 /** How many rows each judge scored, from the audit log's last scored entry per transcript; {} without a log. */

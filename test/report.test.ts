@@ -6,7 +6,7 @@ import { describe, test } from 'node:test';
 import { RUBRIC_FILE, makeWorkspace, mentioning, tempDir } from './helpers.ts';
 
 const { agreement, bootstrapCi, confusionMatrix, quadraticWeightedKappa, spearman } = await import('../report.ts');
-const { analyse, isComplete, main, readHumanScores, scoringSheet } = await import('../report.ts');
+const { analyse, isComplete, main, readHumanScores, readJudgeScores, scoringSheet } = await import('../report.ts');
 const { loadRubric } = await import('../run-judge.ts');
 const rubric = loadRubric(RUBRIC_FILE);
 const DIMENSIONS = rubric.dimensions.map((dimension) => dimension.name);
@@ -205,6 +205,25 @@ describe('readHumanScores: every cell checked, a bad one named by file, line and
       message: mentioning(file, 'file not found'),
     });
   });
+});
+
+describe('readJudgeScores: a judge CSV cell that is not an allowed score is an error naming it, never a crash', () => {
+  for (const cell of ['9', '', 'x']) {
+    test(`a score cell "${cell}" → EvalInputError naming the file, the line and the dimension`, (t) => {
+      const file = path.join(tempDir(t), 'judge.csv');
+      const rest = DIMENSIONS.slice(1)
+        .map(() => '2')
+        .join(',');
+      fs.writeFileSync(
+        file,
+        `task_id,model,${DIMENSIONS.join(',')},notes\np1,m1,2,${rest},ok\np2,m1,${cell},${rest},ok\n`,
+      );
+      assert.throws(() => readJudgeScores(file, rubric), {
+        name: 'EvalInputError',
+        message: mentioning(file, 'line 3', `${DIMENSIONS[0]}: "${cell}" is not an allowed score`),
+      });
+    });
+  }
 });
 
 describe('analyse: the judge against the humans, per dimension and per model; what is missing', () => {
