@@ -2,24 +2,28 @@
 // transcripts, as well as they agree with each other, and does it rank the tutors as they do? So far: the statistics.
 // Each figure is a pure function of (human, judge) score pairs; the report's reading and printing come next.
 import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { Command, CommanderError } from 'commander';
-import { parse as parseCsv } from 'csv-parse/sync';
 import { stringify as stringifyCsv } from 'csv-stringify/sync';
-import { EvalError, EvalInputError, isEntryModule, loadRubric, readTranscripts } from './run-judge.ts';
+import { EvalError, EvalInputError, isEntryModule, loadRubric, loadTranscript, transcriptToText } from './run-judge.ts';
+import {
+  allowedScore,
+  guardCell,
+  isComplete,
+  readCsvFile,
+  readHumanScores,
+  readTranscripts,
+  unguard,
+} from './run-judge.ts';
+import type { HumanRow } from './run-judge.ts';
+export type { HumanRow };
 
 type Rubric = ReturnType<typeof loadRubric>;
-/** One human's scores of one transcript; a score left empty (not scored yet) is absent, and the row incomplete. */
-export type HumanRow = {
-  task_id: string;
-  model: string;
-  scorer: string;
-  scores: Record<string, number>;
-  notes: string;
-};
 const DEFAULTS = { transcripts: 'evals/transcripts', rubric: 'rubric.json', humanScores: 'evals/human_scores.csv' };
 const REPORT_DEFAULTS = { ...DEFAULTS, scores: 'evals/scores/judge_scores.csv', log: 'evals/scores/judge_log.jsonl' };
-/** A judge CSV row, as run-judge wrote it (the formula guard taken off task and model). */
-export type JudgeRow = { task_id: string; model: string; scores: Record<string, number> };
+/** A judge CSV row, as run-judge wrote it (the formula guard taken off task, model and notes). */
+export type JudgeRow = Scored & { notes: string };
+type Scored = { task_id: string; model: string; scores: Record<string, number> }; // the statistics need no notes
 
 /** Runs `report.ts <command>`; so far the one command is `sheet`. Returns the exit status. */
 export async function main(argv: string[], io: { stdout: NodeJS.WritableStream; stderr: NodeJS.WritableStream }) {
@@ -44,15 +48,24 @@ export async function main(argv: string[], io: { stdout: NodeJS.WritableStream; 
     .option('--human-scores <file>', 'the human scores CSV', REPORT_DEFAULTS.humanScores)
     .option('--rubric <file>', 'rubric', REPORT_DEFAULTS.rubric)
     .option('--log <file>', 'the audit log, for which judge scored each row (skipped when absent)', REPORT_DEFAULTS.log)
-    .action((options: { scores: string; humanScores: string; rubric: string; log: string; format: string }) => {
+    .option('--html <file>', 'also write the report as one self-contained HTML page, with every transcript')
+    .option('--transcripts <dir>', 'transcripts folder, for --html', REPORT_DEFAULTS.transcripts)
+    .action((options: typeof REPORT_DEFAULTS & { format: string; html?: string }) => {
       if (!['table', 'markdown', 'json'].includes(options.format)) {
         throw new EvalInputError(`--format ${options.format}: use table, markdown or json`);
       }
       const rubric = loadRubric(options.rubric);
       const judged = readJudgeScores(options.scores, rubric);
-      const report = analyse(judged, readHumanScores(options.humanScores, rubric), rubric, judgesOf(options.log));
+      const humans = readHumanScores(options.humanScores, rubric);
+      const report = analyse(judged, humans, rubric, readAuditLog(options.log));
       const json = `${JSON.stringify(report, null, 2)}\n`;
       io.stdout.write(options.format === 'json' ? json : formatReport(report, options.format === 'markdown'));
+      if (options.html === undefined) return;
+      const entries = transcriptEntries(judged, humans).map((entry) => ({
+        ...entry,
+        transcript: transcriptTextOf(path.join(options.transcripts, entry.model, `${entry.task_id}.json`), entry),
+      }));
+      writePage(options.html, renderHtml(report, entries));
     });
   try {
     await cli.parseAsync(argv, { from: 'user' });
@@ -70,88 +83,67 @@ export function scoringSheet(refs: { task_id: string; model: string }[], rubric:
   const names = rubric.dimensions.map((dimension) => dimension.name);
   const [header, scorerCell] = [['task_id', 'model', ...names, 'notes'], scorer === undefined ? [] : [scorer]];
   if (scorer !== undefined) header.push('scorer');
-  const rows = refs.map((ref) => [ref.task_id, ref.model, ...names.map(() => ''), '', ...scorerCell]);
+  // Guarded like the judge CSV: people open the sheet in a spreadsheet, where a name like =cmd() would run.
+  const rows = refs.map((ref) => [ref.task_id, ref.model, ...names.map(() => ''), '', ...scorerCell].map(guardCell));
   return stringifyCsv([header, ...rows], { record_delimiter: '\n', quoted_match: /[\r\n]/ });
 }
 
-/** Reads the human scores: the sheet's columns in any order, `scorer` optional; a bad cell is an error naming the
- * file, the line and the column; a (task_id, model, scorer) scored twice is an error too. */
-export function readHumanScores(file: string, rubric: Rubric): HumanRow[] {
-  const names = rubric.dimensions.map((dimension) => dimension.name);
-  const records = readCsvFile(file, true) as { record: string[]; info: { lines: number } }[];
-  const [head, ...body] = records;
-  const header = head?.record ?? [];
-  const required = ['task_id', 'model', ...names, 'notes'];
-  const missing = required.filter((column) => !header.includes(column));
-  const unknown = header.filter((column) => !required.includes(column) && column !== 'scorer');
-  if (missing.length || unknown.length) {
-    const problems = [missing.length && `missing ${missing.join(', ')}`, unknown.length && `unknown ${unknown}`];
-    throw new EvalInputError(`${file}: header: ${problems.filter(Boolean).join('; ')} (expected ${required}[,scorer])`);
-  }
-  const seen = new Set<string>();
-  return body.map(({ record, info }) => {
-    const cell = (column: string) => record[header.indexOf(column)] ?? '';
-    const at = `${file}: line ${info.lines}`;
-    const scores: Record<string, number> = {};
-    for (const dimension of rubric.dimensions) {
-      const value = cell(dimension.name).trim();
-      if (value !== '') scores[dimension.name] = allowedScore(dimension, value, at); // empty: not scored yet
-    }
-    const row = {
-      task_id: cell('task_id'),
-      model: cell('model'),
-      scorer: cell('scorer'),
-      scores,
-      notes: cell('notes'),
-    };
-    for (const column of ['task_id', 'model'] as const)
-      if (!row[column]) throw new EvalInputError(`${at}: ${column} is empty`);
-    const key = JSON.stringify([row.task_id, row.model, row.scorer]);
-    if (seen.has(key)) throw new EvalInputError(`${at}: ${row.model}/${row.task_id} scored twice by "${row.scorer}"`);
-    seen.add(key);
-    return row;
-  });
-}
-
-/** The judge's rows (run-judge's CSV): every score a number, the formula guard taken off task and model. */
+/** The judge's rows (run-judge's CSV): every score a number, the formula guard taken off task, model and notes. */
 export function readJudgeScores(file: string, rubric: Rubric): JudgeRow[] {
   const names = rubric.dimensions.map((dimension) => dimension.name);
-  const records = readCsvFile(file, true) as { record: string[]; info: { lines: number } }[];
+  const records = readCsvFile(file);
   const [header = [], ...rows] = records.map(({ record }) => record);
   const expected = ['task_id', 'model', ...names, 'notes'];
   if (header.join(',') !== expected.join(',')) throw new EvalInputError(`${file}: header is not ${expected}`);
-  const unguard = (cell: string) => cell.replace(/^'/, '');
   return rows.map((row, i) => {
     const at = `${file}: line ${records[i + 1]!.info.lines}`;
     const scores = rubric.dimensions.map((d, j) => [d.name, allowedScore(d, row[j + 2] ?? '', at)] as const);
-    return { task_id: unguard(row[0]!), model: unguard(row[1]!), scores: Object.fromEntries(scores) };
+    const notes = unguard(row[names.length + 2] ?? '');
+    return { task_id: unguard(row[0]!), model: unguard(row[1]!), scores: Object.fromEntries(scores), notes };
   });
 }
 
-/** A score cell's number, when it is one of its dimension's allowed scores; else an error naming the cell. */
-function allowedScore(dimension: Rubric['dimensions'][number], value: string, at: string): number {
-  if (Object.hasOwn(dimension.scores, value) && /^(0|[1-9]\d*)$/.test(value)) return Number(value);
-  const allowed = Object.keys(dimension.scores).join(', ');
-  throw new EvalInputError(`${at}: ${dimension.name}: "${value}" is not an allowed score (${allowed})`);
+/** From the audit log, each transcript's last scored entry: how many rows each judge scored, and each transcript's
+ * samples when it was judged several times (--samples); nothing without a log. A torn last line is left out. */
+export function readAuditLog(log: string): Audit {
+  const last = new Map<string, { judge: string; sample_scores?: Record<string, number>[] }>();
+  const lines = fs.existsSync(log) ? fs.readFileSync(log, 'utf8').split('\n') : [];
+  lines.forEach((line, i) => {
+    let entry: { status?: string; judge?: string; model: string; task_id: string; sample_scores?: [] } | undefined;
+    try {
+      entry = line.trim() ? JSON.parse(line) : undefined;
+    } catch {
+      if (i < lines.length - 1) throw new EvalInputError(`${log}: line ${i + 1} is not a JSON object`);
+    }
+    if (entry?.status === 'scored' && entry.judge) last.set(`${entry.model}/${entry.task_id}`, entry as never);
+  });
+  const judges: Record<string, number> = {};
+  for (const { judge } of last.values()) judges[judge] = (judges[judge] ?? 0) + 1;
+  const samples = [...last.values()].flatMap((entry) =>
+    entry.sample_scores?.length! > 1 ? [entry.sample_scores!] : [],
+  );
+  return { judges, samples };
 }
+type Audit = { judges: Record<string, number>; samples: Record<string, number>[][] };
 
-/** How many rows each judge scored, from the audit log's last scored entry per transcript; {} without a log. */
-export function judgesOf(log: string): Record<string, number> {
-  if (!fs.existsSync(log)) return {};
-  const last = new Map<string, string>();
-  for (const line of fs.readFileSync(log, 'utf8').split('\n')) {
-    const entry = line.trim()
-      ? (JSON.parse(line) as { status?: string; judge?: string; model: string; task_id: string })
-      : undefined;
-    if (entry?.status === 'scored' && entry.judge) last.set(`${entry.model}/${entry.task_id}`, entry.judge);
-  }
-  const counts: Record<string, number> = {};
-  for (const judge of last.values()) counts[judge] = (counts[judge] ?? 0) + 1;
-  return counts;
+/** Per dimension, over transcripts judged several times: the share whose samples all agree, and their mean range. */
+export function selfConsistency(samples: Record<string, number>[][], dimension: string) {
+  if (!samples.length) return null;
+  const ranges = samples.map((scores) => {
+    const values = scores.map((sample) => sample[dimension]!);
+    return Math.max(...values) - Math.min(...values);
+  });
+  const unanimous = ranges.filter((range) => range === 0).length / ranges.length;
+  return { n: ranges.length, unanimous, mean_range: ranges.reduce((a, b) => a + b, 0) / ranges.length };
 }
 
 /** The report: agreement per dimension (and the human ceiling), models side by side, what is missing. */
-export function analyse(judged: JudgeRow[], humans: HumanRow[], rubric: Rubric, judges: Record<string, number> = {}) {
+export function analyse(
+  judged: Scored[],
+  humans: HumanRow[],
+  rubric: Rubric,
+  audit: Audit = { judges: {}, samples: [] },
+) {
   const keyOf = (row: { model: string; task_id: string }) => `${row.model}/${row.task_id}`;
   const judgeOf = new Map(judged.map((row) => [keyOf(row), row]));
   const complete = humans.filter((row) => isComplete(row, rubric));
@@ -182,7 +174,7 @@ export function analyse(judged: JudgeRow[], humans: HumanRow[], rubric: Rubric, 
     const ceiling = humanUnits.length ? (({ confusion: _, ...figured }) => figured)(figures(humanUnits)) : null;
     return {
       ...{ name: dimension.name, labels, judge_vs_human: figures(judgeUnits) },
-      ...{ human_vs_human: ceiling, self_consistency: null }, // self-consistency needs --samples (not built yet)
+      ...{ human_vs_human: ceiling, self_consistency: selfConsistency(audit.samples, dimension.name) },
     };
   });
   const models = [...new Set([...judged, ...complete].map((row) => row.model))].sort();
@@ -227,28 +219,60 @@ export function analyse(judged: JudgeRow[], humans: HumanRow[], rubric: Rubric, 
     no_judge: [...humanKeys].filter((key) => !judgeOf.has(key)).sort(),
   };
   const pairs = dimensions[0]?.judge_vs_human.n ?? 0;
-  return { pairs, missing, dimensions, models: side, ranking, judges };
+  return { pairs, missing, dimensions, models: side, ranking, judges: audit.judges };
 }
 
 type Report = ReturnType<typeof analyse>;
-/** The report's tables, aligned as text or as GitHub-flavoured Markdown (for a CI job summary). */
-export function formatReport(report: Report, markdown: boolean): string {
+/** The report's summary line and its two tables as text cells, each table's header first: every format prints these. */
+function reportText(report: Report) {
   const figure = (value: number | null | undefined) => (value === null || value === undefined ? '-' : value.toFixed(2));
   const interval = (ci: [number, number] | null) => (ci ? `[${figure(ci[0])}, ${figure(ci[1])}]` : '-');
-  const agreementRows = report.dimensions.map((d) => {
+  const agreement = report.dimensions.map((d) => {
     const [judge, ceiling] = [d.judge_vs_human, d.human_vs_human];
     const human = ceiling ? `${figure(ceiling.kappa)} ${interval(ceiling.kappa_ci95)}` : '-';
     const shares = [figure(judge.exact), figure(judge.within_one)];
-    return [d.name, String(judge.n), ...shares, `${figure(judge.kappa)} ${interval(judge.kappa_ci95)}`, human];
+    const samples = d.self_consistency;
+    const consistency = samples ? `${figure(samples.unanimous)} / ${figure(samples.mean_range)} (n ${samples.n})` : '-';
+    return [
+      d.name,
+      String(judge.n),
+      ...shares,
+      `${figure(judge.kappa)} ${interval(judge.kappa_ci95)}`,
+      human,
+      consistency,
+    ];
   });
-  const modelRows = report.models.flatMap((row) =>
+  const models = report.models.flatMap((row) =>
     report.dimensions.map((d) => [
       ...[row.model, d.name, `${figure(row.judge_mean[d.name])} ${interval(row.judge_ci95[d.name] ?? null)}`],
       `${figure(row.human_mean[d.name])} ${interval(row.human_ci95[d.name] ?? null)}`,
       figure(report.ranking[d.name]),
     ]),
   );
-  const table = (header: string[], rows: string[][]) => {
+  const { no_human, no_judge } = report.missing;
+  const missing = `no human row: ${no_human.join(', ') || 'none'}; no judge row: ${no_judge.join(', ') || 'none'}`;
+  const judges =
+    Object.entries(report.judges)
+      .map(([judge, rows]) => `${judge} ${rows}`)
+      .join(', ') || 'no audit log';
+  const consistency = 'samples unanimous / mean range';
+  agreement.unshift([
+    'dimension',
+    'n',
+    'exact',
+    'within one',
+    'kappa [95% CI]',
+    'human ceiling kappa [95% CI]',
+    consistency,
+  ]);
+  models.unshift(['model', 'dimension', 'judge mean [95% CI]', 'human mean [95% CI]', 'Spearman of model means']);
+  const summary = `${report.pairs} (transcript, scorer) pairs; ${missing}; rows by judge: ${judges}`;
+  return { summary, agreement, models };
+}
+
+/** The report's tables, aligned as text or as GitHub-flavoured Markdown (for a CI job summary). */
+export function formatReport(report: Report, markdown: boolean): string {
+  const table = ([header = [], ...rows]: string[][]) => {
     if (markdown) return [header, header.map(() => '---'), ...rows].map((r) => `| ${r.join(' | ')} |`).join('\n');
     const widths = header.map((_, i) => Math.max(...[header, ...rows].map((r) => r[i]!.length)));
     return [header, ...rows]
@@ -260,37 +284,123 @@ export function formatReport(report: Report, markdown: boolean): string {
       )
       .join('\n');
   };
-  const { no_human, no_judge } = report.missing;
-  const missing = `no human row: ${no_human.join(', ') || 'none'}; no judge row: ${no_judge.join(', ') || 'none'}`;
-  const judges =
-    Object.entries(report.judges)
-      .map(([judge, rows]) => `${judge} ${rows}`)
-      .join(', ') || 'no audit log';
-  return (
-    [
-      `${report.pairs} (transcript, scorer) pairs; ${missing}; rows by judge: ${judges}`,
-      table(['dimension', 'n', 'exact', 'within one', 'kappa [95% CI]', 'human ceiling kappa [95% CI]'], agreementRows),
-      table(['model', 'dimension', 'judge mean [95% CI]', 'human mean [95% CI]', 'Spearman of model means'], modelRows),
-    ].join('\n\n') + '\n'
-  );
+  const text = reportText(report);
+  return [text.summary, table(text.agreement), table(text.models)].join('\n\n') + '\n';
 }
-/** A CSV file's records (with where each ends, for `info`); a missing or malformed file is an input error. */
-function readCsvFile(file: string, info = false): unknown[] {
+
+/** Every transcript with a judge or a human row, sorted by model then task, with those rows. */
+export function transcriptEntries(judged: JudgeRow[], humans: HumanRow[]) {
+  const keyOf = (row: { model: string; task_id: string }) => JSON.stringify([row.model, row.task_id]);
+  const [judgeOf, humansOf] = [new Map(judged.map((row) => [keyOf(row), row])), groupBy(humans, keyOf)];
+  const refs = [...judged, ...humans].map((row) => [keyOf(row), { model: row.model, task_id: row.task_id }] as const);
+  const order = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+  return [...new Map(refs).values()]
+    .sort((a, b) => order(a.model, b.model) || order(a.task_id, b.task_id))
+    .map((ref) => ({ ...ref, judge: judgeOf.get(keyOf(ref)), humans: humansOf.get(keyOf(ref)) ?? [] }));
+}
+/** One transcript on the page: its rows, and its text or why it cannot be shown. */
+export type TranscriptEntry = ReturnType<typeof transcriptEntries>[number] & {
+  transcript: string | { unavailable: string };
+};
+
+/** A transcript's text for the page; one missing or unreadable is a note in its place, never a crash. */
+function transcriptTextOf(file: string, ref: { model: string; task_id: string }): TranscriptEntry['transcript'] {
   try {
-    return parseCsv(fs.readFileSync(file), { bom: true, skip_empty_lines: true, info });
+    return transcriptToText(loadTranscript({ ...ref, path: file }));
   } catch (error) {
-    const reason = (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'file not found' : (error as Error).message;
-    throw new EvalInputError(`${file}: ${reason}`, { cause: error });
+    if (!(error instanceof EvalError)) throw error;
+    return { unavailable: `transcript not shown: ${error.message.slice(0, 300)}` }; // a schema error can run long
   }
+}
+/** Writes the page; a path it cannot write is an input error naming the file, not a stack trace. */
+function writePage(file: string, html: string) {
+  try {
+    fs.writeFileSync(file, html);
+  } catch (error) {
+    throw new EvalInputError(`${file}: cannot write the HTML page (${(error as Error).message})`, { cause: error });
+  }
+}
+
+/** Untrusted text (transcripts, notes, every name) as HTML text: `<script>` shows as text, never runs. */
+export const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
+
+const PAGE_STYLE = `body{font:14px/1.45 system-ui,sans-serif;color:#111;margin:24px;max-width:1140px}
+table{border-collapse:collapse;margin:6px 0 18px}th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}
+td{white-space:nowrap}
+th{background:#f3f4f6}.grid td,.grid th{text-align:center;min-width:24px;padding:2px 6px}.grid td.dark{color:#fff}
+.bars{display:grid;grid-template-columns:auto auto 150px auto;gap:3px 6px;align-items:center;font-size:12px}
+.bar{position:relative;height:10px;background:#e5e7eb}.bar i,.bar b{position:absolute;top:0;bottom:0}
+.bar i{background:#93c5fd}.bar.human i{background:#fdba74}
+.bar b{top:-3px;bottom:-3px;width:2px;margin-left:-1px;background:#000}
+.differs{background:#fcd34d;font-weight:bold}section{border-top:1px solid #ccc;margin-top:18px}
+.notes{white-space:pre-wrap}pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f6f6f6;padding:8px}`;
+
+/** The report as one self-contained page (inline style; no script, nothing fetched): the tables, each confusion
+ * matrix as a shaded grid and each interval as a bar; then per transcript the scores side by side, notes and text. */
+export function renderHtml(report: Report, entries: TranscriptEntry[]): string {
+  const text = reportText(report);
+  const tr = (cells: string[], html = '', tag = 'td') =>
+    `<tr>${cells.map((cell) => `<${tag}>${escapeHtml(cell)}</${tag}>`).join('')}${html}</tr>\n`;
+  const table = ([header = [], ...rows]: string[][], extra: string, html: (i: number) => string) => {
+    const body = rows.map((row, i) => tr(row, `<td>${html(i)}</td>`)).join('');
+    return `<table>${tr(header, `<th>${extra}</th>`, 'th')}${body}</table>`;
+  };
+  const grid = (i: number) => {
+    const d = report.dimensions[i]!;
+    const [labels, confusion] = [d.labels, d.judge_vs_human.confusion];
+    const max = Math.max(1, ...confusion.flat());
+    const shade = (count: number) => `background:rgba(29,78,216,${(count / max).toFixed(2)})`;
+    const cell = (count: number) =>
+      `<td style="${shade(count)}"${count / max > 0.5 ? ' class="dark"' : ''}>${count}</td>`;
+    const rows = confusion.map((row, j) => tr([String(labels[j])], row.map(cell).join(''), 'th'));
+    return `<table class="grid">${tr(['human ↓ judge →', ...labels.map(String)], '', 'th')}${rows.join('')}</table>`;
+  };
+  const cells = report.models.flatMap((row) => report.dimensions.map((d) => ({ row, d })));
+  const bars = (i: number) => {
+    const { row, d } = cells[i]!;
+    const [lo, hi] = [d.labels[0]!, d.labels.at(-1)!]; // the dimension's whole scale, not the data's
+    const at = (value: number) => ((value - lo) / (hi - lo || 1)) * 100;
+    const bar = (who: 'judge' | 'human') => {
+      const [mean, ci] = [row[`${who}_mean`][d.name], row[`${who}_ci95`][d.name]];
+      const span = ci ? `<i style="left:${at(ci[0]).toFixed(1)}%;right:${(100 - at(ci[1])).toFixed(1)}%"></i>` : '';
+      const mark = mean === null || mean === undefined ? '' : `<b style="left:${at(mean).toFixed(1)}%"></b>`;
+      return `<span>${who}</span><span>${lo}</span><div class="bar ${who}">${span}${mark}</div><span>${hi}</span>`;
+    };
+    return `<div class="bars">${bar('judge')}${bar('human')}</div>`;
+  };
+  const entry = ({ model, task_id, judge, humans, transcript }: TranscriptEntry) => {
+    const scorers = humans.map((row) => row.scorer || 'human');
+    const rows = report.dimensions.map(({ name }) => {
+      const [score, figure] = [judge?.scores[name], (value?: number) => (value === undefined ? '–' : String(value))];
+      const differs = (value?: number) => value !== undefined && score !== undefined && value !== score;
+      const human = humans.map(
+        ({ scores }) => `<td${differs(scores[name]) ? ' class="differs"' : ''}>${figure(scores[name])}</td>`,
+      );
+      return tr([name], `<td>${figure(score)}</td>${human.join('')}`, 'th');
+    });
+    const notes = [['judge', judge?.notes ?? ''] as const, ...humans.map((row, i) => [scorers[i]!, row.notes] as const)]
+      .filter(([, note]) => note)
+      .map(([who, note]) => `<p class="notes"><b>${escapeHtml(who)}'s notes:</b> ${escapeHtml(note)}</p>`);
+    const folded =
+      typeof transcript === 'string'
+        ? `<details><summary>Transcript</summary><pre>${escapeHtml(transcript)}</pre></details>`
+        : `<p><em>${escapeHtml(transcript.unavailable)}</em></p>`;
+    const scores = `<table>${tr(['dimension', 'judge', ...scorers], '', 'th')}${rows.join('')}</table>`;
+    return `<section><h3>${escapeHtml(`${model} / ${task_id}`)}</h3>${scores}${notes.join('')}${folded}</section>\n`;
+  };
+  const title = 'The judge against the human scores';
+  return `<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>${title}</title>
+<style>${PAGE_STYLE}</style></head><body><h1>${title}</h1><p>${escapeHtml(text.summary)}</p>
+<h2>Agreement per dimension</h2>${table(text.agreement, 'confusion (rows: human; columns: judge)', grid)}
+<h2>Models side by side</h2>${table(text.models, 'means and 95% intervals', bars)}
+<h2>Transcripts</h2><p><span class="differs">Highlighted</span>: a human's score that differs from the judge's.</p>
+${entries.map(entry).join('')}</body></html>\n`;
 }
 function groupBy<T>(items: T[], key: (item: T) => string): Map<string, T[]> {
   const groups = new Map<string, T[]>();
   for (const item of items) groups.set(key(item), [...(groups.get(key(item)) ?? []), item]);
   return groups;
 }
-
-/** Whether a human row scores every dimension of the rubric. */
-export const isComplete = (row: HumanRow, rubric: Rubric) => rubric.dimensions.every((d) => d.name in row.scores);
 
 /** Agreement between two raters on one dimension: its allowed scores are the labels, used or not. */
 export type Agreement = { n: number; exact: number; within_one: number; kappa: number | null; confusion: number[][] };

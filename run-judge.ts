@@ -52,7 +52,9 @@ const DEFAULTS = {
   ...{ transcripts: 'evals/transcripts', tasks: 'evals/tasks', referenceKeys: 'evals/reference_keys' },
   ...{ rubric: 'rubric.json', models: 'models.json', concurrency: 8, pollInterval: 30 },
   ...{ output: 'evals/scores/judge_scores.csv', log: 'evals/scores/judge_log.jsonl' },
+  ...{ humanScores: 'evals/human_scores.csv', samples: 1 },
 };
+const MAX_SAMPLES = 100; // a typo such as --samples 1000 must not multiply the bill by a thousand
 const MAX_CONCURRENCY = 256; // each judgement in flight holds a connection: open files stay bounded
 const RETRY_DEFAULTS = { max_retries: 5, budget_s: 30, base_delay_s: 1 };
 const UNREACHABLE_STOP_AFTER = 3; // transcripts whose every attempt failed to connect, before any answer
@@ -184,6 +186,7 @@ export type Task = z.infer<typeof TaskSchema>;
 export type ReferenceKey = z.infer<typeof ReferenceKeySchema>;
 export type Transcript = z.infer<typeof TranscriptSchema>;
 type BatchEntry = z.infer<typeof BatchEntrySchema>;
+type BatchResult = Anthropic.Messages.Batches.MessageBatchResult;
 /** A transcript found on disk: the path alone identifies it; its content is read when it is judged. */
 export type TranscriptRef = { task_id: string; model: string; path: string };
 type Ref = TranscriptRef;
@@ -195,20 +198,17 @@ type JudgeVerdict = { scores: Record<string, number>; notes: string };
 /** What the API said of each bucket (`anthropic-ratelimit-<family>-*`); each refills continuously to `limit`. */
 type RateLimitInfo = Partial<Record<Family, { limit: number; remaining: number; resetAt: number }>>;
 type Family = (typeof RATE_FAMILIES)[number];
-type Usage = {
-  input_tokens: number;
-  output_tokens: number;
-  cache_creation_input_tokens?: number;
-  cache_read_input_tokens?: number;
-};
+type CacheKind = 'cache_creation_input_tokens' | 'cache_read_input_tokens';
+type Usage = { input_tokens: number; output_tokens: number } & Partial<Record<CacheKind, number>>;
 type Answered = { judge: string; text: string; stopReason: string | null; usage: Usage; latencyMs: number };
-export type JudgeAnswer = Answered & { requestId?: string; rateLimit?: RateLimitInfo; batch?: boolean };
+export type JudgeAnswer = Answered & { requestId?: string; rateLimit?: RateLimitInfo; batch?: boolean } & Parsed;
+type Parsed = { verdict?: JudgeVerdict }; // set once the answer parsed: the audit log shows each sample's scores
 /** A judge of the chain, resolved once at set-up: its model id, its client (key passed explicitly) and its pacing. */
 export type Judge = { model: string; config: JudgeConfig; client: Anthropic; gate: RateGate };
 type JudgeSpec = Pick<Judge, 'model' | 'config'>;
 /** The flags; `fallback` is false for --no-fallback (the primary judge only). */
 type RunOptions = typeof DEFAULTS & { task?: string; model?: string; fallback: boolean } & Switches;
-type Switches = { rescore?: boolean; batch?: boolean; dryRun?: boolean; limit?: number };
+type Switches = { rescore?: boolean; batch?: boolean; dryRun?: boolean; limit?: number; beforeHumanScoring?: boolean };
 type RunSummary = ReturnType<typeof newSummary>;
 type Stream = NodeJS.WritableStream & { isTTY?: boolean };
 /** Where a run reads its environment and writes its messages: the process's, or a test's. */
@@ -220,8 +220,10 @@ type RunState = { options: RunOptions; judges: Judge[]; summary: RunSummary; pro
 /** Judges every selected transcript that has no row yet, appending rows as they come; returns the summary. */
 async function runJudge(options: RunOptions, io: IO, controller = new AbortController()): Promise<RunSummary> {
   const started = Date.now();
-  // 1. Load and check everything that costs nothing: rubric, transcripts (tasks when needed), judges and their keys.
+  // 1. Load and check everything that costs nothing: rubric, transcripts (tasks when needed), that people have scored
+  // first (a full run), judges and their keys.
   const inputs = loadInputs(options);
+  checkHumanScoringDone(options, inputs);
   const judges = await createJudges(loadModelsConfig(options.models), io.env, options.fallback);
   // 2. Take the output: the lock, the CSV (a torn last line cut off), the audit log.
   const output = openOutput(options, inputs.rubric);
@@ -349,6 +351,71 @@ function loadInputs(options: RunOptions) {
     return { prompt, promptSha: sha256(prompt), images: transcriptImages(transcript, ref.path) };
   };
   return { rubric, selected, prepare };
+}
+/** A full run (no --task, no --model) starts only once people have scored every selected transcript, blind to it. */
+function checkHumanScoringDone(options: RunOptions, { rubric, selected }: ReturnType<typeof loadInputs>): void {
+  if (options.task !== undefined || options.model !== undefined || options.beforeHumanScoring) return;
+  const file = options.humanScores;
+  const rows = fs.existsSync(file) ? readHumanScores(file, rubric).filter((row) => isComplete(row, rubric)) : [];
+  const scored = new Set(rows.map((row) => pairKey(row.task_id, row.model)));
+  const lacking = selected.filter((ref) => !scored.has(pairKey(ref.task_id, ref.model)));
+  if (!lacking.length) return;
+  const names = lacking.slice(0, 10).map((ref) => `${ref.model}/${ref.task_id}`);
+  const listed = `${names.join(', ')}${lacking.length > 10 ? ', ...' : ''}`;
+  const where = fs.existsSync(file) ? `a complete row in ${file}` : `human scores: ${file} does not exist`;
+  const sheet = `make the sheet with \`npx tsx report.ts sheet > ${file}\` and have people score it first`;
+  const proceed = `${sheet}, or pass --before-human-scoring to run anyway`;
+  throw new EvalConfigurationError(`${lacking.length} transcript(s) lack ${where}: ${listed}; ${proceed}`);
+}
+/** One person's scores of one transcript; a score left empty (not scored yet) is absent, and the row incomplete. */
+export type HumanRow = ScoreRow & { scorer: string };
+/** Reads the human scores (the scoring sheet, filled in): columns in any order, `scorer` optional; a bad cell, or a
+ * (task_id, model, scorer) given twice, is an error naming the file and the line. */
+export function readHumanScores(file: string, rubric: Rubric): HumanRow[] {
+  const required = ['task_id', 'model', ...rubricDimensions(rubric), 'notes'];
+  const columns = (header: string[]) => {
+    const missing = required.filter((column) => !header.includes(column));
+    const unknown = header.filter((column) => !required.includes(column) && column !== 'scorer');
+    if (!missing.length && !unknown.length) return header;
+    const problems = [missing.length && `missing ${missing}`, unknown.length && `unknown ${unknown}`].filter(Boolean);
+    throw new EvalInputError(`${file}: header: ${problems.join('; ')} (expected ${required}[,scorer])`);
+  };
+  const seen = new Set<string>();
+  return readCsvFile<Record<string, string>>(file, { columns }).map(({ record, info }) => {
+    const at = `${file}: line ${info.lines}`;
+    const filled = rubric.dimensions.filter((dimension) => record[dimension.name]!.trim() !== ''); // empty: not yet
+    const scores = Object.fromEntries(filled.map((d) => [d.name, allowedScore(d, record[d.name]!.trim(), at)]));
+    const [task_id, model] = [unguard(record.task_id!), unguard(record.model!)];
+    const row = { task_id, model, scorer: unguard(record.scorer ?? ''), scores, notes: record.notes! };
+    if (!task_id || !model) throw new EvalInputError(`${at}: ${task_id ? 'model' : 'task_id'} is empty`);
+    const key = JSON.stringify([task_id, model, row.scorer]);
+    if (seen.has(key)) throw new EvalInputError(`${at}: ${model}/${task_id} scored twice by "${row.scorer}"`);
+    seen.add(key);
+    return row;
+  });
+}
+/** Whether a human row scores every dimension of the rubric. */
+export const isComplete = (row: HumanRow, rubric: Rubric) => rubric.dimensions.every((d) => d.name in row.scores);
+/** A score cell's number, when it is one of its dimension's allowed scores; else an error naming the cell. */
+export function allowedScore(dimension: Dimension, value: string, at: string): number {
+  if (Object.hasOwn(dimension.scores, value) && /^(0|[1-9]\d*)$/.test(value)) return Number(value);
+  throw new EvalInputError(
+    `${at}: ${dimension.name}: "${value}" is not an allowed score (${orList(allowedScores(dimension))})`,
+  );
+}
+/** A CSV file's records, each with the line it ends on; a missing or malformed file is an input error naming it. */
+export function readCsvFile<R = string[]>(file: string, options: { columns?: (header: string[]) => string[] } = {}) {
+  try {
+    const content = fs.readFileSync(file);
+    return parseCsv(content, { bom: true, skip_empty_lines: true, info: true, ...options }) as unknown as {
+      record: R;
+      info: { lines: number };
+    }[];
+  } catch (error) {
+    if (error instanceof EvalError) throw error;
+    const reason = (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'file not found' : (error as Error).message;
+    throw new EvalInputError(`${file}: ${reason}`, { cause: error });
+  }
 }
 // ---- The prompt -----------------------------------------------------------------------------------------------------
 /** One complete judge prompt for one transcript. Pure: same inputs, same prompt. */
@@ -481,12 +548,17 @@ function checkedApiKey(config: JudgeConfig, env: NodeJS.ProcessEnv): string {
 const timeoutMs = (config: JudgeConfig) => Math.round((config.timeout_s ?? 300) * 1000); // whole ms, 300 s by default
 const canTakeImages = (judge: { config: JudgeConfig }) => (judge.config.media ?? ['text']).includes('image');
 type Request = Anthropic.MessageCreateParamsNonStreaming;
+type Sent = { rubric?: Rubric; images?: Image[]; cache?: boolean };
 /** The Messages API request for one prompt and its images (each after its label); no sampling parameter. */
-export function buildJudgeRequest(judge: JudgeSpec, prompt: string, sent: { rubric?: Rubric; images?: Image[] }) {
-  const { rubric, images = [] } = sent;
-  const textBlock = (text: string) => ({ type: 'text', text });
-  const labelled = images.flatMap(({ label, source }) => [textBlock(label), { type: 'image', source }]);
-  const content = images.length ? [textBlock(prompt), ...labelled] : prompt;
+export function buildJudgeRequest(judge: JudgeSpec, prompt: string, sent: Sent = {}) {
+  const { rubric, images = [], cache } = sent;
+  const textBlock = (text: string) => ({ type: 'text', text }) as Record<string, unknown>;
+  const blocks = [
+    textBlock(prompt),
+    ...images.flatMap(({ label, source }) => [textBlock(label), { type: 'image', source }]),
+  ];
+  if (cache) blocks.at(-1)!.cache_control = { type: 'ephemeral' }; // samples 2..k read the prompt from the cache
+  const content = images.length || cache ? blocks : prompt;
   const format = judge.config.structured_output && rubric && { type: 'json_schema', schema: answerJsonSchema(rubric) };
   const request = { model: judge.model, max_tokens: judge.config.max_tokens, messages: [{ role: 'user', content }] };
   return (format ? { ...request, output_config: { format } } : request) as Request;
@@ -588,15 +660,8 @@ function classifyApiError(error: unknown, judge: JudgeSpec, timedOut = false): u
   if ([400, 413, 422].includes(status!)) return new EvalInputError(what, options);
   const spendLimit = status === 429 && /spend|billing|credit/i.test(`${error.errorCode ?? ''} ${type ?? ''}`);
   const [retryAfterMs, rateLimit] = [parseRetryAfter(headers), parseRateLimit(headers)];
-  const details = {
-    status,
-    requestId: requestID ?? undefined,
-    retryAfterMs,
-    rateLimit,
-    spendLimit,
-    unreachable: !status,
-  };
-  return Object.assign(new EvalProviderError(what, options), details);
+  const details = { status, requestId: requestID ?? undefined, retryAfterMs, rateLimit, spendLimit };
+  return Object.assign(new EvalProviderError(what, options), { ...details, unreachable: !status });
 }
 // ---- The failure policy: one decision, asked by the retry layer, the chain, batches and the exit status -------------
 export type Decision = { action: 'retry'; delayMs: number } | { action: 'next-judge' | 'fail-transcript' | 'stop-run' };
@@ -681,11 +746,7 @@ class RateGate {
   async acquire(deadline: number, signal: AbortSignal, judge: string, cost: Cost): Promise<number> {
     for (let now = Date.now(); this.pausedUntil <= deadline; now = Date.now()) {
       const first = !this.heard && this.started.length >= FIRST_BURST ? 25 : 0;
-      const wait = Math.max(
-        this.pausedUntil - now,
-        first,
-        ...RATE_FAMILIES.map((family) => this.waitFor(family, cost)),
-      );
+      const wait = Math.max(this.pausedUntil - now, first, ...RATE_FAMILIES.map((name) => this.waitFor(name, cost)));
       if (wait <= 0) return this.started.push({ ...cost, at: now }) - 1;
       await sleepUnlessAborted(Math.min(wait, 1000), signal);
     }
@@ -825,14 +886,31 @@ async function judgeTranscript(run: Run, ref: TranscriptRef, judges: Judge[], pr
     const mediaSkips = judges.filter((judge) => !eligible.includes(judge)).map((judge) => judge.model);
     const skipped = mediaSkips.join(', ');
     if (!eligible.length && !prior) throw new EvalUnsupportedError(`no judge takes images (skipped: ${skipped})`);
+    const samples = run.options.samples;
+    // A judge's attempt is all k samples: a row's samples all come from one judge, or the chain goes on.
     const attempt = async (candidate: Judge) => {
-      const request = buildJudgeRequest(candidate, prompt, { rubric: run.rubric, images });
+      const request = buildJudgeRequest(candidate, prompt, { rubric: run.rubric, images, cache: samples > 1 });
       const hasFallback = candidate !== eligible.at(-1);
-      answers.push(await callJudgeWithRetries(candidate, request, run.controller.signal, hasFallback));
-      return verdictFromAnswer(answers.at(-1)!, run.rubric);
+      const sample = async () => {
+        answers.push(await callJudgeWithRetries(candidate, request, run.controller.signal, hasFallback));
+        return verdictFromAnswer(answers.at(-1)!, run.rubric);
+      };
+      const first = await sample(); // samples 2..k go once it has answered: they read the prompt from its cache
+      const rest = await Promise.allSettled(Array.from({ length: samples - 1 }, sample));
+      const failed = rest.find((result) => result.status === 'rejected');
+      if (failed) throw failed.reason; // fewer than k usable samples: never a row
+      return [first, ...rest.map((result) => (result as PromiseFulfilledResult<JudgeVerdict>).value)];
     };
-    const [judge, verdict] = await chain.run(eligible, attempt, { mediaSkips, describe: (choice) => choice.model });
-    recordOutcome(run, ref, { judge: judge.model, verdict, attempts: chain.attempts, answers, promptSha, startedAt });
+    const [judge, verdicts] = await chain.run(eligible, attempt, { mediaSkips, describe: (choice) => choice.model });
+    const outcome = { verdict: medianVerdict(verdicts), samples: samples > 1 ? verdicts : undefined };
+    recordOutcome(run, ref, {
+      judge: judge.model,
+      ...outcome,
+      attempts: chain.attempts,
+      answers,
+      promptSha,
+      startedAt,
+    });
     const after = chain.attempts.map((error) => error.message).join('; ');
     const fallback = judge === judges[0] ? '' : 'fallback judge ';
     if (after) run.progress.log(`${label}: scored by ${fallback}${judge.model} after ${after}`);
@@ -859,7 +937,8 @@ function stopIfUnreachable(run: Run): void {
   const fix = 'check the network, or ANTHROPIC_BASE_URL if it is set';
   run.controller.abort(new EvalConfigurationError(`cannot reach the API at ${url}: no answer on ${firsts}; ${fix}`));
 }
-type Outcome = { verdict?: JudgeVerdict; error?: EvalError; judge?: string; attempts: EvalError[]; startedAt: number };
+type Outcome = { verdict?: JudgeVerdict; samples?: JudgeVerdict[]; error?: EvalError; judge?: string } & Timed;
+type Timed = { attempts: EvalError[]; startedAt: number };
 /** Writes the audit line, then the row (so every row is traced); `sync: false` while a batch can still be re-read. */
 /** What answers cost at their judges' list prices (cache writes 1.25x input, reads 0.1x; batches half), if priced. */
 function costOf(answers: JudgeAnswer[], judges: Judge[]): number | undefined {
@@ -891,11 +970,14 @@ function recordOutcome(run: Run, ref: Ref, outcome: Outcome & Omit<PriorAttempt,
         rawText === undefined || answers.some((answer) => answer.text === rawText) ? {} : { raw_text: rawText };
       return { judge, error, status: (rest as EvalProviderError).status ?? null, message, ...raw };
     }),
-    answers: answers.map(({ judge, text, stopReason, requestId = null, usage, latencyMs }) => {
-      return { judge, text, stop_reason: stopReason, request_id: requestId, usage, latency_ms: latencyMs };
+    answers: answers.map(({ judge, text, stopReason, requestId = null, usage, latencyMs, verdict }) => {
+      const answer = { judge, text, stop_reason: stopReason, request_id: requestId, usage, latency_ms: latencyMs };
+      return { ...answer, scores: verdict?.scores ?? null };
     }),
     ...{ usage, cost_usd: cost ?? null, latency_ms: Math.round(performance.now() - outcome.startedAt) },
     ...{ prompt_sha256: outcome.promptSha ?? null, rubric_sha256: run.log.rubricSha },
+    ...(outcome.samples && { sample_scores: outcome.samples.map((sample) => sample.scores) }),
+    before_human_scoring: !!run.options.beforeHumanScoring,
   };
   appendDurably(run.log, `${redact(JSON.stringify(entry))}\n`, sync);
   if (verdict) {
@@ -940,12 +1022,23 @@ export function verdictFromAnswer(answer: JudgeAnswer, rubric: Rubric): JudgeVer
       const why = answer.stopReason === 'max_tokens' ? ' (cut off by max_tokens)' : ', not a finished turn';
       throw new EvalJudgeResponseError(`the answer stopped with stop_reason "${answer.stopReason}"${why}`);
     }
-    return parseJudgeResponse(answer.text, rubric);
+    return (answer.verdict = parseJudgeResponse(answer.text, rubric));
   } catch (error) {
     if (!(error instanceof EvalJudgeResponseError)) throw error;
     const { judge, text: rawText } = answer;
     throw new EvalJudgeResponseError(`unusable answer: ${error.message}`, { judge, rawText });
   }
+}
+/** The row of k samples: per dimension the median (the lower middle for even k); the notes of the sample closest to
+ * it (fewest differences, the earliest on ties), marked as such. */
+export function medianVerdict(samples: JudgeVerdict[]): JudgeVerdict {
+  if (samples.length === 1) return samples[0]!;
+  const names = Object.keys(samples[0]!.scores);
+  const median = (values: number[]) => values.sort(byNumber)[Math.floor((values.length - 1) / 2)]!;
+  const scores = Object.fromEntries(names.map((name) => [name, median(samples.map((sample) => sample.scores[name]!))]));
+  const differences = (sample: JudgeVerdict) => names.filter((name) => sample.scores[name] !== scores[name]).length;
+  const closest = samples.reduce((best, sample) => (differences(sample) < differences(best) ? sample : best));
+  return { scores, notes: `${closest.notes} (median of ${samples.length} samples)` };
 }
 /** The answer's JSON: all of it, or its one Markdown fence; a repeated key is refused. */
 function extractJson(answerText: string): { value: unknown; scoreTokens: string[] } {
@@ -976,10 +1069,8 @@ const tryJson = (json: string): { value: unknown } | { reason: string } => {
 /** In valid JSON text: the first key an object repeats, and the numbers of the top-level "scores" as written; by
  * hand, because JSON.parse reports neither (Node 20 has no reviver source text). */
 function scanJson(json: string): { duplicate?: string; scoreTokens: string[] } {
-  const [stack, scoreTokens] = [
-    [] as { keys?: Set<string>; expectKey: boolean; key?: string; of?: string }[],
-    [] as string[],
-  ];
+  const stack: { keys?: Set<string>; expectKey: boolean; key?: string; of?: string }[] = [];
+  const scoreTokens: string[] = [];
   const inScores = () => stack.length === 2 && stack[1]!.of === 'scores' && !stack[1]!.expectKey;
   for (let i = 0; i < json.length; i++) {
     const [char, top] = [json[i]!, stack.at(-1)];
@@ -1140,7 +1231,9 @@ function readScoreRows(file: string, content: Buffer, columns: string[]) {
 /** Defuses spreadsheet formulas: a cell starting (after spaces) with = + - @ tab or CR, or with ', gets a leading '. */
 export const guardCell = (cell: string) => (/^([^\S\t\r]*[=+\-@\t\r]|')/.test(cell) ? `'${cell}` : cell);
 /** The (task_id, model) key of a CSV row, its formula guards taken off (a folder named `-x` still resumes). */
-const rowKey = (row: string[]) => pairKey(row[0]!.replace(/^'/, ''), row[1]!.replace(/^'/, ''));
+const rowKey = (row: string[]) => pairKey(unguard(row[0]!), unguard(row[1]!));
+/** A cell with its formula guard taken off: what was written before `guardCell`. */
+export const unguard = (cell: string) => cell.replace(/^'/, '');
 /** Opens the JSONL audit log for appending; a torn last line (a crash mid-write) is cut off, like the CSV's. */
 function openAuditLog(file: string): { fd: number; torn: number } {
   fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
@@ -1321,7 +1414,13 @@ async function resumeBatches(run: Run, batches: BatchState): Promise<void> {
     run.progress.log(`resuming ${batches.entries.length} pending batch(es) from ${batches.file}: ${ids}`);
 }
 /** The batch requests of the transcripts the primary judge can take; the others go to `direct`, for the chain. */
-function* batchRequests(inputs: Pick<Run, 'prepare' | 'rubric'>, refs: Ref[], primary: JudgeSpec, direct: Ref[]) {
+function* batchRequests(
+  inputs: Pick<Run, 'prepare' | 'rubric'>,
+  refs: Ref[],
+  primary: JudgeSpec,
+  direct: Ref[],
+  samples = 1,
+) {
   for (const ref of refs) {
     let prepared: PreparedTranscript;
     try {
@@ -1331,26 +1430,33 @@ function* batchRequests(inputs: Pick<Run, 'prepare' | 'rubric'>, refs: Ref[], pr
       direct.push(ref); // judged synchronously, where the same input error is recorded as this transcript's failure
       continue;
     }
-    const params = buildJudgeRequest(primary, prepared.prompt, { rubric: inputs.rubric, images: prepared.images });
-    const request = { custom_id: batchCustomId(ref.task_id, ref.model), params };
-    const bytes = Buffer.byteLength(JSON.stringify(request)) + 1;
+    const sent = { rubric: inputs.rubric, images: prepared.images, cache: samples > 1 };
+    const params = buildJudgeRequest(primary, prepared.prompt, sent);
+    const id = batchCustomId(ref.task_id, ref.model);
+    // A transcript's k samples go in the same batch: one item, k requests (custom_id suffix _s1.._sk).
+    const requests = Array.from({ length: samples }, (_, i) => ({
+      custom_id: samples > 1 ? `${id}_s${i + 1}` : id,
+      params,
+    }));
+    const bytes = requests.reduce((sum, request) => sum + Buffer.byteLength(JSON.stringify(request)) + 1, 0);
     // Too large for any batch, or images the primary judge cannot take: the chain judges it (or records why not).
     if (bytes > BATCH_LIMITS.maxBytes || (prepared.images.length > 0 && !canTakeImages(primary))) direct.push(ref);
-    else yield { ref, request, ...prepared, bytes };
+    else yield { ref, requests, ...prepared, bytes };
   }
 }
 /** Submits transcripts as batches, each recorded in the state file before and after its create call. */
 async function submitBatches(run: Run, batches: BatchState, refs: TranscriptRef[]) {
   const [primary, direct] = [run.judges[0]!, [] as TranscriptRef[]];
-  for (const chunk of splitIntoBatches(batchRequests(run, refs, primary, direct))) {
+  for (const chunk of splitIntoBatches(batchRequests(run, refs, primary, direct, run.options.samples))) {
     if (run.controller.signal.aborted) break;
     const requests: BatchEntry['requests'] = {};
-    for (const { request, ref, promptSha } of chunk) requests[request.custom_id] = [ref.task_id, ref.model, promptSha];
+    for (const { requests: sent, ref, promptSha } of chunk)
+      for (const { custom_id } of sent) requests[custom_id] = [ref.task_id, ref.model, promptSha];
     const entry: BatchEntry = { id: null, judge: primary.model, submitted_at: new Date().toISOString(), requests };
     batches.entries.push(entry);
     batches.save(); // before the create call: a crash after it leaves a trace, not an unknown batch
     const create = () =>
-      classified(primary, primary.client.messages.batches.create({ requests: chunk.map((item) => item.request) }));
+      classified(primary, primary.client.messages.batches.create({ requests: chunk.flatMap((item) => item.requests) }));
     try {
       entry.id = (await withRetries(primary, create, run.controller.signal)).id;
     } catch (error) {
@@ -1363,46 +1469,68 @@ async function submitBatches(run: Run, batches: BatchState, refs: TranscriptRef[
     }
     batches.save();
     run.summary.batchesCreated++;
-    run.progress.log(`submitted batch ${entry.id}: ${chunk.length} request(s) to ${primary.model}`);
+    run.progress.log(`submitted batch ${entry.id}: ${Object.keys(requests).length} request(s) to ${primary.model}`);
   }
   return direct;
 }
 /** Writes a batch's results; a failed, unusable, missing or stale (prompt since edited) one goes through the chain. */
 async function collectBatchResults(run: Run, entry: BatchEntry, download = true): Promise<void> {
   const primary = run.judges[0]!;
-  const [rejudge, seen] = [[] as (TranscriptRef & { prior: PriorAttempt })[], new Set<string>()];
-  const refOf = (task_id: string, model: string) => transcriptRef(run.options.transcripts, model, task_id);
+  const rejudge: (TranscriptRef & { prior: PriorAttempt })[] = [];
   const unusable = (message: string) => new EvalJudgeResponseError(message, { judge: entry.judge });
+  // A transcript's k samples are its k requests in this batch: its row waits until each has a result.
+  const groups = new Map<string, { ids: string[]; results: Map<string, { result?: BatchResult }> }>();
+  for (const [id, [taskId, model]] of Object.entries(entry.requests)) {
+    const group = groups.get(pairKey(taskId, model)) ?? { ids: [], results: new Map() };
+    groups.set(pairKey(taskId, model), group).get(pairKey(taskId, model))!.ids.push(id);
+  }
+  const failure = (id: string, got?: { result?: BatchResult }) => {
+    const error =
+      got?.result?.type === 'errored' ? (got.result.error?.error as { type?: string; message?: string }) : {};
+    const detail = error?.type ? `: ${error.type}: ${error.message}` : '';
+    const what = got ? `batch request ${got.result?.type ?? 'without a result'}${detail}` : 'returned no result for it';
+    return new EvalProviderError(got ? what : `batch ${entry.id} ${what}`, { judge: entry.judge });
+  };
+  const settle = ({ ids, results }: typeof groups extends Map<string, infer G> ? G : never) => {
+    const [taskId, model, promptSha] = entry.requests[ids[0]!]!;
+    if (run.scoreFile.done.has(pairKey(taskId, model))) return; // written before a crash; the batch is re-read
+    const [ref, answers] = [transcriptRef(run.options.transcripts, model, taskId), [] as JudgeAnswer[]];
+    try {
+      for (const { result } of ids.flatMap((id) => results.get(id) ?? []))
+        if (result?.type === 'succeeded')
+          answers.push({ ...answerFromMessage(result.message, entry.judge, 0), batch: true });
+      const failed = ids.find((id) => results.get(id)?.result?.type !== 'succeeded');
+      if (failed !== undefined) throw failure(failed, results.get(failed));
+      const changed = 'the batch answer judged a prompt that has changed since it was submitted';
+      if (run.prepare(ref).promptSha !== promptSha) throw unusable(changed);
+      const verdicts = answers.map((answer) => verdictFromAnswer(answer, run.rubric));
+      const samples = { verdict: medianVerdict(verdicts), samples: ids.length > 1 ? verdicts : undefined };
+      recordOutcome(
+        run,
+        ref,
+        { judge: entry.judge, ...samples, attempts: [], answers, promptSha, startedAt: 0 },
+        false,
+      );
+    } catch (error) {
+      if (!(error instanceof EvalError) || error instanceof EvalOutputError) throw error;
+      const prior = { error: error instanceof EvalInputError ? unusable(error.message) : error, answers, promptSha };
+      rejudge.push({ ...ref, prior });
+    }
+  };
   try {
     // Without a download (it failed three times), every request counts as missing and goes through the chain.
     const results = download ? await classified(primary, primary.client.messages.batches.results(entry.id!)) : [];
     for await (const line of results) {
       const { custom_id = '', result } = (line ?? {}) as Partial<typeof line>; // a line may be null, or not an object
-      const [taskId, model, promptSha] = Object.hasOwn(entry.requests, custom_id) ? entry.requests[custom_id]! : [];
-      if (!promptSha) run.progress.log(`batch ${entry.id}: ignoring a result with unknown custom_id ${custom_id}`);
-      if (!taskId || !model || !promptSha) continue;
-      seen.add(custom_id);
-      if (run.scoreFile.done.has(pairKey(taskId, model))) continue; // written before a crash; the batch is re-read
-      const [ref, answers] = [refOf(taskId, model), [] as JudgeAnswer[]];
-      try {
-        if (result?.type !== 'succeeded') {
-          const error = result?.type === 'errored' ? (result.error?.error as { type?: string; message?: string }) : {};
-          const detail = error?.type ? `: ${error.type}: ${error.message}` : '';
-          throw new EvalProviderError(`batch request ${result?.type ?? 'without a result'}${detail}`, {
-            judge: entry.judge,
-          });
-        }
-        answers.push({ ...answerFromMessage(result.message, entry.judge, 0), batch: true });
-        const changed = 'the batch answer judged a prompt that has changed since it was submitted';
-        if (run.prepare(ref).promptSha !== promptSha) throw unusable(changed);
-        const verdict = verdictFromAnswer(answers[0]!, run.rubric);
-        const outcome = { judge: entry.judge, verdict, attempts: [], answers, promptSha, startedAt: performance.now() };
-        recordOutcome(run, ref, outcome, false);
-      } catch (failure) {
-        if (!(failure instanceof EvalError) || failure instanceof EvalOutputError) throw failure;
-        const error = failure instanceof EvalInputError ? unusable(failure.message) : failure;
-        rejudge.push({ ...ref, prior: { error, answers, promptSha } });
-      }
+      const [taskId, model] = Object.hasOwn(entry.requests, custom_id) ? entry.requests[custom_id]! : [];
+      if (!taskId || !model)
+        run.progress.log(`batch ${entry.id}: ignoring a result with unknown custom_id ${custom_id}`);
+      const group = taskId && model && groups.get(pairKey(taskId, model)); // none: its transcript is settled
+      if (!group) continue;
+      group.results.set(custom_id, { result });
+      if (group.results.size < group.ids.length) continue;
+      groups.delete(pairKey(taskId, model));
+      settle(group);
     }
   } catch (error) {
     // A download cut off midway, even inside a line, is retried at the next poll: the batch stays in the state file.
@@ -1410,11 +1538,7 @@ async function collectBatchResults(run: Run, entry: BatchEntry, download = true)
     const cutOff = `batch ${entry.id} results were cut off: ${error.message}`;
     throw new EvalProviderError(cutOff, { cause: error, judge: primary.model });
   }
-  for (const [customId, [taskId, model, promptSha]] of Object.entries(entry.requests)) {
-    if (seen.has(customId) || run.scoreFile.done.has(pairKey(taskId, model))) continue;
-    const error = new EvalProviderError(`batch ${entry.id} returned no result for it`, { judge: entry.judge });
-    rejudge.push({ ...refOf(taskId, model), prior: { error, answers: [], promptSha } });
-  }
+  for (const group of groups.values()) settle(group); // those missing a result
   // With --no-fallback no judge is left: the batch's own failure is the transcript's.
   await judgeConcurrently(run, rejudge, run.options.fallback ? run.judges : []);
   // Rows from batch results are flushed once here: until the batch leaves the state file, a rerun can re-read them.
@@ -1487,14 +1611,12 @@ function buildCli(io: IO): Command {
       positive(true, MAX_CONCURRENCY),
       DEFAULTS.concurrency,
     )
-    .option(
-      '--limit <n>',
-      'judge at most n selected transcripts without a row, in sorted order: a trial',
-      positive(true),
-    )
+    .option('--limit <n>', 'judge at most n selected transcripts without a row, in sorted order', positive(true))
     .option('--rescore', 'judge the selected transcripts again and replace their rows (default: skip scored ones)')
     .option('--batch', 'judge through Message Batches (half price, asynchronous); a rerun resumes pending batches')
     .option('--poll-interval <s>', 'seconds between batch polls, growing 1.5x', positive(false), DEFAULTS.pollInterval)
+    .option('--samples <k>', 'judge each transcript k times: its row is the median', positive(true, MAX_SAMPLES), 1)
+    .option('--before-human-scoring', 'run without --task/--model before people have scored every transcript')
     .option('--no-fallback', 'use the primary judge only; with --batch, failed batch results are reported failed')
     .option('--transcripts <dir>', 'transcripts folder: {model}/{task_id}.json', DEFAULTS.transcripts)
     .option('--tasks <dir>', 'task files: {task_id}.json', DEFAULTS.tasks)
@@ -1503,6 +1625,7 @@ function buildCli(io: IO): Command {
     .option('--models <file>', 'models.json: the judge and its fallback judges', DEFAULTS.models)
     .option('--output <file>', 'CSV the score rows are appended to', DEFAULTS.output)
     .option('--log <file>', 'JSONL audit log: one line per judged transcript, with the raw answers', DEFAULTS.log)
+    .option('--human-scores <file>', 'human scores CSV (npx tsx report.ts sheet makes it)', DEFAULTS.humanScores)
     .addHelpText('after', `\nExit status: ${exits}.\n${key}`)
     .configureOutput({
       ...{ writeOut: (out: string) => io.stdout.write(out), writeErr: (out: string) => io.stderr.write(out) },
@@ -1538,9 +1661,9 @@ function dryRun(options: RunOptions, { env, stdout, stderr }: IO): number {
   const direct: TranscriptRef[] = [];
   let [printed, requests, batches] = ['; nothing was sent or written', 0, 0];
   // Counted one batch at a time, so memory holds one batch; the first request that would go in a batch is shown.
-  for (const batch of splitIntoBatches(batchRequests(inputs, refs, primary, direct))) {
+  for (const batch of splitIntoBatches(batchRequests(inputs, refs, primary, direct, options.samples))) {
     if (!batches) printed = show(batch[0]!.ref, batch[0]!);
-    [requests, batches] = [requests + batch.length, batches + 1];
+    [requests, batches] = [requests + batch.reduce((sum, item) => sum + item.requests.length, 0), batches + 1];
   }
   const sync = `, and judge ${direct.length} transcript(s) synchronously (bad input, or images the primary can't take)`;
   const none = refs.length ? '' : ` (all ${total} selected are already scored or in a pending batch)`;
@@ -1570,7 +1693,7 @@ function estimateCost({ prepare }: ReturnType<typeof loadInputs>, refs: Transcri
   const batch = `with --batch half: ${usd(input / 2)}, at most ${usd(ceiling / 2)}`;
   return `dry-run estimate, not a quote: ${what}; at ${judge.model}'s list price ${cost}; ${batch}`;
 }
-function formatSummary(summary: RunSummary, { output, rescore }: RunOptions): string {
+function formatSummary(summary: RunSummary, { output, rescore, beforeHumanScoring }: RunOptions): string {
   const { selected, scored, skipped, failed, tokens, costUsd, wallMs, batchesCreated, batchesResumed } = summary;
   const interrupted = summary.stoppedBy instanceof EvalInterruptedError ? 'interrupted: ' : '';
   const counts = `${selected} selected: ${scored} scored, ${skipped} skipped (already in ${output})`;
@@ -1593,6 +1716,8 @@ function formatSummary(summary: RunSummary, { output, rescore }: RunOptions): st
     lines.push(`${breaker}: ${gate.hurried} later transcript(s) tried it once, then went to the fallback`);
   }
   if (summary.stoppedBy && !interrupted) lines.push(`stopped: ${summary.stoppedBy.message}`);
+  const early = 'before human scoring: judge scores exist before every human score (--before-human-scoring)';
+  if (beforeHumanScoring) lines.push(early);
   return `${lines.map(oneLine).join('\n')}\n`;
 }
 /** The live progress line on a terminal; elsewhere (a CI log), a plain line every 10 s or 10% of the work. */
@@ -1726,9 +1851,8 @@ function appendDurably({ fd, file }: { fd: number; file: string }, content: stri
       fs.ftruncateSync(fd, fs.fstatSync(fd).size - offset);
     } catch {} // the next run cuts the torn line off
     const code = (error as NodeJS.ErrnoException).code ?? String(error);
-    throw new EvalOutputError(`${file}: cannot be written (${code}); free space or fix the disk, then rerun`, {
-      cause: error,
-    });
+    const fix = 'free space or fix the disk, then rerun';
+    throw new EvalOutputError(`${file}: cannot be written (${code}); ${fix}`, { cause: error });
   }
 }
 /** Replaces a file atomically: a temp file flushed to disk, a rename, an fsync of the folder; never a partial file. */
@@ -1746,12 +1870,8 @@ function replaceFileDurably(file: string, content: string): void {
 function parseRateLimit(headers: Headers | undefined): RateLimitInfo | undefined {
   const info: RateLimitInfo = {};
   for (const family of RATE_FAMILIES) {
-    const header = (name: string) => headers?.get(`anthropic-ratelimit-${family}-${name}`) || 'none';
-    const [limit, remaining, resetAt] = [
-      Number(header('limit')),
-      Number(header('remaining')),
-      Date.parse(header('reset')),
-    ];
+    const get = (name: string) => headers?.get(`anthropic-ratelimit-${family}-${name}`) || 'none';
+    const [limit, remaining, resetAt] = [Number(get('limit')), Number(get('remaining')), Date.parse(get('reset'))];
     // A reset more than a minute away (a clock ahead of ours, a bad header) is unknown, never waited for.
     const known = [limit, remaining, resetAt].every(Number.isFinite) && limit > 0 && resetAt - Date.now() <= 60_000;
     if (known) info[family] = { limit, remaining, resetAt };

@@ -10,6 +10,7 @@ import { Writable } from 'node:stream';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { TestContext } from 'node:test';
 import { parse as parseCsvSync } from 'csv-parse/sync';
+import { stringify as stringifyCsv } from 'csv-stringify/sync';
 import { FakeAnthropic } from './fake-anthropic.ts';
 import type { FakeOptions, RecordedRequest } from './fake-anthropic.ts';
 import type { JudgeConfig, ReferenceKey, Task, Transcript } from '../run-judge.ts';
@@ -254,6 +255,8 @@ export interface Workspace {
   models: string;
   output: string;
   log: string;
+  /** The human scores CSV that `args()` names: written by `args()`, one complete row per transcript then on disk. */
+  humanScores: string;
   /** Every (model, task) pair written, in the CLI's sorted order. */
   pairs: { model: string; task_id: string }[];
   /** The path flags for this workspace, followed by `extra`. */
@@ -282,9 +285,12 @@ export function makeWorkspace(opts: WorkspaceOptions = {}): Workspace {
     models: path.join(dir, 'models.json'),
     output: path.join(dir, 'scores', 'judge_scores.csv'),
     log: path.join(dir, 'scores', 'judge_log.jsonl'),
+    humanScores: path.join(dir, 'human_scores.csv'),
     pairs: [],
     args(...extra) {
+      writeHumanScores(ws);
       return [
+        ...['--human-scores', ws.humanScores],
         ...['--transcripts', ws.transcripts, '--tasks', ws.tasks, '--reference-keys', ws.referenceKeys],
         ...['--rubric', ws.rubric, '--models', ws.models, '--output', ws.output, '--log', ws.log],
         ...extra,
@@ -315,7 +321,34 @@ export function makeWorkspace(opts: WorkspaceOptions = {}): Workspace {
       ws.pairs.push({ model, task_id: taskId });
     }
   }
+  writeHumanScores(ws);
   return ws;
+}
+
+/** People have scored every transcript on disk (each dimension its lowest score), so a full run passes the gate. */
+function writeHumanScores(ws: Workspace): void {
+  const quoted = (cell: string) => (cell.startsWith("'") ? `'${cell}` : cell); // a reader takes one leading ' off
+  let dimensions: { name: string; scores: Record<string, string> }[];
+  try {
+    dimensions = (JSON.parse(fs.readFileSync(ws.rubric, 'utf8')) as { dimensions: typeof dimensions }).dimensions;
+    const names = dimensions.map((d) => d.name);
+    if (!names.length || new Set(names).size < names.length) return; // a rubric the run refuses first
+    const header = ['task_id', 'model', ...names, 'notes'];
+    const lowest = dimensions.map((d) => String(Math.min(...Object.keys(d.scores).map(Number))));
+    const rows = fs.readdirSync(ws.transcripts).flatMap((model) =>
+      fs.statSync(path.join(ws.transcripts, model)).isDirectory()
+        ? fs
+            .readdirSync(path.join(ws.transcripts, model))
+            .filter((f) => f.endsWith('.json'))
+            .map((file) => [quoted(file.slice(0, -5)), quoted(model), ...lowest, ''])
+        : [],
+    );
+    const content = stringifyCsv([header, ...rows]);
+    if (!fs.existsSync(ws.humanScores) || fs.readFileSync(ws.humanScores, 'utf8') !== content)
+      fs.writeFileSync(ws.humanScores, content); // unchanged otherwise: tests check that a refused run wrote nothing
+  } catch {
+    // No usable rubric or folder: the run fails on that before it reads human scores.
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -6,8 +6,8 @@ import { describe, test } from 'node:test';
 import { RUBRIC_FILE, makeWorkspace, mentioning, tempDir } from './helpers.ts';
 
 const { agreement, bootstrapCi, confusionMatrix, quadraticWeightedKappa, spearman } = await import('../report.ts');
-const { analyse, isComplete, main, readHumanScores, readJudgeScores, scoringSheet } = await import('../report.ts');
-const { loadRubric } = await import('../run-judge.ts');
+const { analyse, main, readJudgeScores, scoringSheet } = await import('../report.ts');
+const { isComplete, loadRubric, readHumanScores } = await import('../run-judge.ts');
 const rubric = loadRubric(RUBRIC_FILE);
 const DIMENSIONS = rubric.dimensions.map((dimension) => dimension.name);
 
@@ -323,11 +323,11 @@ describe('analyse: the judge against the humans, per dimension and per model; wh
       table,
       /^2 \(transcript, scorer\) pairs; no human row: none; no judge row: none; rows by judge: judge-a 1, judge-b 1\n/,
     );
-    assert.match(table, new RegExp(`^${DIMENSIONS[0]} +2 +1\\.00 +1\\.00 +1\\.00 - +-$`, 'm'));
+    assert.match(table, new RegExp(`^${DIMENSIONS[0]} +2 +1\\.00 +1\\.00 +1\\.00 - +- +-$`, 'm'));
     const [, markdown] = await printed(['--format', 'markdown']);
     assert.match(
       markdown,
-      /^\| dimension \| n \| exact \| within one \| kappa \[95% CI\] \| human ceiling kappa \[95% CI\] \|\n\| --- \|/m,
+      /^\| dimension \| n \| exact \| within one \| kappa \[95% CI\] \| human ceiling kappa \[95% CI\] \| samples unanimous \/ mean range \|\n\| --- \|/m,
     );
     assert.equal((await printed(['--format', 'xml']))[0], 2);
   });
