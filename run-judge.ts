@@ -50,9 +50,9 @@ Give every dimension listed above exactly one score, {score_rule}. Put a brief e
 <<<END OUTPUT INSTRUCTIONS>>>`;
 const DEFAULTS = {
   ...{ transcripts: 'evals/transcripts', tasks: 'evals/tasks', referenceKeys: 'evals/reference_keys' },
-  ...{ rubric: 'rubric.json', models: 'models.json', concurrency: 8, pollInterval: 30 },
+  ...{ rubric: 'rubric.json', models: 'models.json', concurrency: 8, pollInterval: 30, samples: 1 },
   ...{ output: 'evals/scores/judge_scores.csv', log: 'evals/scores/judge_log.jsonl' },
-  ...{ humanScores: 'evals/human_scores.csv', samples: 1 },
+  humanScores: 'evals/human_scores.csv',
 };
 const MAX_SAMPLES = 100; // a typo such as --samples 1000 must not multiply the bill by a thousand
 const MAX_CONCURRENCY = 256; // each judgement in flight holds a connection: open files stay bounded
@@ -78,9 +78,7 @@ export class EvalError extends Error {
   rawText?: string; // what a judge sent that could not be used, kept for the audit log
   constructor(message: string, options: EvalErrorOptions = {}) {
     super(options.judge ? `judge ${options.judge}: ${message}` : message, { cause: options.cause });
-    this.name = new.target.name;
-    this.judge = options.judge;
-    this.rawText = options.rawText;
+    Object.assign(this, { name: new.target.name, judge: options.judge, rawText: options.rawText });
   }
 }
 export class EvalConfigurationError extends EvalError {} // bad rubric/models.json, no key, 401/402/403/404
@@ -137,16 +135,11 @@ const PriceSchema = z.strictObject({ input: z.number().min(0), output: z.number(
 const RetrySchema = z.strictObject({ max_retries: z.uint32().optional(), budget_s: seconds, base_delay_s: seconds });
 /** A judge entry is strict: a typo such as "temprature" must not be silently ignored. */
 const JudgeSchema = z.strictObject({
-  provider: z.literal('anthropic', 'only "anthropic" is supported'),
-  model: text,
-  model_env: text.optional(),
+  ...{ provider: z.literal('anthropic', 'only "anthropic" is supported'), model: text, model_env: text.optional() },
   api_key_env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must name an environment variable (never the key)'),
-  temperature: z.number().nullable().optional(),
-  max_tokens: z.int().positive(),
-  timeout_s: z.number().positive().max(3600).optional(),
-  structured_output: z.boolean().optional(),
-  media: z.array(z.enum(['text', 'image'])).optional(),
-  retry: RetrySchema.optional(),
+  ...{ temperature: z.number().nullable().optional(), max_tokens: z.int().positive() },
+  ...{ timeout_s: z.number().positive().max(3600).optional(), structured_output: z.boolean().optional() },
+  ...{ media: z.array(z.enum(['text', 'image'])).optional(), retry: RetrySchema.optional() },
   price_usd_per_mtok: PriceSchema.optional(), // list prices, for the cost in the audit log and the summary
 });
 const ModelsSchema = z.object({ judge: JudgeSchema, fallback_judges: z.array(JudgeSchema).default([]) });
@@ -187,13 +180,14 @@ export type ReferenceKey = z.infer<typeof ReferenceKeySchema>;
 export type Transcript = z.infer<typeof TranscriptSchema>;
 type BatchEntry = z.infer<typeof BatchEntrySchema>;
 type BatchResult = Anthropic.Messages.Batches.MessageBatchResult;
+type Succeeded = Anthropic.Messages.Batches.MessageBatchSucceededResult;
 /** A transcript found on disk: the path alone identifies it; its content is read when it is judged. */
 export type TranscriptRef = { task_id: string; model: string; path: string };
 type Ref = TranscriptRef;
 /** An image sent after the prompt; `label` is its placeholder in the transcript text. */
 export type TranscriptImage = { label: string; file?: string; source: z.infer<typeof ImageSourceSchema> };
-type Image = TranscriptImage;
-type PreparedTranscript = { prompt: string; promptSha: string; images: Image[] };
+type PreparedTranscript = { prompt: string; promptSha: string; images: TranscriptImage[] };
+type Inputs = ReturnType<typeof loadInputs>; // the rubric, the selected transcripts, and how to prepare one
 type JudgeVerdict = { scores: Record<string, number>; notes: string };
 /** What the API said of each bucket (`anthropic-ratelimit-<family>-*`); each refills continuously to `limit`. */
 type RateLimitInfo = Partial<Record<Family, { limit: number; remaining: number; resetAt: number }>>;
@@ -214,14 +208,13 @@ type Stream = NodeJS.WritableStream & { isTTY?: boolean };
 /** Where a run reads its environment and writes its messages: the process's, or a test's. */
 type IO = { env: NodeJS.ProcessEnv; stdout: Stream; stderr: Stream };
 /** What every stage of a run shares: its inputs, its output, and how it reports and stops. */
-type Run = ReturnType<typeof loadInputs> & ReturnType<typeof openOutput> & RunState & { controller: AbortController };
+type Run = Inputs & ReturnType<typeof openOutput> & RunState & { controller: AbortController };
 type RunState = { options: RunOptions; judges: Judge[]; summary: RunSummary; progress: Progress };
 // ---- The run --------------------------------------------------------------------------------------------------------
 /** Judges every selected transcript that has no row yet, appending rows as they come; returns the summary. */
 async function runJudge(options: RunOptions, io: IO, controller = new AbortController()): Promise<RunSummary> {
   const started = Date.now();
-  // 1. Load and check everything that costs nothing: rubric, transcripts (tasks when needed), that people have scored
-  // first (a full run), judges and their keys.
+  // 1. Load and check what costs nothing: rubric, transcripts, that people scored first (a full run), judges, keys.
   const inputs = loadInputs(options);
   checkHumanScoringDone(options, inputs);
   const judges = await createJudges(loadModelsConfig(options.models), io.env, options.fallback);
@@ -307,8 +300,7 @@ export function readTranscripts(inputDir: string, taskId?: string, modelName?: s
   const chosen = (ref: Ref) => (taskId ?? ref.task_id) === ref.task_id && (modelName ?? ref.model) === ref.model;
   const selected = all.filter(chosen);
   if (selected.length > 0) return selected;
-  const misplaced = findMisplacedJson(inputDir);
-  const expected = path.join(inputDir, '{model}', '{task_id}.json');
+  const [misplaced, expected] = [findMisplacedJson(inputDir), path.join(inputDir, '{model}', '{task_id}.json')];
   if (!all.length && misplaced) throw new EvalInputError(`no transcript at ${expected}; found ${misplaced} instead`);
   const filters = [taskId !== undefined && `--task ${taskId}`, modelName !== undefined && `--model ${modelName}`];
   const models = [...new Set(all.map((ref) => ref.model))].join(', ') || 'none';
@@ -317,23 +309,18 @@ export function readTranscripts(inputDir: string, taskId?: string, modelName?: s
   throw new EvalInputError(`no transcript in ${inputDir} ${matches}; models (folders): ${models}; tasks: ${tasks}`);
 }
 /** Where a link leads; a broken one (missing target, a loop) is an input error naming it. */
-function realPathOf(link: string): string {
-  try {
-    return fs.realpathSync.native(link);
-  } catch (error) {
-    throw new EvalInputError(`${link}: a broken link (${(error as NodeJS.ErrnoException).code})`, { cause: error });
-  }
-}
+const realPathOf = (link: string) =>
+  orElse(
+    () => fs.realpathSync.native(link),
+    (error) => raise(new EvalInputError(`${link}: a broken link (${error.code})`, { cause: error })),
+  );
 /** A .json file directly in the transcripts folder or two levels down (never judged there), if any. */
 function findMisplacedJson(inputDir: string): string | undefined {
   const subdirs = (dir: string) =>
     listDir(dir).flatMap((entry) => (entry.isDirectory() ? [path.join(dir, entry.name)] : []));
-  const jsonIn = (dir: string) => listDir(dir).find((entry) => entry.isFile() && entry.name.endsWith('.json'))?.name;
-  for (const dir of [inputDir, ...subdirs(inputDir).flatMap(subdirs)]) {
-    const name = jsonIn(dir);
-    if (name) return path.join(dir, name);
-  }
-  return undefined;
+  const jsonIn = (dir: string) => listDir(dir).find((entry) => entry.isFile() && entry.name.endsWith('.json'));
+  const dirs = [inputDir, ...subdirs(inputDir).flatMap(subdirs)];
+  return dirs.flatMap((dir) => (jsonIn(dir) ? [path.join(dir, jsonIn(dir)!.name)] : []))[0];
 }
 /** The rubric, the selected transcripts, and how to prepare one for judging (tasks are read once each, when needed). */
 function loadInputs(options: RunOptions) {
@@ -353,7 +340,7 @@ function loadInputs(options: RunOptions) {
   return { rubric, selected, prepare };
 }
 /** A full run (no --task, no --model) starts only once people have scored every selected transcript, blind to it. */
-function checkHumanScoringDone(options: RunOptions, { rubric, selected }: ReturnType<typeof loadInputs>): void {
+function checkHumanScoringDone(options: RunOptions, { rubric, selected }: Inputs): void {
   if (options.task !== undefined || options.model !== undefined || options.beforeHumanScoring) return;
   const file = options.humanScores;
   const rows = fs.existsSync(file) ? readHumanScores(file, rubric).filter((row) => isComplete(row, rubric)) : [];
@@ -369,8 +356,7 @@ function checkHumanScoringDone(options: RunOptions, { rubric, selected }: Return
 }
 /** One person's scores of one transcript; a score left empty (not scored yet) is absent, and the row incomplete. */
 export type HumanRow = ScoreRow & { scorer: string };
-/** Reads the human scores (the scoring sheet, filled in): columns in any order, `scorer` optional; a bad cell, or a
- * (task_id, model, scorer) given twice, is an error naming the file and the line. */
+/** Reads the filled-in scoring sheet: columns in any order, `scorer` optional; a bad cell or repeat names its line. */
 export function readHumanScores(file: string, rubric: Rubric): HumanRow[] {
   const required = ['task_id', 'model', ...rubricDimensions(rubric), 'notes'];
   const columns = (header: string[]) => {
@@ -399,18 +385,14 @@ export const isComplete = (row: HumanRow, rubric: Rubric) => rubric.dimensions.e
 /** A score cell's number, when it is one of its dimension's allowed scores; else an error naming the cell. */
 export function allowedScore(dimension: Dimension, value: string, at: string): number {
   if (Object.hasOwn(dimension.scores, value) && /^(0|[1-9]\d*)$/.test(value)) return Number(value);
-  throw new EvalInputError(
-    `${at}: ${dimension.name}: "${value}" is not an allowed score (${orList(allowedScores(dimension))})`,
-  );
+  const allowed = orList(allowedScores(dimension));
+  throw new EvalInputError(`${at}: ${dimension.name}: "${value}" is not an allowed score (${allowed})`);
 }
 /** A CSV file's records, each with the line it ends on; a missing or malformed file is an input error naming it. */
 export function readCsvFile<R = string[]>(file: string, options: { columns?: (header: string[]) => string[] } = {}) {
   try {
-    const content = fs.readFileSync(file);
-    return parseCsv(content, { bom: true, skip_empty_lines: true, info: true, ...options }) as unknown as {
-      record: R;
-      info: { lines: number };
-    }[];
+    const records = parseCsv(fs.readFileSync(file), { bom: true, skip_empty_lines: true, info: true, ...options });
+    return records as unknown as { record: R; info: { lines: number } }[];
   } catch (error) {
     if (error instanceof EvalError) throw error;
     const reason = (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'file not found' : (error as Error).message;
@@ -464,19 +446,16 @@ export function transcriptImages(transcript: Transcript, transcriptPath: string)
       if ('source' in block) return { label, source: block.source };
       const file = path.resolve(path.dirname(transcriptPath), block.path);
       const stays = fs.existsSync(file) ? inside(fs.realpathSync(file), fs.realpathSync(root)) : inside(file, root);
-      const where = `${transcriptPath}: image`;
-      if (path.isAbsolute(block.path) || !stays) {
-        const rule = `must be relative and stay inside the transcripts folder ${fs.realpathSync(root)}`;
-        throw new EvalInputError(`${where} path "${block.path}" ${rule}`);
-      }
+      const [where, rule] = [`${transcriptPath}: image`, `must be relative and stay inside the transcripts folder`];
+      if (path.isAbsolute(block.path) || !stays)
+        throw new EvalInputError(`${where} path "${block.path}" ${rule} ${fs.realpathSync(root)}`);
       const extension = path.extname(file).slice(1).toLowerCase().replace(/^jpg$/, 'jpeg');
       const media_type = mediaType.options.find((type) => type === `image/${extension}`);
       if (!media_type) throw new EvalInputError(`${where} ${file} is not a png, jpeg, gif or webp file`);
       const stat = fs.statSync(file, { throwIfNoEntry: false });
       if (stat && !stat.isFile()) throw new EvalInputError(`${where} ${file} is not a regular file`);
-      const limit = 'the API takes at most 5 MB of base64 per image';
-      if (stat && stat.size > IMAGE_MAX_BYTES)
-        throw new EvalInputError(`${where} ${file} is ${stat.size} bytes: ${limit}`);
+      const tooLarge = `${where} ${file} is ${stat?.size} bytes: the API takes at most 5 MB of base64 per image`;
+      if (stat && stat.size > IMAGE_MAX_BYTES) throw new EvalInputError(tooLarge);
       try {
         return { label, file, source: { type: 'base64' as const, media_type, data: fs.readFileSync(file, 'base64') } };
       } catch (error) {
@@ -496,13 +475,11 @@ const rubricPromptParts = cachedByObject((rubric: Rubric) => {
   const scoreSets = new Set(rubric.dimensions.map(scoresOf));
   // Dimensions that allow different scores each get their own list: a merged list would invite invalid scores.
   const perDimension = rubric.dimensions.map((dimension) => `${dimension.name} ${scoresOf(dimension)}`).join('; ');
+  const eachOwn = `as an integer, using only the scores each dimension allows: ${perDimension}`;
   return {
     rubric: neutraliseDelimiters(described.join('\n\n')),
     output_shape: `{"scores": {${shape.join(', ')}}, "notes": "brief explanation"}`,
-    score_rule:
-      scoreSets.size === 1
-        ? `using only the scores ${[...scoreSets][0]} as integers`
-        : `as an integer, using only the scores each dimension allows: ${perDimension}`,
+    score_rule: scoreSets.size === 1 ? `using only the scores ${[...scoreSets][0]} as integers` : eachOwn,
   };
 });
 /** Fills the template in one pass, so text inserted for one placeholder is never scanned for another. */
@@ -548,15 +525,13 @@ function checkedApiKey(config: JudgeConfig, env: NodeJS.ProcessEnv): string {
 const timeoutMs = (config: JudgeConfig) => Math.round((config.timeout_s ?? 300) * 1000); // whole ms, 300 s by default
 const canTakeImages = (judge: { config: JudgeConfig }) => (judge.config.media ?? ['text']).includes('image');
 type Request = Anthropic.MessageCreateParamsNonStreaming;
-type Sent = { rubric?: Rubric; images?: Image[]; cache?: boolean };
+type Sent = { rubric?: Rubric; images?: TranscriptImage[]; cache?: boolean };
 /** The Messages API request for one prompt and its images (each after its label); no sampling parameter. */
 export function buildJudgeRequest(judge: JudgeSpec, prompt: string, sent: Sent = {}) {
   const { rubric, images = [], cache } = sent;
   const textBlock = (text: string) => ({ type: 'text', text }) as Record<string, unknown>;
-  const blocks = [
-    textBlock(prompt),
-    ...images.flatMap(({ label, source }) => [textBlock(label), { type: 'image', source }]),
-  ];
+  const labelled = images.flatMap(({ label, source }) => [textBlock(label), { type: 'image', source }]);
+  const blocks = [textBlock(prompt), ...labelled];
   if (cache) blocks.at(-1)!.cache_control = { type: 'ephemeral' }; // samples 2..k read the prompt from the cache
   const content = images.length || cache ? blocks : prompt;
   const format = judge.config.structured_output && rubric && { type: 'json_schema', schema: answerJsonSchema(rubric) };
@@ -586,10 +561,7 @@ async function readCapped(response: Response, chunks: Buffer[], judge: string): 
   let size = Number(response.headers.get('content-length') ?? 0);
   const [maxBytes, mb] = [ANSWER_MAX_BYTES, ANSWER_MAX_BYTES / 1024 / 1024];
   const tooLarge = () => new EvalProviderError(`the answer is larger than ${mb} MB; not read`, { judge });
-  if (size > maxBytes) {
-    await response.body?.cancel();
-    throw tooLarge();
-  }
+  if (size > maxBytes) throw (await response.body?.cancel(), tooLarge()); // declared too large: not read at all
   size = 0;
   for await (const chunk of response.body ?? []) {
     chunks.push(Buffer.from(chunk));
@@ -599,22 +571,17 @@ async function readCapped(response: Response, chunks: Buffer[], judge: string): 
 /** Extracts the text and bookkeeping of a Messages API answer, refusing shapes that are not a message. */
 function answerFromMessage(message: unknown, judge: string, latencyMs: number, headers?: Headers): JudgeAnswer {
   const data = message as Partial<Anthropic.Message>;
-  if (!isRecord(data) || !Array.isArray(data.content)) {
+  if (!isRecord(data) || !Array.isArray(data.content))
     throw new EvalJudgeResponseError('the answer is not a message', { judge, rawText: safeJson(message) });
-  }
   const text = data.content.flatMap((block) => (block?.type === 'text' ? [String(block.text)] : [])).join('');
   const count = (kind: keyof Usage) => {
     const value = (data.usage as Record<string, unknown> | undefined)?.[kind];
     return Number.isSafeInteger(value) && (value as number) >= 0 ? (value as number) : 0; // a count, or none
   };
-  const [written, read] = [count('cache_creation_input_tokens'), count('cache_read_input_tokens')];
-  const cache = {
-    ...(written && { cache_creation_input_tokens: written }),
-    ...(read && { cache_read_input_tokens: read }),
-  };
-  const usage = { input_tokens: count('input_tokens'), output_tokens: count('output_tokens'), ...cache };
+  const kinds = ['input_tokens', 'output_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens'] as const;
+  const usage = Object.fromEntries(kinds.flatMap((kind, i) => (i < 2 || count(kind) ? [[kind, count(kind)]] : [])));
   const [stopReason, requestId] = [data.stop_reason ?? null, headers?.get('request-id') ?? undefined];
-  return { judge, text, stopReason, usage, requestId, latencyMs, rateLimit: parseRateLimit(headers) };
+  return { judge, text, stopReason, usage: usage as Usage, requestId, latencyMs, rateLimit: parseRateLimit(headers) };
 }
 /** An SDK call's promise whose failure is classified like every other call's. */
 const classified = <T>(judge: JudgeSpec, call: Promise<T>) =>
@@ -622,39 +589,32 @@ const classified = <T>(judge: JudgeSpec, call: Promise<T>) =>
 /** Turns an SDK error into the failure policy's classes; anything else (a defect) propagates raw. */
 function classifyApiError(error: unknown, judge: JudgeSpec, timedOut = false): unknown {
   const options = { cause: error, judge: judge.model };
-  if (timedOut || error instanceof sdk!.APIConnectionTimeoutError) {
+  if (timedOut || error instanceof sdk!.APIConnectionTimeoutError)
     return new EvalTimeoutError('request timed out (not resubmitted)', options);
-  }
   // An answer cut off while its body was read: the SDK lets undici's error through, or wraps it in an AnthropicError.
   const undiciCode = /^(UND_ERR|ECONNRESET|EPIPE)/.test(String((error as { cause?: { code?: unknown } })?.cause?.code));
   const cutOff = error instanceof TypeError && (error.message === 'terminated' || undiciCode);
-  if (cutOff || (error instanceof sdk!.AnthropicError && !(error instanceof sdk!.APIError))) {
+  if (cutOff || (error instanceof sdk!.AnthropicError && !(error instanceof sdk!.APIError)))
     return new EvalProviderError(`connection failed while reading the answer: ${(error as Error).message}`, options);
-  }
-  if (error instanceof SyntaxError || error instanceof RangeError) {
+  if (error instanceof SyntaxError || error instanceof RangeError)
     return new EvalProviderError(`the answer cannot be read as JSON: ${error.message}`, options);
-  }
   if (!(error instanceof sdk!.APIError)) return error;
   const { status, type, apiMessage, requestID, headers } = error;
-  const request = requestID ? ` (request ${requestID})` : '';
-  const what =
-    status === undefined
-      ? `connection failed: ${(error.cause as Error | undefined)?.message ?? error.message}`
-      : `HTTP ${status} ${type ?? 'error'}: ${apiMessage ?? '(no message)'}${request}`;
+  const [request, cause] = [requestID ? ` (request ${requestID})` : '', (error.cause as Error | undefined)?.message];
+  const said = `HTTP ${status} ${type ?? 'error'}: ${apiMessage ?? '(no message)'}${request}`;
+  const what = status === undefined ? `connection failed: ${cause ?? error.message}` : said;
   const schemaRejected = /output_config|json_schema|output format|structured output/i.test(apiMessage ?? '');
   if (judge.config.structured_output && status === 400 && schemaRejected) {
     const setting = 'rejects "structured_output": true (output_config.format json_schema)';
     return new EvalUnsupportedError(`${setting}; set it to false for this judge in models.json: ${what}`, options);
   }
-  const source =
-    judge.model === judge.config.model ? '"model" in models.json' : `the variable ${judge.config.model_env}`;
+  const [key, model] = [judge.config.api_key_env, judge.model];
+  const source = model === judge.config.model ? '"model" in models.json' : `the variable ${judge.config.model_env}`;
+  const modelFix = `check the model id ${model}, from ${source}`;
+  const notFound = /model/i.test(apiMessage ?? '') ? modelFix : 'check ANTHROPIC_BASE_URL';
   const fix = {
-    401: `check the key in ${judge.config.api_key_env}`,
-    402: 'check the billing of the account',
-    403: `check that the key in ${judge.config.api_key_env} may use ${judge.model}`,
-    404: /model/i.test(apiMessage ?? '')
-      ? `check the model id ${judge.model}, from ${source}`
-      : 'check ANTHROPIC_BASE_URL',
+    ...{ 401: `check the key in ${key}`, 402: 'check the billing of the account' },
+    ...{ 403: `check that the key in ${key} may use ${model}`, 404: notFound },
   }[status as 401 | 402 | 403 | 404];
   if (fix) return new EvalConfigurationError(`${what}; ${fix}`, options);
   if ([400, 413, 422].includes(status!)) return new EvalInputError(what, options);
@@ -669,9 +629,8 @@ type RetryState = { attempt: number; msLeft: number; policy: typeof RETRY_DEFAUL
 /** What one failed attempt means: the whole failure policy, asked by the retry layer, the chain and the exit status. */
 export function decide(error: EvalError, retry?: RetryState): Decision {
   const isAny = (classes: (typeof EvalError)[]) => classes.some((Class) => error instanceof Class);
-  if (isAny([EvalConfigurationError, EvalDependencyError, EvalInterruptedError, EvalOutputError])) {
+  if (isAny([EvalConfigurationError, EvalDependencyError, EvalInterruptedError, EvalOutputError]))
     return { action: 'stop-run' };
-  }
   if (isAny([EvalInputError, EvalUnsupportedError])) return { action: 'fail-transcript' };
   if (askedToWait(error) && retry && retry.attempt < retry.policy.max_retries) {
     const backoffMs = retry.policy.base_delay_s * 1000 * 2 ** retry.attempt * (0.5 + Math.random());
@@ -683,22 +642,14 @@ export function decide(error: EvalError, retry?: RetryState): Decision {
 /** A 429 or 529 asks us to wait and try the same judge again; a 429 for a spend or billing limit does not. */
 const askedToWait = (error: EvalError): error is EvalProviderError =>
   error instanceof EvalProviderError && [429, 529].includes(error.status!) && !error.spendLimit;
-export const callJudgeWithRetries = (
-  judge: Judge,
-  request: Request,
-  signal = new AbortController().signal,
-  hasFallback = false,
-) => withRetries(judge, () => callJudge(judge, request), signal, hasFallback, request);
+export const callJudgeWithRetries = (judge: Judge, request: Request, signal?: AbortSignal, fallback = false) =>
+  withRetries(judge, () => callJudge(judge, request), signal ?? new AbortController().signal, { fallback, request });
+type Context = { fallback?: boolean; request?: Request }; // whether a fallback judge follows; what the call sends
 /** Runs one call to one judge, retried on the same judge while `decide` says so, paced by the judge's gate. */
-async function withRetries<T>(
-  judge: Judge,
-  call: () => Promise<T>,
-  signal: AbortSignal,
-  hasFallback = false,
-  request?: Request,
-) {
+async function withRetries<T>(judge: Judge, call: () => Promise<T>, signal: AbortSignal, context: Context = {}) {
+  const { fallback, request } = context;
   // A circuit breaker: a judge overloaded (529) on several transcripts in a row gets one try, then its fallback.
-  const breakerOpen = hasFallback && judge.gate.overloadedInARow >= OVERLOAD_BREAKER_AFTER;
+  const breakerOpen = fallback && judge.gate.overloadedInARow >= OVERLOAD_BREAKER_AFTER;
   const policy = { ...RETRY_DEFAULTS, ...judge.config.retry, ...(breakerOpen && { max_retries: 0 }) };
   let deadline = Date.now() + policy.budget_s * 1000;
   for (let attempt = 0; ; attempt++) {
@@ -724,8 +675,7 @@ async function withRetries<T>(
     }
   }
 }
-/** Paces one judge's requests to fit each bucket the API reports (requests, input and output tokens), each refilling
- * continuously; a small burst until the first answer tells the limits; a bare 429 pauses all until its retry-after. */
+/** Paces a judge's requests to fit each bucket the API reports, each refilling; a bare 429 pauses all until its end. */
 class RateGate {
   pausedUntil = 0; // a bare 429 (no rate-limit headers) holds all of this judge's requests until then
   overloadedInARow = 0; // transcripts given up on after 529s since this judge last answered
@@ -842,14 +792,7 @@ export class JudgeChain {
 type PriorAttempt = { error: EvalError; answers: JudgeAnswer[]; promptSha?: string };
 /** Reads every transcript about to be judged, before any call: says once, up front, which will fail and why. */
 function checkTranscripts({ options, progress }: Run, pending: TranscriptRef[]): void {
-  const unreadable = pending.flatMap((ref) => {
-    try {
-      return loadTranscript(ref) && []; // read and checked: nothing to say
-    } catch (error) {
-      if (error instanceof EvalInputError) return [error.message];
-      throw error;
-    }
-  });
+  const unreadable = pending.flatMap((ref) => inputErrorOr(() => void loadTranscript(ref))?.message ?? []);
   const listed = `${unreadable.slice(0, 10).join('; ')}${unreadable.length > 10 ? '; ...' : ''}`;
   if (unreadable.length) progress.log(`${unreadable.length} transcript(s) will fail without a call: ${listed}`);
   const misplaced = findMisplacedJson(options.transcripts);
@@ -886,8 +829,7 @@ async function judgeTranscript(run: Run, ref: TranscriptRef, judges: Judge[], pr
     const mediaSkips = judges.filter((judge) => !eligible.includes(judge)).map((judge) => judge.model);
     const skipped = mediaSkips.join(', ');
     if (!eligible.length && !prior) throw new EvalUnsupportedError(`no judge takes images (skipped: ${skipped})`);
-    const samples = run.options.samples;
-    // A judge's attempt is all k samples: a row's samples all come from one judge, or the chain goes on.
+    const samples = run.options.samples; // a judge's attempt is all k samples: a row's samples come from one judge
     const attempt = async (candidate: Judge) => {
       const request = buildJudgeRequest(candidate, prompt, { rubric: run.rubric, images, cache: samples > 1 });
       const hasFallback = candidate !== eligible.at(-1);
@@ -902,15 +844,8 @@ async function judgeTranscript(run: Run, ref: TranscriptRef, judges: Judge[], pr
       return [first, ...rest.map((result) => (result as PromiseFulfilledResult<JudgeVerdict>).value)];
     };
     const [judge, verdicts] = await chain.run(eligible, attempt, { mediaSkips, describe: (choice) => choice.model });
-    const outcome = { verdict: medianVerdict(verdicts), samples: samples > 1 ? verdicts : undefined };
-    recordOutcome(run, ref, {
-      judge: judge.model,
-      ...outcome,
-      attempts: chain.attempts,
-      answers,
-      promptSha,
-      startedAt,
-    });
+    const [verdict, trace] = [medianVerdict(verdicts), { attempts: chain.attempts, answers, promptSha, startedAt }];
+    recordOutcome(run, ref, { judge: judge.model, verdict, samples: samples > 1 ? verdicts : undefined, ...trace });
     const after = chain.attempts.map((error) => error.message).join('; ');
     const fallback = judge === judges[0] ? '' : 'fallback judge ';
     if (after) run.progress.log(`${label}: scored by ${fallback}${judge.model} after ${after}`);
@@ -927,8 +862,8 @@ async function judgeTranscript(run: Run, ref: TranscriptRef, judges: Judge[], pr
     const unreachable = chain.attempts.every((attempt) => (attempt as EvalProviderError).unreachable);
     if (chain.attempts.length && unreachable) stopIfUnreachable(run);
   }
-  if (answers.length || chain.attempts.some((attempt) => (attempt as EvalProviderError).status))
-    run.summary.reached = true;
+  run.summary.reached ||=
+    answers.length > 0 || chain.attempts.some((attempt) => !!(attempt as EvalProviderError).status);
 }
 /** Connection failures on every attempt of the first transcripts, with no answer yet: one message, not one each. */
 function stopIfUnreachable(run: Run): void {
@@ -937,9 +872,8 @@ function stopIfUnreachable(run: Run): void {
   const fix = 'check the network, or ANTHROPIC_BASE_URL if it is set';
   run.controller.abort(new EvalConfigurationError(`cannot reach the API at ${url}: no answer on ${firsts}; ${fix}`));
 }
-type Outcome = { verdict?: JudgeVerdict; samples?: JudgeVerdict[]; error?: EvalError; judge?: string } & Timed;
-type Timed = { attempts: EvalError[]; startedAt: number };
-/** Writes the audit line, then the row (so every row is traced); `sync: false` while a batch can still be re-read. */
+type Outcome = { verdict?: JudgeVerdict; samples?: JudgeVerdict[]; error?: EvalError; judge?: string } & Trace;
+type Trace = { attempts: EvalError[]; startedAt: number }; // the failed attempts before the outcome; when it began
 /** What answers cost at their judges' list prices (cache writes 1.25x input, reads 0.1x; batches half), if priced. */
 function costOf(answers: JudgeAnswer[], judges: Judge[]): number | undefined {
   let cost = 0;
@@ -952,6 +886,7 @@ function costOf(answers: JudgeAnswer[], judges: Judge[]): number | undefined {
   }
   return cost;
 }
+/** Writes the audit line, then the row (so every row is traced); `sync: false` while a batch can still be re-read. */
 function recordOutcome(run: Run, ref: Ref, outcome: Outcome & Omit<PriorAttempt, 'error'>, sync = true) {
   const { verdict, error, answers, attempts } = outcome;
   const total = (kind: keyof Usage) => answers.reduce((sum, answer) => sum + (answer.usage[kind] ?? 0), 0);
@@ -966,9 +901,8 @@ function recordOutcome(run: Run, ref: Ref, outcome: Outcome & Omit<PriorAttempt,
     ...{ run_id: run.log.runId, timestamp: new Date().toISOString(), task_id: ref.task_id, model: ref.model },
     ...{ status: verdict ? 'scored' : 'failed', judge: outcome.judge ?? null, ...result },
     attempts: attempts.map(({ judge = null, name: error, message, rawText, ...rest }) => {
-      const raw =
-        rawText === undefined || answers.some((answer) => answer.text === rawText) ? {} : { raw_text: rawText };
-      return { judge, error, status: (rest as EvalProviderError).status ?? null, message, ...raw };
+      const raw_text = answers.some((answer) => answer.text === rawText) ? undefined : rawText; // once is enough
+      return { judge, error, status: (rest as EvalProviderError).status ?? null, message, raw_text };
     }),
     answers: answers.map(({ judge, text, stopReason, requestId = null, usage, latencyMs, verdict }) => {
       const answer = { judge, text, stop_reason: stopReason, request_id: requestId, usage, latency_ms: latencyMs };
@@ -1029,8 +963,7 @@ export function verdictFromAnswer(answer: JudgeAnswer, rubric: Rubric): JudgeVer
     throw new EvalJudgeResponseError(`unusable answer: ${error.message}`, { judge, rawText });
   }
 }
-/** The row of k samples: per dimension the median (the lower middle for even k); the notes of the sample closest to
- * it (fewest differences, the earliest on ties), marked as such. */
+/** The row of k samples: each dimension's median (even k: the lower middle), and the closest sample's notes, marked. */
 export function medianVerdict(samples: JudgeVerdict[]): JudgeVerdict {
   if (samples.length === 1) return samples[0]!;
   const names = Object.keys(samples[0]!.scores);
@@ -1059,15 +992,12 @@ function extractJson(answerText: string): { value: unknown; scoreTokens: string[
   if (duplicate !== undefined) throw unusable(`the answer repeats the key "${duplicate}"`);
   return { value: parsed.value, scoreTokens };
 }
-const tryJson = (json: string): { value: unknown } | { reason: string } => {
-  try {
-    return { value: JSON.parse(json) };
-  } catch (error) {
-    return { reason: (error as Error).message };
-  }
-};
-/** In valid JSON text: the first key an object repeats, and the numbers of the top-level "scores" as written; by
- * hand, because JSON.parse reports neither (Node 20 has no reviver source text). */
+const tryJson = (json: string) =>
+  orElse<{ value: unknown } | { reason: string }>(
+    () => ({ value: JSON.parse(json) }),
+    (error) => ({ reason: error.message }),
+  );
+/** In valid JSON: the first repeated key, and the top-level "scores" numbers as written (JSON.parse tells neither). */
 function scanJson(json: string): { duplicate?: string; scoreTokens: string[] } {
   const stack: { keys?: Set<string>; expectKey: boolean; key?: string; of?: string }[] = [];
   const scoreTokens: string[] = [];
@@ -1185,15 +1115,6 @@ export class ScoreFile {
     this.fd = -1;
   }
 }
-/** Appends score rows to a CSV (header once, checked against the rubric), each flushed to disk. */
-export function writeScores(file: string, rows: ScoreRow[], dimensions: string[]): void {
-  const scores = ScoreFile.open(file, dimensions);
-  try {
-    for (const row of rows) scores.append(row);
-  } finally {
-    scores.close();
-  }
-}
 /** The rows, checked, and where complete rows end: a last row cut short (a crash mid-write) is torn, not read. */
 function readScoreRows(file: string, content: Buffer, columns: string[]) {
   const records: { fields: string[]; line: number; end: number }[] = [];
@@ -1208,9 +1129,8 @@ function readScoreRows(file: string, content: Buffer, columns: string[]) {
     parseCsv(content, { ...options, on_record: onRecord });
   } catch (error) {
     const lastLineTorn = !content.subarray(records.at(-1)?.end ?? 0).includes(0x0a);
-    if ((error as { code?: string }).code !== 'CSV_QUOTE_NOT_CLOSED' && !lastLineTorn) {
+    if ((error as { code?: string }).code !== 'CSV_QUOTE_NOT_CLOSED' && !lastLineTorn)
       throw new EvalInputError(`${file}: not a CSV run-judge can read: ${(error as Error).message}`, { cause: error });
-    }
   }
   // A last row without its line break is complete when it has every field; else a write was cut short.
   const last = records.at(-1);
@@ -1240,14 +1160,11 @@ function openAuditLog(file: string): { fd: number; torn: number } {
   const fd = fs.openSync(file, 'a+');
   const size = fs.fstatSync(fd).size;
   let end = size; // just after the last line break, found reading back in chunks (a line can be megabytes)
-  for (const chunk = Buffer.alloc(65536); end > 0; end -= chunk.length) {
+  for (const chunk = Buffer.alloc(65536); end > 0;) {
     const start = Math.max(0, end - chunk.length);
     const at = chunk.subarray(0, fs.readSync(fd, chunk, 0, end - start, start)).lastIndexOf(0x0a);
-    if (at >= 0) {
-      end = start + at + 1;
-      break;
-    }
-    if (start === 0) end = 0;
+    end = at >= 0 ? start + at + 1 : start;
+    if (at >= 0) break;
   }
   if (end < size) fs.ftruncateSync(fd, end);
   if (end < size) fs.fsyncSync(fd);
@@ -1266,24 +1183,18 @@ function isProcessAlive(pid: number): boolean {
 /** Takes the lock, born holding our pid (a hard link); a stale one is removed only under `<lock>.takeover`. */
 export function acquireLock(output: string): () => void {
   const [lock, takeover, temp] = [`${output}.lock`, `${output}.lock.takeover`, `${output}.lock.${process.pid}.tmp`];
-  const textIn = (file: string) => {
-    try {
-      return fs.readFileSync(file, 'utf8');
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code === 'ENOENT') return undefined; // removed meanwhile
-      throw new EvalConfigurationError(`${file}: cannot be read (${code})`, { cause: error });
-    }
-  };
-  const linked = (target: string) => {
-    try {
-      fs.linkSync(temp, target);
-      return true;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
-      throw error;
-    }
-  };
+  const unreadable = (file: string, error: NodeJS.ErrnoException) =>
+    error.code === 'ENOENT' ? undefined : raise(new EvalConfigurationError(`${file}: cannot be read (${error.code})`));
+  const textIn = (file: string) =>
+    orElse(
+      () => fs.readFileSync(file, 'utf8'),
+      (error) => unreadable(file, error),
+    );
+  const linked = (to: string) =>
+    orElse(
+      () => (fs.linkSync(temp, to), true),
+      (error) => error.code !== 'EEXIST' && raise(error),
+    );
   fs.mkdirSync(path.dirname(path.resolve(lock)), { recursive: true });
   fs.writeFileSync(temp, `${process.pid}\n`);
   try {
@@ -1318,16 +1229,18 @@ export function acquireLock(output: string): () => void {
 // ---- Message Batches: the same judgements at half the price, asynchronously -----------------------------------------
 /** A short, stable batch `custom_id` for a pair: at most 64 characters of [A-Za-z0-9_-]. */
 export const batchCustomId = (taskId: string, model: string) => `t_${sha256(pairKey(taskId, model)).slice(0, 32)}`;
+type Sized = { bytes: number; requests?: unknown[] }; // a transcript's requests (k samples), or one request
 /** Splits requests into batches within the API's limits on count and size (each request's JSON counts). */
-export function* splitIntoBatches<T extends { bytes: number }>(items: Iterable<T>, limits = BATCH_LIMITS) {
-  let [current, bytes] = [[] as T[], 0];
+export function* splitIntoBatches<T extends Sized>(items: Iterable<T>, limits = BATCH_LIMITS) {
+  let [current, bytes, count] = [[] as T[], 0, 0]; // an item (a transcript) is its k requests, never split
   for (const item of items) {
-    if (current.length && (current.length >= limits.maxRequests || bytes + item.bytes > limits.maxBytes)) {
+    const size = item.requests?.length ?? 1;
+    if (current.length && (count + size > limits.maxRequests || bytes + item.bytes > limits.maxBytes)) {
       yield current;
-      [current, bytes] = [[], 0];
+      [current, bytes, count] = [[], 0, 0];
     }
     current.push(item);
-    bytes += item.bytes;
+    [bytes, count] = [bytes + item.bytes, count + size];
   }
   if (current.length > 0) yield current;
 }
@@ -1408,36 +1321,23 @@ async function resumeBatches(run: Run, batches: BatchState): Promise<void> {
       batches.remove(entry);
     }
   }
-  run.summary.batchesResumed = batches.entries.length;
   const ids = `${batches.entries.map((entry) => entry.id).join(', ')}; their transcripts are not submitted again`;
-  if (batches.entries.length)
-    run.progress.log(`resuming ${batches.entries.length} pending batch(es) from ${batches.file}: ${ids}`);
+  const count = (run.summary.batchesResumed = batches.entries.length);
+  if (count) run.progress.log(`resuming ${count} pending batch(es) from ${batches.file}: ${ids}`);
 }
 /** The batch requests of the transcripts the primary judge can take; the others go to `direct`, for the chain. */
-function* batchRequests(
-  inputs: Pick<Run, 'prepare' | 'rubric'>,
-  refs: Ref[],
-  primary: JudgeSpec,
-  direct: Ref[],
-  samples = 1,
-) {
+function* batchRequests(inputs: Inputs, refs: Ref[], primary: JudgeSpec, direct: Ref[], samples = 1) {
   for (const ref of refs) {
-    let prepared: PreparedTranscript;
-    try {
-      prepared = inputs.prepare(ref);
-    } catch (error) {
-      if (!(error instanceof EvalInputError)) throw error;
+    const prepared = inputErrorOr(() => inputs.prepare(ref));
+    if (prepared instanceof EvalInputError) {
       direct.push(ref); // judged synchronously, where the same input error is recorded as this transcript's failure
       continue;
     }
     const sent = { rubric: inputs.rubric, images: prepared.images, cache: samples > 1 };
-    const params = buildJudgeRequest(primary, prepared.prompt, sent);
-    const id = batchCustomId(ref.task_id, ref.model);
+    const [params, id] = [buildJudgeRequest(primary, prepared.prompt, sent), batchCustomId(ref.task_id, ref.model)];
     // A transcript's k samples go in the same batch: one item, k requests (custom_id suffix _s1.._sk).
-    const requests = Array.from({ length: samples }, (_, i) => ({
-      custom_id: samples > 1 ? `${id}_s${i + 1}` : id,
-      params,
-    }));
+    const customIds = samples > 1 ? Array.from({ length: samples }, (_, i) => `${id}_s${i + 1}`) : [id];
+    const requests = customIds.map((custom_id) => ({ custom_id, params }));
     const bytes = requests.reduce((sum, request) => sum + Buffer.byteLength(JSON.stringify(request)) + 1, 0);
     // Too large for any batch, or images the primary judge cannot take: the chain judges it (or records why not).
     if (bytes > BATCH_LIMITS.maxBytes || (prepared.images.length > 0 && !canTakeImages(primary))) direct.push(ref);
@@ -1455,8 +1355,8 @@ async function submitBatches(run: Run, batches: BatchState, refs: TranscriptRef[
     const entry: BatchEntry = { id: null, judge: primary.model, submitted_at: new Date().toISOString(), requests };
     batches.entries.push(entry);
     batches.save(); // before the create call: a crash after it leaves a trace, not an unknown batch
-    const create = () =>
-      classified(primary, primary.client.messages.batches.create({ requests: chunk.flatMap((item) => item.requests) }));
+    const sent = chunk.flatMap((item) => item.requests);
+    const create = () => classified(primary, primary.client.messages.batches.create({ requests: sent }));
     try {
       entry.id = (await withRetries(primary, create, run.controller.signal)).id;
     } catch (error) {
@@ -1475,42 +1375,32 @@ async function submitBatches(run: Run, batches: BatchState, refs: TranscriptRef[
 }
 /** Writes a batch's results; a failed, unusable, missing or stale (prompt since edited) one goes through the chain. */
 async function collectBatchResults(run: Run, entry: BatchEntry, download = true): Promise<void> {
-  const primary = run.judges[0]!;
-  const rejudge: (TranscriptRef & { prior: PriorAttempt })[] = [];
+  const [primary, rejudge] = [run.judges[0]!, [] as (TranscriptRef & { prior: PriorAttempt })[]];
   const unusable = (message: string) => new EvalJudgeResponseError(message, { judge: entry.judge });
-  // A transcript's k samples are its k requests in this batch: its row waits until each has a result.
-  const groups = new Map<string, { ids: string[]; results: Map<string, { result?: BatchResult }> }>();
-  for (const [id, [taskId, model]] of Object.entries(entry.requests)) {
-    const group = groups.get(pairKey(taskId, model)) ?? { ids: [], results: new Map() };
-    groups.set(pairKey(taskId, model), group).get(pairKey(taskId, model))!.ids.push(id);
-  }
-  const failure = (id: string, got?: { result?: BatchResult }) => {
-    const error =
-      got?.result?.type === 'errored' ? (got.result.error?.error as { type?: string; message?: string }) : {};
+  // A transcript's k samples are its k requests in this batch, in order: its row waits until each has a result.
+  const groups = new Map<string, Map<string, { result?: BatchResult } | null>>();
+  for (const [id, [taskId, model]] of Object.entries(entry.requests))
+    groups.set(pairKey(taskId, model), (groups.get(pairKey(taskId, model)) ?? new Map()).set(id, null));
+  const failure = (got: { result?: BatchResult } | null) => {
+    const error = got?.result?.type === 'errored' ? got.result.error?.error : undefined;
     const detail = error?.type ? `: ${error.type}: ${error.message}` : '';
     const what = got ? `batch request ${got.result?.type ?? 'without a result'}${detail}` : 'returned no result for it';
     return new EvalProviderError(got ? what : `batch ${entry.id} ${what}`, { judge: entry.judge });
   };
-  const settle = ({ ids, results }: typeof groups extends Map<string, infer G> ? G : never) => {
-    const [taskId, model, promptSha] = entry.requests[ids[0]!]!;
+  const settle = (group: Map<string, { result?: BatchResult } | null>) => {
+    const [[taskId, model, promptSha], got] = [entry.requests[group.keys().next().value!]!, [...group.values()]];
     if (run.scoreFile.done.has(pairKey(taskId, model))) return; // written before a crash; the batch is re-read
     const [ref, answers] = [transcriptRef(run.options.transcripts, model, taskId), [] as JudgeAnswer[]];
     try {
-      for (const { result } of ids.flatMap((id) => results.get(id) ?? []))
-        if (result?.type === 'succeeded')
-          answers.push({ ...answerFromMessage(result.message, entry.judge, 0), batch: true });
-      const failed = ids.find((id) => results.get(id)?.result?.type !== 'succeeded');
-      if (failed !== undefined) throw failure(failed, results.get(failed));
+      for (const { result } of got.filter((line) => line?.result?.type === 'succeeded') as { result: Succeeded }[])
+        answers.push({ ...answerFromMessage(result.message, entry.judge, 0), batch: true });
+      const failed = got.find((line) => line?.result?.type !== 'succeeded');
+      if (failed !== undefined) throw failure(failed);
       const changed = 'the batch answer judged a prompt that has changed since it was submitted';
       if (run.prepare(ref).promptSha !== promptSha) throw unusable(changed);
       const verdicts = answers.map((answer) => verdictFromAnswer(answer, run.rubric));
-      const samples = { verdict: medianVerdict(verdicts), samples: ids.length > 1 ? verdicts : undefined };
-      recordOutcome(
-        run,
-        ref,
-        { judge: entry.judge, ...samples, attempts: [], answers, promptSha, startedAt: 0 },
-        false,
-      );
+      const outcome = { judge: entry.judge, verdict: medianVerdict(verdicts), attempts: [], answers, promptSha };
+      recordOutcome(run, ref, { ...outcome, samples: got.length > 1 ? verdicts : undefined, startedAt: 0 }, false);
     } catch (error) {
       if (!(error instanceof EvalError) || error instanceof EvalOutputError) throw error;
       const prior = { error: error instanceof EvalInputError ? unusable(error.message) : error, answers, promptSha };
@@ -1523,13 +1413,10 @@ async function collectBatchResults(run: Run, entry: BatchEntry, download = true)
     for await (const line of results) {
       const { custom_id = '', result } = (line ?? {}) as Partial<typeof line>; // a line may be null, or not an object
       const [taskId, model] = Object.hasOwn(entry.requests, custom_id) ? entry.requests[custom_id]! : [];
-      if (!taskId || !model)
-        run.progress.log(`batch ${entry.id}: ignoring a result with unknown custom_id ${custom_id}`);
-      const group = taskId && model && groups.get(pairKey(taskId, model)); // none: its transcript is settled
-      if (!group) continue;
-      group.results.set(custom_id, { result });
-      if (group.results.size < group.ids.length) continue;
-      groups.delete(pairKey(taskId, model));
+      if (!taskId) run.progress.log(`batch ${entry.id}: ignoring a result with unknown custom_id ${custom_id}`);
+      const group = taskId ? groups.get(pairKey(taskId, model!)) : undefined; // none: unknown, or already settled
+      if (!group?.set(custom_id, { result }) || [...group.values()].includes(null)) continue;
+      groups.delete(pairKey(taskId!, model!));
       settle(group);
     }
   } catch (error) {
@@ -1563,11 +1450,8 @@ export async function main(argv: string[], io: IO): Promise<number> {
   const [onSigint, onSigterm] = [() => onSignal('SIGINT'), () => onSignal('SIGTERM')];
   // Under npx, a stop may reach only the parent: a vanished parent is a SIGTERM, so no run goes on holding the lock.
   const parent = process.ppid;
-  const orphaned = setInterval(() => {
-    if (process.ppid === parent) return;
-    clearInterval(orphaned);
-    onSignal('SIGTERM');
-  }, 1000).unref();
+  const orphan = () => process.ppid !== parent && (clearInterval(orphaned), onSignal('SIGTERM'));
+  const orphaned = setInterval(orphan, 1000).unref();
   process.on('SIGINT', onSigint).on('SIGTERM', onSigterm);
   try {
     const options = buildCli(io).parse(argv, { from: 'user' }).opts<RunOptions>();
@@ -1605,17 +1489,17 @@ function buildCli(io: IO): Command {
     .option('--task <id>', 'judge only this task id (the transcript file name without .json)')
     .option('--model <folder>', 'judge only this evaluated model (its folder under --transcripts, not a provider)')
     .option('--dry-run', 'print the prompt of the first selected transcript; call nothing, write nothing, need no key')
-    .option(
-      '--concurrency <n>',
-      'transcripts judged in parallel',
-      positive(true, MAX_CONCURRENCY),
-      DEFAULTS.concurrency,
-    )
+    .option('--concurrency <n>', 'transcripts judged at once', positive(true, MAX_CONCURRENCY), DEFAULTS.concurrency)
     .option('--limit <n>', 'judge at most n selected transcripts without a row, in sorted order', positive(true))
     .option('--rescore', 'judge the selected transcripts again and replace their rows (default: skip scored ones)')
     .option('--batch', 'judge through Message Batches (half price, asynchronous); a rerun resumes pending batches')
     .option('--poll-interval <s>', 'seconds between batch polls, growing 1.5x', positive(false), DEFAULTS.pollInterval)
-    .option('--samples <k>', 'judge each transcript k times: its row is the median', positive(true, MAX_SAMPLES), 1)
+    .option(
+      '--samples <k>',
+      'judge each transcript k times: its row is the median',
+      positive(true, MAX_SAMPLES),
+      DEFAULTS.samples,
+    )
     .option('--before-human-scoring', 'run without --task/--model before people have scored every transcript')
     .option('--no-fallback', 'use the primary judge only; with --batch, failed batch results are reported failed')
     .option('--transcripts <dir>', 'transcripts folder: {model}/{task_id}.json', DEFAULTS.transcripts)
@@ -1652,7 +1536,7 @@ function dryRun(options: RunOptions, { env, stdout, stderr }: IO): number {
   const unscored = inputs.selected.filter((ref) => !scored.has(pairKey(ref.task_id, ref.model)));
   if (!options.batch) {
     stderr.write(`dry-run: ${total} transcript(s) selected${show(first, inputs.prepare(first))}\n`);
-    stderr.write(`${estimateCost(inputs, unscored.slice(0, options.limit), primary)}\n`);
+    stderr.write(`${estimateCost(inputs, unscored.slice(0, options.limit), primary, options.samples)}\n`);
     return 0;
   }
   const inBatches = new BatchState(`${options.output}.batches.json`).pairs();
@@ -1669,26 +1553,25 @@ function dryRun(options: RunOptions, { env, stdout, stderr }: IO): number {
   const none = refs.length ? '' : ` (all ${total} selected are already scored or in a pending batch)`;
   const would = `would send ${requests} request(s) in ${batches} batch(es) to ${primary.model}`;
   stderr.write(`dry-run --batch: ${would}${direct.length ? sync : ''}${none}${printed}\n`);
-  stderr.write(`${estimateCost(inputs, refs, primary)}\n`);
+  stderr.write(`${estimateCost(inputs, refs, primary, options.samples)}\n`);
   return 0;
 }
 /** The dry-run's estimate of what judging `refs` would cost: input tokens at about 4 characters a token. */
-function estimateCost({ prepare }: ReturnType<typeof loadInputs>, refs: TranscriptRef[], judge: JudgeSpec): string {
+function estimateCost({ prepare }: Inputs, refs: TranscriptRef[], judge: JudgeSpec, samples: number): string {
   let [tokens, readable] = [0, 0];
-  for (const ref of refs) {
-    try {
-      const { prompt, images } = prepare(ref);
-      [tokens, readable] = [tokens + Math.ceil(prompt.length / 4) + 1600 * images.length, readable + 1];
-    } catch (error) {
-      if (!(error instanceof EvalInputError)) throw error; // it would fail without a call: it costs nothing
-    }
+  for (const prepared of refs.map((ref) => inputErrorOr(() => prepare(ref)))) {
+    if (prepared instanceof EvalInputError) continue; // it would fail without a call: it costs nothing
+    const { prompt, images } = prepared;
+    [tokens, readable] = [tokens + Math.ceil(prompt.length / 4) + 1600 * images.length, readable + 1];
   }
-  const what = `~${tokens} input tokens for ${readable} transcript(s) (about 4 characters a token)`;
+  const each = samples > 1 ? `, ${samples} samples each` : '';
+  const what = `~${tokens} input tokens for ${readable} transcript(s)${each} (about 4 characters a token)`;
   const price = judge.config.price_usd_per_mtok;
   if (!price) return `dry-run estimate: ${what}; no cost: ${judge.model} has no price_usd_per_mtok in models.json`;
   const usd = (value: number) => `$${value.toFixed(4)}`;
-  const input = (tokens * price.input) / 1e6;
-  const ceiling = input + (readable * judge.config.max_tokens * price.output) / 1e6;
+  // k samples: sample 1 writes the prompt to the cache (1.25x), samples 2..k read it (0.1x); each answer is paid.
+  const input = (tokens * price.input * (samples > 1 ? 1.25 + 0.1 * (samples - 1) : 1)) / 1e6;
+  const ceiling = input + (samples * readable * judge.config.max_tokens * price.output) / 1e6;
   const cost = `${usd(input)} for the input, at most ${usd(ceiling)} with every answer at max_tokens`;
   const batch = `with --batch half: ${usd(input / 2)}, at most ${usd(ceiling / 2)}`;
   return `dry-run estimate, not a quote: ${what}; at ${judge.model}'s list price ${cost}; ${batch}`;
@@ -1697,8 +1580,8 @@ function formatSummary(summary: RunSummary, { output, rescore, beforeHumanScorin
   const { selected, scored, skipped, failed, tokens, costUsd, wallMs, batchesCreated, batchesResumed } = summary;
   const interrupted = summary.stoppedBy instanceof EvalInterruptedError ? 'interrupted: ' : '';
   const counts = `${selected} selected: ${scored} scored, ${skipped} skipped (already in ${output})`;
-  const [created, resumed] = [batchesCreated, batchesResumed];
-  const batches = created + resumed ? `; batches created ${created}, resumed ${resumed}` : '';
+  const batches =
+    batchesCreated + batchesResumed ? `; batches created ${batchesCreated}, resumed ${batchesResumed}` : '';
   const read = `cache write ${tokens.cache_creation_input_tokens}, cache read ${tokens.cache_read_input_tokens}`;
   const price = Number.isNaN(costUsd) ? 'unknown (a judge has no price_usd_per_mtok)' : `$${costUsd.toFixed(4)}`;
   const spent = `tokens in ${tokens.input_tokens} (${read}), out ${tokens.output_tokens}; cost ${price}`;
@@ -1716,8 +1599,7 @@ function formatSummary(summary: RunSummary, { output, rescore, beforeHumanScorin
     lines.push(`${breaker}: ${gate.hurried} later transcript(s) tried it once, then went to the fallback`);
   }
   if (summary.stoppedBy && !interrupted) lines.push(`stopped: ${summary.stoppedBy.message}`);
-  const early = 'before human scoring: judge scores exist before every human score (--before-human-scoring)';
-  if (beforeHumanScoring) lines.push(early);
+  if (beforeHumanScoring) lines.push('before human scoring: run with --before-human-scoring, not every human score in');
   return `${lines.map(oneLine).join('\n')}\n`;
 }
 /** The live progress line on a terminal; elsewhere (a CI log), a plain line every 10 s or 10% of the work. */
@@ -1726,10 +1608,8 @@ class Progress {
   private lastDraw = 0;
   private lastShare = 0;
   private readonly finished = [Date.now()]; // when judging began, then when each judgement ended
-  private readonly ticker: NodeJS.Timeout;
-  constructor(private readonly out: { stderr: Stream; summary: RunSummary }) {
-    this.ticker = setInterval(() => this.plain(true), 10_000).unref();
-  }
+  private readonly ticker = setInterval(() => this.plain(true), 10_000).unref();
+  constructor(private readonly out: { stderr: Stream; summary: RunSummary }) {}
   update(force = false): void {
     const { stderr, summary } = this.out;
     const done = summary.scored + summary.failed.length;
@@ -1771,16 +1651,8 @@ function newSummary(selected: number, judges: Judge[] = []) {
   const tokens = { input_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 0 };
   const failed: { label: string; reason: string }[] = [];
   const reach = { reached: false, unreachable: 0 }; // whether any attempt got an answer; transcripts that got none
-  return {
-    selected,
-    ...counts,
-    tokens,
-    ...reach,
-    failed,
-    judges,
-    scoredBy,
-    stoppedBy: undefined as EvalError | undefined,
-  };
+  const stoppedBy = undefined as EvalError | undefined; // why the run stopped early, if it did
+  return { selected, ...counts, tokens, ...reach, failed, judges, scoredBy, stoppedBy };
 }
 /** The key of a (task_id, model) pair: what a CSV row, a resume and a batch request are matched by. */
 const pairKey = (taskId: string, model: string) => `${model}\u0000${taskId}`;
@@ -1789,24 +1661,20 @@ const SECRETS = new Set<string>();
 const redact = (text: string) => [...SECRETS].reduce((redacted, key) => redacted.replaceAll(key, '[redacted]'), text);
 const sha256 = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
 /** JSON text of a value, or undefined when it is too deep to write (building a message never recurses past that). */
-const safeJson = (value: unknown) => {
-  try {
-    return JSON.stringify(value);
-  } catch {
-    return undefined;
-  }
-};
+const safeJson = (value: unknown) =>
+  orElse(
+    () => JSON.stringify(value),
+    () => undefined,
+  );
 const isRecord = (value: unknown): value is Record<string, unknown> =>
   !!value && typeof value === 'object' && !Array.isArray(value);
 const transcriptRef = (dir: string, model: string, taskId: string) =>
   ({ task_id: taskId, model, path: path.join(dir, model, `${taskId}.json`) }) as TranscriptRef;
-const listDir = (dir: string) => {
-  try {
-    return fs.readdirSync(dir, { withFileTypes: true });
-  } catch (error) {
-    throw new EvalInputError(`${dir}: cannot be read (${(error as NodeJS.ErrnoException).code})`, { cause: error });
-  }
-};
+const listDir = (dir: string) =>
+  orElse(
+    () => fs.readdirSync(dir, { withFileTypes: true }),
+    (error) => raise(new EvalInputError(`${dir}: cannot be read (${error.code})`, { cause: error })),
+  );
 const compareText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 const byNumber = (a: number, b: number) => a - b;
 const orList = (values: number[]) => values.join(', ').replace(/, (?=[^,]*$)/, ' or ');
@@ -1822,6 +1690,20 @@ const oneLine = (message: string) =>
     const named = ({ '\n': '\\n', '\r': '\\r', '\t': '\\t' } as Record<string, string>)[char];
     return named ?? `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`;
   });
+/** What `read` returns, or the input error it throws (a transcript that will fail without a call); others propagate. */
+const inputErrorOr = <T>(read: () => T): T | EvalInputError =>
+  orElse(read, (error) => (error instanceof EvalInputError ? error : raise(error)));
+/** What `run` returns, or what `fail` makes of the error it throws: one idiom for the many "try, else" of file work. */
+function orElse<T, U = T>(run: () => T, fail: (error: NodeJS.ErrnoException) => U): T | U {
+  try {
+    return run();
+  } catch (error) {
+    return fail(error as NodeJS.ErrnoException);
+  }
+}
+const raise = (error: unknown): never => {
+  throw error;
+};
 /** Memoises a function of one object (a rubric) without keeping the object alive. */
 function cachedByObject<K extends object, V>(build: (key: K) => V): (key: K) => V {
   const cache = new WeakMap<K, V>();
@@ -1838,8 +1720,7 @@ function writablePath<T>(file: string, setUp: () => T): T {
     throw new EvalConfigurationError(`${file}: cannot be created or written (${code})`, { cause: error });
   }
 }
-/** Writes all of `content` at the end of the file and, unless a caller syncs later, flushes it to disk; a write that
- * fails (disk full, I/O error) is undone, so the file stays whole, and stops the run naming the file. */
+/** Appends all of `content`, flushed unless the caller syncs later; a failed write is undone and stops the run. */
 function appendDurably({ fd, file }: { fd: number; file: string }, content: string, sync = true): void {
   const buffer = Buffer.from(content);
   let offset = 0;

@@ -35,7 +35,17 @@ import type { RecordedRequest } from './fake-anthropic.ts';
 import type { ScoreRow } from '../run-judge.ts';
 
 // Destructured, not imported by name: a renamed export then fails its own tests, not the whole file.
-const { ScoreFile, acquireLock, guardCell, writeScores } = await import('../run-judge.ts');
+const { ScoreFile, acquireLock, guardCell } = await import('../run-judge.ts');
+
+/** Appends rows to a CSV through ScoreFile, as a run does (header once, each row flushed). */
+function writeScores(file: string, rows: ScoreRow[], dimensions: string[]): void {
+  const scores = ScoreFile.open(file, dimensions);
+  try {
+    for (const row of rows) scores.append(row);
+  } finally {
+    scores.close();
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Local helpers
@@ -139,7 +149,7 @@ describe('guardCell: a notes cell a spreadsheet would run as a formula gets a le
   });
 });
 
-describe('writeScores: rows appended under a header taken from the rubric', () => {
+describe('ScoreFile: rows appended under a header taken from the rubric', () => {
   test('creates missing parent folders', (t) => {
     const file = path.join(tempDir(t), 'a', 'b', 'scores.csv');
     writeScores(file, [row('p1')], dimensions);
