@@ -1,6 +1,6 @@
-// report.ts: the analysis after the judge run (issue 8). Does the judge agree with the people who scored the
-// transcripts, as well as they agree with each other, and does it rank the tutors as they do? So far: the statistics.
-// Each figure is a pure function of (human, judge) score pairs; the report's reading and printing come next.
+// report.ts: the analysis after the judge run. Does the judge agree with the people who scored the transcripts, as
+// well as they agree with each other, and does it rank the tutors as they do? `sheet` makes the blank scoring sheet.
+// Each figure is a pure function of (human, judge) score pairs; reading and printing are at the edges.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Command, CommanderError } from 'commander';
@@ -25,7 +25,7 @@ const REPORT_DEFAULTS = { ...DEFAULTS, scores: 'evals/scores/judge_scores.csv', 
 export type JudgeRow = Scored & { notes: string };
 type Scored = { task_id: string; model: string; scores: Record<string, number> }; // the statistics need no notes
 
-/** Runs `report.ts <command>`; so far the one command is `sheet`. Returns the exit status. */
+/** Runs `report.ts [agreement]` or `report.ts sheet`; returns the exit status. */
 export async function main(argv: string[], io: { stdout: NodeJS.WritableStream; stderr: NodeJS.WritableStream }) {
   const cli = new Command('report')
     .description('The analysis after the judge run: the judge against the human scores.')
