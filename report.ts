@@ -353,7 +353,8 @@ export function renderHtml(report: Report, entries: TranscriptEntry[]): string {
     const cell = (count: number) =>
       `<td style="${shade(count)}"${count / max > 0.5 ? ' class="dark"' : ''}>${count}</td>`;
     const rows = confusion.map((row, j) => tr([String(labels[j])], row.map(cell).join(''), 'th'));
-    return `<table class="grid">${tr(['human ↓ judge →', ...labels.map(String)], '', 'th')}${rows.join('')}</table>`;
+    const head = tr(['human ↓ judge →', ...labels.map(String)], '', 'th');
+    return `<table class="grid">${head}${rows.join('')}</table>`;
   };
   const cells = report.models.flatMap((row) => report.dimensions.map((d) => ({ row, d })));
   const bars = (i: number) => {
