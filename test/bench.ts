@@ -69,7 +69,8 @@ function makeEvalSet(count: number, judge: Record<string, unknown> = {}): { dir:
   };
   const outputs = { models: 'models.json', output: 'scores.csv', log: 'log.jsonl' };
   const args = Object.entries({ ...files, ...outputs }).flatMap(([flag, file]) => [`--${flag}`, path.join(dir, file)]);
-  return { dir, args };
+  // The bench measures judging, not the protocol: no human scores, so its full runs go --before-human-scoring.
+  return { dir, args: [...args, '--before-human-scoring'] };
 }
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
