@@ -106,25 +106,27 @@ export function readJudgeScores(file: string, rubric: Rubric): JudgeRow[] {
 /** From the audit log, each transcript's last scored entry: how many rows each judge scored, and each transcript's
  * samples when it was judged several times (--samples); nothing without a log. A torn last line is left out. */
 export function readAuditLog(log: string): Audit {
-  const last = new Map<string, { judge: string; sample_scores?: Record<string, number>[] }>();
+  type Entry = { status?: string; judge?: string; model?: string; task_id?: string; sample_scores?: Scores[] };
+  const last = new Map<string, Entry>();
   const lines = fs.existsSync(log) ? fs.readFileSync(log, 'utf8').split('\n') : [];
   lines.forEach((line, i) => {
-    let entry: { status?: string; judge?: string; model: string; task_id: string; sample_scores?: [] } | undefined;
+    let entry: Entry | undefined;
     try {
       entry = line.trim() ? JSON.parse(line) : undefined;
     } catch {
       if (i < lines.length - 1) throw new EvalInputError(`${log}: line ${i + 1} is not a JSON object`);
     }
-    if (entry?.status === 'scored' && entry.judge) last.set(`${entry.model}/${entry.task_id}`, entry as never);
+    if (entry?.status === 'scored' && entry.judge) last.set(`${entry.model}/${entry.task_id}`, entry);
   });
   const judges: Record<string, number> = {};
-  for (const { judge } of last.values()) judges[judge] = (judges[judge] ?? 0) + 1;
-  const samples = [...last.values()].flatMap((entry) =>
-    entry.sample_scores?.length! > 1 ? [entry.sample_scores!] : [],
+  for (const { judge } of last.values()) judges[judge!] = (judges[judge!] ?? 0) + 1;
+  const samples = [...last.values()].flatMap(({ sample_scores = [] }) =>
+    sample_scores.length > 1 ? [sample_scores] : [],
   );
   return { judges, samples };
 }
-type Audit = { judges: Record<string, number>; samples: Record<string, number>[][] };
+type Scores = Record<string, number>;
+type Audit = { judges: Record<string, number>; samples: Scores[][] };
 
 /** Per dimension, over transcripts judged several times: the share whose samples all agree, and their mean range. */
 export function selfConsistency(samples: Record<string, number>[][], dimension: string) {
