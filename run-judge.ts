@@ -1189,8 +1189,7 @@ export function transcriptToText(transcript: Transcript): string {
     turns.push(labelledTurn(ROLE_LABELS[message.role], content));
   }
 
-  const statement =
-    transcript.problem_statement && defusePlaceholders(transcript.problem_statement);
+  const statement = defusePlaceholders(transcript.problem_statement ?? '');
   if (statement) {
     turns.unshift(`${labelledTurn('Problem statement (as given to the student)', statement)}\n`);
   }
@@ -1689,10 +1688,22 @@ function asksToWait(error: EvalError): error is EvalProviderError {
 }
 
 /**
+ * A failed attempt as the policy knows it (a raw TimeoutError becomes EvalTimeoutError); a defect:
+ * undefined.
+ */
+function attemptFailure(error: unknown, operation: string): EvalError | undefined {
+  if (error instanceof EvalError) return error;
+  if (error instanceof Error && error.name === 'TimeoutError') {
+    return new EvalTimeoutError(`${operation}: ${error.message}`, { cause: error });
+  }
+  return undefined;
+}
+
+/**
  * How long every request to this judge waits after this failure: a bare 429 (no bucket headers)
  * holds them all.
  */
-function holdJudgeMs(error: EvalProviderError): number {
+function holdJudgeMs(error: EvalError): number {
   if (asksToWait(error) && !error.rateLimit) return error.retryAfterMs ?? 0;
   return 0;
 }
@@ -1700,8 +1711,8 @@ function holdJudgeMs(error: EvalProviderError): number {
 /**
  * A 529 given up on counts towards the judge's breaker: overloaded on several transcripts in a row.
  */
-function isOverloaded(error: EvalProviderError): boolean {
-  return error.status === 529;
+function isOverloaded(error: EvalError): boolean {
+  return error instanceof EvalProviderError && error.status === 529;
 }
 
 /**
@@ -1909,15 +1920,16 @@ async function withRetries<T>(
       return result;
     } catch (error) {
       gate.observe((error as EvalProviderError).rateLimit, cost);
-      if (!(error instanceof EvalProviderError)) throw error;
+      if (!(error instanceof EvalError)) throw error; // a defect propagates raw
       gate.hold(holdJudgeMs(error));
       const decision = decide(error, { attempt, msLeft: deadline - judge.clock.now(), policy });
-      if (decision.action !== 'retry') {
-        if (isOverloaded(error)) gate.overloadedInARow++;
-        if (breakerOpen) gate.hurried++;
-        throw error;
+      if (decision.action === 'retry') {
+        await sleepUnlessAborted(judge.clock, decision.delayMs, signal);
+        continue;
       }
-      await sleepUnlessAborted(judge.clock, decision.delayMs, signal);
+      if (isOverloaded(error)) gate.overloadedInARow++;
+      if (breakerOpen && decision.action === 'next-judge') gate.hurried++;
+      throw error;
     }
   }
 }
@@ -2150,16 +2162,9 @@ export class JudgeChain {
    * records it.
    */
   handle(error: unknown, judge?: string): void {
-    let failure = error;
-    const rawTimeout =
-      error instanceof Error && error.name === 'TimeoutError' && !(error instanceof EvalError);
-    if (rawTimeout) {
-      failure = new EvalTimeoutError(`${this.operation}: ${error.message}`, { cause: error });
-    }
-    if (!(failure instanceof EvalError)) {
-      throw error; // a defect propagates raw
-    }
-    failure.judge ??= judge;
+    const failure = attemptFailure(error, this.operation);
+    if (failure === undefined) throw error; // a defect propagates raw
+    if (failure.judge === undefined) failure.judge = judge;
     if (decide(failure).action !== 'next-judge') throw failure;
     this.attempts.push(failure);
   }
