@@ -1798,3 +1798,15 @@ export function isEntryModule(moduleUrl: string, argv1: string | undefined = pro
   return argv1 !== undefined && real(argv1) === real(fileURLToPath(moduleUrl));
 }
 if (isEntryModule(import.meta.url)) main(process.argv.slice(2), process).then((code) => (process.exitCode = code));
+
+// ---- TEMPORARY shared exports (report helper) ----
+// The names the new run-judge.ts exports for report.ts (PLAN.md), made from today's internals until it lands.
+export { DEFAULTS, allowedScores, byNumber, compareText, csvLine, pairKey };
+export type { Dimension, Rubric };
+/** `${model}/${task_id}`: how a (task, model) pair is named for people to read. */
+export const pairLabel = (pair: { task_id: string; model: string }) => `${pair.model}/${pair.task_id}`;
+/** The transcript order: by model, then by task_id. */
+export const comparePairs = (a: { task_id: string; model: string }, b: { task_id: string; model: string }) =>
+  compareText(a.model, b.model) || compareText(a.task_id, b.task_id);
+/** The judge CSV's columns. */
+export const scoreColumns = (rubric: Rubric) => ['task_id', 'model', ...rubricDimensions(rubric), 'notes'];
