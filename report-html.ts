@@ -7,8 +7,8 @@ import * as path from 'node:path';
 import { EvalError, EvalInputError } from './run-judge.ts';
 import { comparePairs, loadTranscript, pairKey, transcriptToText } from './run-judge.ts';
 import type { HumanRow, ScoreRow, TranscriptRef } from './run-judge.ts';
-import { groupBy, reportCells } from './report.ts';
-import type { DimensionReport, ModelReport, Report } from './report.ts';
+import { groupBy, reportCells } from './report-analysis.ts';
+import type { DimensionReport, ModelReport, Report } from './report-analysis.ts';
 
 /** A transcript with a judge or a human row, and those rows. */
 type TranscriptRows = {

@@ -6,7 +6,8 @@ import { describe, test } from 'node:test';
 import { stringify } from 'csv-stringify/sync';
 import { RUBRIC_FILE, makeWorkspace, mentioning, tempDir, writeJson } from './helpers.ts';
 
-const { analyse, main, readJudgeScores } = await import('../report.ts');
+const { analyse } = await import('../report-analysis.ts');
+const { main, readJudgeScores } = await import('../report.ts');
 const { escapeHtml, renderHtml, transcriptEntries } = await import('../report-html.ts');
 const { loadRubric } = await import('../run-judge.ts');
 const rubric = loadRubric(RUBRIC_FILE);

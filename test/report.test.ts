@@ -5,8 +5,9 @@ import * as path from 'node:path';
 import { describe, test } from 'node:test';
 import { RUBRIC_FILE, makeWorkspace, mentioning, tempDir } from './helpers.ts';
 
-const { agreement, bootstrapCi, confusionMatrix, quadraticWeightedKappa, spearman } = await import('../report.ts');
-const { analyse, main, readJudgeScores, scoringSheet } = await import('../report.ts');
+const { agreement, bootstrapCi, confusionMatrix, quadraticWeightedKappa, spearman } = await import('../report-analysis.ts');
+const { analyse } = await import('../report-analysis.ts');
+const { main, readJudgeScores, scoringSheet } = await import('../report.ts');
 const { isComplete, loadRubric, readHumanScores } = await import('../run-judge.ts');
 const rubric = loadRubric(RUBRIC_FILE);
 const DIMENSIONS = rubric.dimensions.map((dimension) => dimension.name);
