@@ -807,7 +807,12 @@ export function rubricDimensions(rubric: Rubric): string[] {
 
 /** The CSV's columns, for the judge's rows and the scoring sheet alike. */
 export function scoreColumns(rubric: Rubric): string[] {
-  return ['task_id', 'model', ...rubricDimensions(rubric), 'notes'];
+  return csvColumns(rubricDimensions(rubric));
+}
+
+/** The CSV's columns for these dimension names: task_id, model, each dimension, notes. */
+function csvColumns(dimensions: string[]): string[] {
+  return ['task_id', 'model', ...dimensions, 'notes'];
 }
 
 /** A dimension's allowed scores, ascending. */
@@ -1037,7 +1042,7 @@ export function readHumanScores(file: string, rubric: Rubric): HumanRow[] {
   return records.map(({ record, info }) => {
     const at = `${file}: line ${info.lines}`;
     const row = humanRowOf(record, rubric, at);
-    const key = JSON.stringify([row.task_id, row.model, row.scorer]);
+    const key = `${pairKey(row.task_id, row.model)}\u0000${row.scorer}`;
     if (seen.has(key)) {
       throw new EvalInputError(`${at}: ${pairLabel(row)} scored twice by "${row.scorer}"`);
     }
@@ -2497,18 +2502,22 @@ function auditEntry(
 
 /** The answers' token counts, added up by kind. */
 function totalUsage(answers: JudgeAnswer[]): Record<UsageKind, number> {
-  const total = {
-    input_tokens: 0,
-    cache_creation_input_tokens: 0,
-    cache_read_input_tokens: 0,
-    output_tokens: 0,
-  };
+  const total = noUsage();
   for (const answer of answers) {
     for (const kind of USAGE_KINDS) {
       total[kind] += answer.usage[kind] ?? 0;
     }
   }
   return total;
+}
+
+/** Zero tokens of every kind. */
+function noUsage(): Record<UsageKind, number> {
+  const usage = {} as Record<UsageKind, number>;
+  for (const kind of USAGE_KINDS) {
+    usage[kind] = 0;
+  }
+  return usage;
 }
 
 /**
@@ -2838,7 +2847,7 @@ export class ScoreFile {
    * crash) is cut off.
    */
   static open(file: string, dimensions: string[], { readOnly = false } = {}): ScoreFile {
-    const columns = ['task_id', 'model', ...dimensions, 'notes'];
+    const columns = csvColumns(dimensions);
     const content = fs.existsSync(file) ? fs.readFileSync(file) : Buffer.alloc(0);
     const { rows, completeBytes } = readScoreRows(file, content, columns);
 
@@ -3697,12 +3706,7 @@ function newSummary(selected: number, judges: Judge[] = []) {
     skipped: 0,
     pending: 0,
     failed: [] as { label: string; reason: string }[],
-    tokens: {
-      input_tokens: 0,
-      cache_creation_input_tokens: 0,
-      cache_read_input_tokens: 0,
-      output_tokens: 0,
-    },
+    tokens: noUsage(),
     costUsd: 0, // NaN once an answer has no price
     wallMs: 0,
     batchesCreated: 0,
