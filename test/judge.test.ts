@@ -445,7 +445,8 @@ describe('callJudge: each failure classified', () => {
   test('a hang past timeout_s → EvalTimeoutError after exactly one request (never resubmitted)', async (t) => {
     const fake = await startFake(t);
     fake.enqueue({ kind: 'hang' });
-    const judge = await judgeAt(fake.url, { timeout_s: 0.1 });
+    // Long enough for the request to reach the fake on a loaded machine (0.1 s was not: the deadline came first).
+    const judge = await judgeAt(fake.url, { timeout_s: 1 });
     await assert.rejects(
       callWith(judge),
       failure('EvalTimeoutError', { message: /judge claude-test-judge: request timed out/ }, (error) => {
@@ -523,10 +524,11 @@ describe('callJudge: an answer cut off or stalled while its body is read', () =>
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': '100000' });
       res.write(messageJson(body.model).slice(0, 40));
       // Long after the deadline, the server gives up itself, unless the client already closed the connection.
-      const drop = setTimeout(() => ((droppedByServer = true), res.socket?.destroy()), 2000);
+      const drop = setTimeout(() => ((droppedByServer = true), res.socket?.destroy()), 5000);
       res.on('close', () => clearTimeout(drop));
     });
-    await assert.rejects(callWith(await judgeAt(server.url, { timeout_s: 0.1 })), {
+    // 1 s, not 0.1: the request must reach the server before the deadline, however loaded the machine.
+    await assert.rejects(callWith(await judgeAt(server.url, { timeout_s: 1 })), {
       name: 'EvalTimeoutError',
       message: /judge claude-test-judge: request timed out/,
     });
@@ -770,7 +772,8 @@ describe('callJudgeWithRetries: 429 and 529 are retried on the same judge, withi
   test('a timeout is not retried: EvalTimeoutError after one request', async (t) => {
     const fake = await startFake(t);
     fake.enqueue({ kind: 'hang' });
-    await assert.rejects(retriedCall(await judgeWith(fake.url, quick, { timeout_s: 0.1 })), {
+    // 1 s, not 0.1: the request must reach the fake before the deadline, however loaded the machine.
+    await assert.rejects(retriedCall(await judgeWith(fake.url, quick, { timeout_s: 1 })), {
       name: 'EvalTimeoutError',
     });
     assert.equal(fake.requests.length, 1);
@@ -1172,7 +1175,8 @@ describe('retries and fallbacks in a run', () => {
   ][] = [
     ['a spend-limit 429 is not retried', spendLimited, {}, ['judge-a', 'EvalProviderError', 429]],
     ['a 500 is not retried on the same judge', apiError(500, 'api_error'), {}, ['judge-a', 'EvalProviderError', 500]],
-    ['a timeout is never resubmitted', { kind: 'hang' }, { timeout_s: 0.1 }, ['judge-a', 'EvalTimeoutError', null]],
+    // timeout_s 1, not 0.1: judge-a's request must reach the fake before the deadline, however loaded the machine.
+    ['a timeout is never resubmitted', { kind: 'hang' }, { timeout_s: 1 }, ['judge-a', 'EvalTimeoutError', null]],
   ];
   for (const [label, reply, overrides, attempt] of fallsBackAfterOne) {
     test(`${label}: one request to judge-a, then judge-b scores`, async (t) => {
