@@ -14,6 +14,7 @@ import {
   REPO,
   csvRows,
   delay,
+  hold,
   judgeEntry,
   maxInFlight,
   readCsv,
@@ -681,13 +682,15 @@ describe('concurrency: at most --concurrency requests in flight, rows written as
   }
 
   test('rows are appended as judgements finish, not at the end of the run', async (t) => {
+    // The slow answer is held until five rows are on disk (or the wait gives up), not for a guessed time.
+    const slow = hold();
     const { fake, ws, run } = await setupRun(t, {
       responder: (req) =>
-        tagOf(req) === 'm01/proof01' ? { text: fake.validAnswer({}, 'slow'), delayMs: 1000 } : undefined,
+        tagOf(req) === 'm01/proof01' ? { text: fake.validAnswer({}, 'slow'), until: slow.until } : undefined,
     });
     let finished = false;
     const running = run(['--concurrency', '2']).finally(() => (finished = true));
-    await waitFor(() => rowCount(ws.output) >= 5 || finished, 10_000, 'five rows');
+    await waitFor(() => rowCount(ws.output) >= 5 || finished, 10_000, 'five rows').finally(slow.release);
     assert.equal(finished, false, 'five rows are on disk while the slow judgement is still in flight');
     assert.deepEqual(
       csvRows(ws.output)
@@ -913,23 +916,26 @@ describe('SIGINT (a real process)', () => {
 
 describe('SIGINT (a real process): the first never cuts a judgement in flight short', () => {
   test('after a 401 has stopped the run, one SIGINT does not exit at once: the judgement in flight is written, exit 2', async (t) => {
-    // m01/proof01 gets a 401 at once; m01/proof02's answer takes 1.5 s; m01/proof03 is never started.
+    // m01/proof01 gets a 401 at once; m01/proof02's answer is held until the SIGINT is sent; m01/proof03 never starts.
+    const slow = hold();
     const { fake, ws, spawn } = await setupRun(
       t,
       {
         responder: (req) =>
           tagOf(req) === 'm01/proof01'
             ? apiError(401, 'authentication_error', 'invalid x-api-key')
-            : { text: fake.validAnswer({}, 'slow'), delayMs: 1500 },
+            : { text: fake.validAnswer({}, 'slow'), until: slow.until },
       },
       { models: 1 },
     );
-    const { child, done } = spawn(['--concurrency', '2']);
+    const { child, done, stderr } = spawn(['--concurrency', '2']);
     // The 401's transcript is logged (failed) before the run is stopped: from then on, the run is stopping.
     const logged = () => fs.existsSync(ws.log) && fs.readFileSync(ws.log, 'utf8').includes('\n');
     await waitFor(logged, 20_000, 'the 401 to be logged');
     assert.equal(rowCount(ws.output), 0, 'the slow answer is still in flight');
     child.kill('SIGINT');
+    await waitFor(() => stderr().includes('stopping:') || child.exitCode !== null, 20_000, 'the SIGINT to be taken');
+    slow.release();
     const result = await done;
     assert.equal(result.signal, null, result.stderr);
     assert.equal(result.code, 2, result.stderr);
@@ -947,19 +953,24 @@ describe('SIGINT (a real process): the first never cuts a judgement in flight sh
   });
 
   test("a judgement in flight finishes its chain: the primary's unusable answer goes to the fallback, which scores; exit 130", async (t) => {
-    // Every primary answer is unusable and takes 1 s; the fallback answers validly at once.
+    // Every primary answer is unusable and held until the SIGINT is sent; the fallback answers validly at once.
+    const primary = hold();
     const { fake, ws, spawn } = await setupRun(
       t,
       {
         responder: (req) =>
-          modelOf(req) === 'judge-a' ? { text: 'I think it is good', delayMs: 1000 } : { text: fake.validAnswer() },
+          modelOf(req) === 'judge-a'
+            ? { text: 'I think it is good', until: primary.until }
+            : { text: fake.validAnswer() },
       },
       { models: 2, tasks: ['proof01', 'proof02'] },
     );
-    const { child, done } = spawn(['--concurrency', '2']);
+    const { child, done, stderr } = spawn(['--concurrency', '2']);
     await waitFor(() => fake.requests.length >= 2, 20_000, 'the first two requests');
     assert.equal(rowCount(ws.output), 0, 'no answer yet');
     child.kill('SIGINT');
+    await waitFor(() => stderr().includes('stopping:') || child.exitCode !== null, 20_000, 'the SIGINT to be taken');
+    primary.release();
     const result = await done;
     assert.equal(result.signal, null, result.stderr);
     assert.equal(result.code, 130, result.stderr);
@@ -1006,10 +1017,11 @@ describe('SIGTERM (a real process) is the first Ctrl-C', () => {
   });
 
   test('a second SIGTERM within 1 s is the same signal: the judgements in flight are still written, exit 143', async (t) => {
-    // Each answer takes 1.5 s; the second SIGTERM comes 0.5 s after the first, while both judgements are in flight.
+    // The answers are held until the second SIGTERM is sent, 0.5 s after the first: both judgements are in flight.
+    const answers = hold();
     const { fake, ws, spawn } = await setupRun(
       t,
-      { responder: () => ({ text: fake.validAnswer(), delayMs: 1500 }) },
+      { responder: () => ({ text: fake.validAnswer(), until: answers.until }) },
       { models: 2, tasks: ['proof01', 'proof02'] },
     );
     const { child, done } = spawn(['--concurrency', '2']);
@@ -1018,6 +1030,8 @@ describe('SIGTERM (a real process) is the first Ctrl-C', () => {
     await delay(500);
     assert.equal(child.exitCode, null, 'the first SIGTERM waits for the judgements in flight');
     child.kill('SIGTERM');
+    await delay(200); // time for the child to take the second SIGTERM before the answers reach it
+    answers.release();
     const result = await done;
     assert.equal(result.signal, null, result.stderr);
     assert.equal(result.code, 143, result.stderr);

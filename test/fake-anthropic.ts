@@ -4,33 +4,37 @@ import { createServer } from 'node:http';
 import type { IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
+/**
+ * When an answer is sent: `until` (if given) has settled, then the fake's latency and `delayMs` have passed. A test
+ * holds an answer with `until` for as long as it needs it in flight, instead of guessing how long that is.
+ */
+export type ReplyTiming = { delayMs?: number; until?: Promise<unknown> };
+
 export type Reply =
-  | {
+  | ({
       kind?: 'message';
       text: string;
       stopReason?: string;
       usage?: { input_tokens: number; output_tokens: number };
       headers?: Record<string, string>;
-      delayMs?: number;
-    }
-  | {
+    } & ReplyTiming)
+  | ({
       kind: 'error';
       status: number;
       type: string;
       message: string;
       errorCode?: string;
       headers?: Record<string, string>;
-      delayMs?: number;
-    }
+    } & ReplyTiming)
   | { kind: 'hang' } // accept the request, never answer (until the client gives up or close())
-  | { kind: 'raw'; status: number; body: string; headers?: Record<string, string>; delayMs?: number };
+  | ({ kind: 'raw'; status: number; body: string; headers?: Record<string, string> } & ReplyTiming);
 
 export interface RecordedRequest {
   method: string;
   path: string;
   headers: IncomingHttpHeaders;
   body: any; // parsed JSON or undefined
-  at: number; // Date.now() on arrival
+  at: number; // the fake's clock (Date.now() unless `clock` is given) on arrival
 }
 
 /** What the fake's Message Batches endpoint returns for one request of a batch. */
@@ -68,6 +72,11 @@ export interface FakeOptions {
    */
   buckets?: { requests?: Bucket; inputTokens?: Bucket; outputTokens?: Bucket };
   dimensions?: string[];
+  /**
+   * The time the fake keeps, shared with the client under test so both agree: it stamps arrivals, refills the buckets,
+   * and dates retry-after, resets, rate-limit windows and batch ends. Default the real clocks. Latency stays real.
+   */
+  clock?: { now(): number };
 }
 
 export type Bucket = { capacity: number; perSecond: number };
@@ -87,7 +96,7 @@ const BUCKET_HEADER = { requests: 'requests', inputTokens: 'input-tokens', outpu
 type BucketName = keyof typeof BUCKET_HEADER;
 type BucketState = Bucket & { level: number; at: number };
 /** Milliseconds since the epoch, with a fraction: the buckets refill continuously. */
-const clock = () => performance.timeOrigin + performance.now();
+const preciseNow = () => performance.timeOrigin + performance.now();
 
 function promptPieces(body: any): Piece[] {
   const pieces: Piece[] = [];
@@ -151,10 +160,11 @@ export class FakeAnthropic {
   readonly charged = { requests: 0, inputTokens: 0, cacheReadTokens: 0, outputTokens: 0 };
   private readonly server: Server;
   private readonly opts: FakeOptions;
-  private readonly startedAt = Date.now(); // rate-limit windows are aligned to this
+  private readonly startedAt: number; // rate-limit windows are aligned to this
   private readonly queue: Reply[] = [];
   private readonly timers = new Set<ReturnType<typeof setTimeout>>();
   private seq = 0;
+  private closed = false;
   private window = { index: -1, count: 0 };
   private dims: string[] | undefined;
   private readonly buckets: Partial<Record<BucketName, BucketState>> = {};
@@ -165,7 +175,8 @@ export class FakeAnthropic {
     this.server = server;
     this.url = url;
     this.opts = opts;
-    const at = clock();
+    this.startedAt = this.wallNow();
+    const at = this.bucketNow();
     for (const name of Object.keys(BUCKET_HEADER) as BucketName[]) {
       const bucket = opts.buckets?.[name];
       if (bucket) this.buckets[name] = { ...bucket, level: bucket.capacity, at };
@@ -185,6 +196,16 @@ export class FakeAnthropic {
     this.queue.push(...replies);
   }
 
+  /** Now on the wall clock that dates headers and arrivals: the given clock's, else Date.now(). */
+  private wallNow(): number {
+    return this.opts.clock ? this.opts.clock.now() : Date.now();
+  }
+
+  /** Now for the buckets' continuous refill: the given clock's, else the real time with a fraction of a millisecond. */
+  private bucketNow(): number {
+    return this.opts.clock ? this.opts.clock.now() : preciseNow();
+  }
+
   validAnswer(scores: Partial<Record<string, number>> = {}, notes?: string): string {
     this.dims ??= this.opts.dimensions ?? rubricDimensions(); // lazy, so fakes that only script replies need no rubric
     const all = { ...Object.fromEntries(this.dims.map((d) => [d, 2])), ...scores }; // an undefined score drops that key
@@ -192,6 +213,7 @@ export class FakeAnthropic {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve())); // ignore "not running" on a second close
@@ -201,7 +223,7 @@ export class FakeAnthropic {
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const n = ++this.seq;
-    const at = Date.now();
+    const at = this.wallNow();
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const path = req.url ?? '/';
@@ -226,7 +248,7 @@ export class FakeAnthropic {
     const admitted = rl?.limited ? undefined : this.admit(body);
     if (admitted && 'retryAfterS' in admitted) {
       // Refused by a bucket: at once, without the latency, and taking nothing.
-      const headers = { ...this.bucketHeaders(clock()), 'retry-after': admitted.retryAfterS.toFixed(3) };
+      const headers = { ...this.bucketHeaders(this.bucketNow()), 'retry-after': admitted.retryAfterS.toFixed(3) };
       const error = errorBody(n, 'rate_limit_error', admitted.message);
       return this.send(res, n, { status: 429, body: error, headers: { ...rl?.headers, ...headers } });
     }
@@ -236,21 +258,26 @@ export class FakeAnthropic {
     if (reply.kind === 'hang') return;
 
     const delay = (this.opts.latencyMs ?? 0) + (reply.delayMs ?? 0);
-    const timer = setTimeout(() => {
-      this.timers.delete(timer);
-      const usage =
-        admitted && (reply.kind ?? 'message') === 'message'
-          ? { ...admitted.usage, output_tokens: 20, ...(reply as { usage?: object }).usage }
-          : undefined;
-      const answer = this.answer(reply, n, body?.model, usage);
-      if (usage) this.takeOutput(usage.output_tokens);
-      if (this.opts.buckets) answer.headers = { ...this.bucketHeaders(clock()), ...answer.headers };
-      if (rl) answer.headers = { ...rl.headers, ...answer.headers };
-      // Computed at send time so the client waits only for what is left of the window.
-      if (rl?.limited) answer.headers['retry-after'] ??= Math.max(0.001, (rl.end - Date.now()) / 1000).toFixed(3);
-      this.send(res, n, answer);
-    }, delay); // one timer per request, so concurrent requests see the latency in parallel
-    this.timers.add(timer);
+    const answerLater = () => {
+      if (this.closed) return; // held with `until` past the test's end
+      const timer = setTimeout(() => {
+        this.timers.delete(timer);
+        const usage =
+          admitted && (reply.kind ?? 'message') === 'message'
+            ? { ...admitted.usage, output_tokens: 20, ...(reply as { usage?: object }).usage }
+            : undefined;
+        const answer = this.answer(reply, n, body?.model, usage);
+        if (usage) this.takeOutput(usage.output_tokens);
+        if (this.opts.buckets) answer.headers = { ...this.bucketHeaders(this.bucketNow()), ...answer.headers };
+        if (rl) answer.headers = { ...rl.headers, ...answer.headers };
+        // Computed at send time so the client waits only for what is left of the window.
+        if (rl?.limited) answer.headers['retry-after'] ??= Math.max(0.001, (rl.end - this.wallNow()) / 1000).toFixed(3);
+        this.send(res, n, answer);
+      }, delay); // one timer per request, so concurrent requests see the latency in parallel
+      this.timers.add(timer);
+    };
+    if (reply.until) void reply.until.then(answerLater, answerLater);
+    else answerLater();
   }
 
   // Message Batches: create, retrieve (ends after N polls), and results as JSONL in reverse order (results come in any order).
@@ -268,7 +295,7 @@ export class FakeAnthropic {
     if (!batch) return json(404, JSON.parse(errorBody(n, 'not_found_error', `no batch ${id}`)));
     if (!results) {
       this.batchPolls++;
-      if (++batch.polls >= (this.opts.batch?.pollsUntilEnded ?? 1)) batch.endedAt ??= Date.now();
+      if (++batch.polls >= (this.opts.batch?.pollsUntilEnded ?? 1)) batch.endedAt ??= this.wallNow();
       return json(200, this.batchObject(batch));
     }
     const lines = batch.requests
@@ -322,8 +349,8 @@ export class FakeAnthropic {
         canceled: 0,
         expired: 0,
       },
-      created_at: new Date().toISOString(),
-      expires_at: new Date(Date.now() + 86_400_000).toISOString(),
+      created_at: new Date(this.wallNow()).toISOString(),
+      expires_at: new Date(this.wallNow() + 86_400_000).toISOString(),
       ended_at: ended ? new Date(batch.endedAt!).toISOString() : null,
       cancel_initiated_at: null,
       archived_at: null,
@@ -398,7 +425,7 @@ export class FakeAnthropic {
    */
   private admit(body: any): { usage: InputUsage } | { retryAfterS: number; message: string } | undefined {
     if (!this.opts.buckets) return undefined;
-    const now = clock();
+    const now = this.bucketNow();
     const pieces = promptPieces(body);
     const total = piecesTokens(pieces);
     // The cacheable prefixes end at the blocks with cache_control; the longest one already written is read, and
@@ -445,7 +472,7 @@ export class FakeAnthropic {
   private takeOutput(tokens: number): void {
     const bucket = this.buckets.outputTokens;
     if (bucket) {
-      this.level(bucket, clock());
+      this.level(bucket, this.bucketNow());
       bucket.level -= tokens; // may go negative: later requests wait until it refills
     }
     this.charged.outputTokens += tokens;
@@ -463,7 +490,7 @@ export class FakeAnthropic {
       const level = this.level(bucket, now);
       const remaining = Math.max(0, Math.floor(level));
       // Levels follow the monotonic clock; the reset is told on the wall clock that clients compare it with.
-      const reset = Date.now() + (Math.max(0, bucket.capacity - level) / bucket.perSecond) * 1000;
+      const reset = this.wallNow() + (Math.max(0, bucket.capacity - level) / bucket.perSecond) * 1000;
       const prefix = `anthropic-ratelimit-${BUCKET_HEADER[name]}`;
       headers[`${prefix}-limit`] = String(bucket.capacity);
       headers[`${prefix}-remaining`] = String(remaining);

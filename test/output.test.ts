@@ -16,6 +16,7 @@ import {
   TSX_LOADER,
   csvRows,
   goodScores,
+  hold,
   judgeEntry,
   mentioning,
   readCsv,
@@ -97,12 +98,16 @@ function afterReading<T>(file: string, after: () => void, fn: () => T): T {
 
 /** The pid of a zombie: a child that has exited but that its parent (a shell exec'd into sleep) never reaps. */
 async function zombiePid(t: TestContext): Promise<number> {
-  const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 60'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  const parent = spawn('sh', ['-c', 'sleep 60 & echo $!; exec sleep 60'], { stdio: ['ignore', 'pipe', 'ignore'] });
   t.after(() => parent.kill('SIGKILL'));
   let out = '';
   parent.stdout!.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
   await waitFor(() => out.includes('\n'), 10_000, 'the shell to start its child');
   const pid = Number.parseInt(out, 10);
+  // Killed only once the shell is sleep: a child that ended before the exec could be reaped by the shell.
+  const parentIsSleep = () => fs.readFileSync(`/proc/${parent.pid}/comm`, 'utf8') === 'sleep\n';
+  await waitFor(parentIsSleep, 10_000, 'the shell to exec sleep');
+  process.kill(pid, 'SIGKILL');
   const state = () => fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0];
   await waitFor(() => state() === 'Z', 10_000, `process ${pid} to become a zombie`);
   return pid;
@@ -905,19 +910,20 @@ describe('one writer per output: a run and the lock', () => {
   });
 
   test('a second run on the same output while the first runs exits 2 naming the first; the first completes', async (t) => {
-    // The first run's first answer is held back, so it is still running (and holding the lock) when the second starts.
+    // The first run's first answer is held until the second run has ended, so the first holds the lock meanwhile.
+    const firstAnswer = hold();
     const {
       fake,
       ws,
       run,
       spawn: spawnCli,
     } = await setupRun(t, {
-      responder: (_req, index) => (index === 0 ? { text: fake.validAnswer(), delayMs: 1000 } : undefined),
+      responder: (_req, index) => (index === 0 ? { text: fake.validAnswer(), until: firstAnswer.until } : undefined),
     });
     const first = spawnCli(['--concurrency', '1']);
     await waitFor(() => fake.requests.length >= 1, 20_000, 'the first run to send a request');
     assert.equal(fs.readFileSync(`${ws.output}.lock`, 'utf8'), `${first.child.pid}\n`);
-    const second = await run();
+    const second = await run().finally(firstAnswer.release);
     assert.equal(second.code, 2, second.stderr);
     assert.ok(second.stderr.includes(`process ${first.child.pid}`), second.stderr);
     const firstResult = await first.done;
