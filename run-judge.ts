@@ -9,6 +9,7 @@
 // batches, the
 // summary and progress); small leaf helpers come last. `decide` alone says what a failure means.
 import { createHash, randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { isUtf8 } from 'node:buffer';
@@ -215,6 +216,7 @@ type Run = {
  */
 export async function main(argv: string[], io: IO): Promise<number> {
   const controller = new AbortController();
+  setMaxListeners(0, controller.signal); // each judgement in flight may wait on it: not a leak
   const signals = listenForSignals(controller, io.stderr);
 
   try {
@@ -243,9 +245,8 @@ export async function main(argv: string[], io: IO): Promise<number> {
 /**
  * SIGINT (Ctrl-C) and SIGTERM stop the run gently: the judgements in flight finish and are written.
  * SIGTERM repeated is the same request (a group signal reaches us once through each parent); a
- * second Ctrl-C
- * exits at once, unless within 0.3 s of the first (a terminal's Ctrl-C also arrives relayed by
- * tsx).
+ * second Ctrl-C exits at once, unless within 0.3 s of the first (a terminal's Ctrl-C also arrives
+ * relayed by tsx).
  */
 function listenForSignals(controller: AbortController, stderr: Stream) {
   let first: { signal: NodeJS.Signals; at: number } | undefined;
@@ -723,9 +724,8 @@ function loadValidated<S extends z.ZodType>(
 
 /**
  * One validation problem as "field.path: what is wrong (got value)". zod's own message says what is
- * wrong; this
- * adds the path, the value found, the name of the dimension it is in, and a did-you-mean for an
- * unknown key.
+ * wrong; this adds the path, the value found, the name of the dimension it is in, and a
+ * did-you-mean for an unknown key.
  */
 function describeIssue(issue: z.core.$ZodIssue, data: unknown): string {
   const where = issuePath(issue.path);
@@ -885,8 +885,8 @@ function noTranscriptError(
 
 /**
  * What a folder entry is. A symlink is followed when it stays inside the transcripts folder, and
- * refused (never
- * skipped) when it leaves it; a hidden one (an editor's lock file) is never followed.
+ * refused (never skipped) when it leaves it; a hidden one (an editor's lock file) is never
+ * followed.
  */
 function entryKind(
   root: string,
@@ -1646,14 +1646,14 @@ type RetryState = { attempt: number; msLeft: number; policy: RetryPolicy };
 
 /**
  * What one failed attempt means: retry the same judge (after how long), try the next judge, fail
- * this
- * transcript, or stop the run. The retry layer, the chain, batches and the exit status all ask it.
- * - A configuration, dependency or output failure, or Ctrl-C, stops the run: no other judge can fix
+ * this transcript, or stop the run. The retry layer, the chain, batches and the exit status all ask
  * it.
+ * - A configuration, dependency or output failure, or Ctrl-C, stops the run: no other judge can fix
+ *   it.
  * - Bad input, or what a judge cannot do (a setting it rejects, images), fails this transcript
- * only.
+ *   only.
  * - A 429 or 529 is retried on the same judge while retries and budget last (not a 429 for a spend
- * limit).
+ *   limit).
  * - Anything else (an unusable answer, a timeout, another provider failure) goes to the next judge.
  */
 export function decide(error: EvalError, retry?: RetryState): Decision {
@@ -1760,9 +1760,8 @@ function batchAttemptFailure(error: EvalError, judge: string): EvalError {
 
 /**
  * The exit status: 0 every selected transcript has a row; 1 some failed, or a provider failure that
- * a rerun may
- * pass; 2 a usage, configuration or output error that a rerun will not pass; 130 (SIGINT) or 143
- * (SIGTERM).
+ * a rerun may pass; 2 a usage, configuration or output error that a rerun will not pass; 130
+ * (SIGINT) or 143 (SIGTERM).
  */
 function exitStatus(error: EvalError | undefined, failures: number, signalExit?: number): number {
   if (error === undefined) return failures > 0 ? 1 : 0;
@@ -1881,10 +1880,8 @@ export function callJudgeWithRetries(
 
 /**
  * Runs one call to one judge, retried on the same judge while `decide` says so, paced by the
- * judge's gate.
- * `fallback` says a fallback judge follows: then a judge that stayed overloaded on several
- * transcripts in a
- * row (the breaker is open) gets one try before the fallback.
+ * judge's gate. `fallback` says a fallback judge follows: then a judge that stayed overloaded on
+ * several transcripts in a row (the breaker is open) gets one try before the fallback.
  */
 async function withRetries<T>(
   judge: Judge,
@@ -1932,27 +1929,27 @@ async function withRetries<T>(
   }
 }
 
-/**
- * What a request takes from each bucket; `chars` is what its input-token estimate was made from.
- */
-type Cost = Record<Family, number> & { chars: number };
+/** What a request takes from each bucket; `chars` is what its input-token estimate came from. */
+type Cost = Record<Family, number> & { chars: number; startedAt?: number };
+
+/** Our picture of one bucket: its level at `at`, refilling at `rate` a millisecond up to `limit`. */
+type Bucket = { limit: number; level: number; rate: number; at: number };
 
 /**
- * Paces one judge's requests to every bucket the API reports (requests, input and output tokens):
- * each is a token
- * bucket that refills continuously. Our level of a bucket is what we took from it since, refilled
- * at the rate the
- * headers imply; an answer's `remaining` lowers it (others share the key) but raises it only when
- * nothing else is in
- * flight, since `remaining` may not count our other requests yet.
+ * Paces one judge's requests to every bucket the API reports (requests, input and output tokens),
+ * each a token bucket that refills continuously. Our level of a bucket is what we took from it,
+ * refilled at the rate its headers imply. An answer's `remaining` lowers our level (others may
+ * share the key) but raises it only when nothing else is in flight: it may not count those yet.
+ * Before any answer has told the limits, at most FIRST_BURST requests start.
  */
 class RateGate {
   overloadedInARow = 0; // transcripts given up on after 529s since this judge last answered
   hurried = 0; // transcripts that went on to the fallback after one try, the breaker open
-  // a bare 429 (no bucket headers) holds all of this judge's requests until then
-  private pausedUntil = 0;
-  private startedBeforeAnswer = 0; // before any answer, at most FIRST_BURST requests start
+  private pausedUntil = 0; // a bare 429 (no bucket headers) holds every request until then
+  private startedBeforeAnswer = 0;
   private answered = false;
+  private readonly firstAnswer: Promise<void>;
+  private resolveFirstAnswer = () => {};
   private inFlight = 0;
   private readonly inFlightCost: Record<Family, number> = {
     requests: 0,
@@ -1961,20 +1958,19 @@ class RateGate {
     tokens: 0,
   };
   private readonly buckets: Partial<Record<Family, Bucket>> = {};
-  // from the answers' usage
   private readonly learned = { chars: 0, tokens: 0, outputTokens: 0, answers: 0 };
 
-  constructor(private readonly clock: Clock) {}
+  constructor(private readonly clock: Clock) {
+    this.firstAnswer = new Promise((resolve) => {
+      this.resolveFirstAnswer = resolve;
+    });
+  }
 
-  /**
-   * What a request will take from each bucket: input tokens from its characters, as the answers
-   * taught.
-   */
+  /** What a request will take from each bucket: input tokens from its characters, as answers taught. */
   estimate(request?: Request): Cost {
     const chars = request ? requestChars(request) : 0;
     const learned = this.learned;
-    // 3: more than prose has
-    const charsPerToken = learned.tokens > 0 ? learned.chars / learned.tokens : 3;
+    const charsPerToken = learned.tokens > 0 ? learned.chars / learned.tokens : 3; // prose has more
     const output = request && learned.answers > 0 ? learned.outputTokens / learned.answers : 0;
     return {
       chars,
@@ -1985,12 +1981,13 @@ class RateGate {
     };
   }
 
-  /**
-   * Waits until the request fits every bucket, then takes its cost; a hold past `deadline` is a
-   * 429.
-   */
+  /** Waits until the request fits every bucket, then takes its cost; a hold past `deadline` is a 429. */
   async acquire(deadline: number, signal: AbortSignal, judge: string, cost: Cost): Promise<void> {
     while (this.pausedUntil <= deadline) {
+      if (!this.answered && this.startedBeforeAnswer >= FIRST_BURST) {
+        await this.untilFirstAnswer(signal);
+        continue;
+      }
       const wait = this.waitMs(cost);
       if (wait <= 0) {
         this.take(cost);
@@ -1998,10 +1995,8 @@ class RateGate {
       }
       await sleepUnlessAborted(this.clock, Math.min(wait, 1000), signal);
     }
-    const refusal = new EvalProviderError(
-      'rate limited: its requests are paused beyond the retry budget',
-      { judge },
-    );
+    const message = 'rate limited: its requests are paused beyond the retry budget';
+    const refusal = new EvalProviderError(message, { judge });
     refusal.status = 429;
     throw refusal;
   }
@@ -2011,29 +2006,26 @@ class RateGate {
     this.pausedUntil = Math.max(this.pausedUntil, this.clock.now() + ms);
   }
 
-  /**
-   * Learns from an answer (or a failure): the headers tell each bucket's level, the usage the
-   * tokens a char.
-   */
+  /** Learns from an answer (or a failure): the headers tell the buckets, the usage the tokens. */
   observe(info: RateLimitInfo | undefined, cost: Cost, usage?: Usage): void {
-    const now = this.clock.now();
-    this.answered = true;
     this.abandon(cost);
+    this.answered = true;
+    setImmediate(this.resolveFirstAnswer); // once this answer is handled: a 401 stops the run first
     if (usage && usage.input_tokens > 0) {
-      const cached =
-        (usage.cache_creation_input_tokens ?? 0) + (usage.cache_read_input_tokens ?? 0);
+      const written = usage.cache_creation_input_tokens ?? 0;
+      const read = usage.cache_read_input_tokens ?? 0;
       this.learned.chars += cost.chars;
-      this.learned.tokens += usage.input_tokens + cached;
+      this.learned.tokens += usage.input_tokens + written + read;
       this.learned.outputTokens += usage.output_tokens;
       this.learned.answers++;
     }
     for (const family of RATE_FAMILIES) {
       const told = info?.[family];
-      if (told) this.buckets[family] = this.updatedBucket(family, told, now);
+      if (told) this.buckets[family] = this.updatedBucket(family, told, cost);
     }
   }
 
-  /** A request that took its cost is over (answered, failed, or never sent). */
+  /** A request that took its cost is over: answered, failed, or never sent. */
   abandon(cost: Cost): void {
     this.inFlight--;
     for (const family of RATE_FAMILIES) {
@@ -2041,27 +2033,40 @@ class RateGate {
     }
   }
 
-  /**
-   * A bucket as an answer told it: our own level when lower, since `remaining` may miss requests in
-   * flight.
-   */
-  private updatedBucket(
-    family: Family,
-    told: NonNullable<RateLimitInfo[Family]>,
-    now: number,
-  ): Bucket {
+  /** Resolves at the first answer (or failure); an abort ends the wait by throwing its reason. */
+  private untilFirstAnswer(signal: AbortSignal): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const onAbort = () => reject(signal.reason);
+      if (signal.aborted) {
+        onAbort();
+        return;
+      }
+      signal.addEventListener('abort', onAbort, { once: true });
+      void this.firstAnswer.then(() => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      });
+    });
+  }
+
+  /** A bucket as the answer to `cost`'s request told it. */
+  private updatedBucket(family: Family, told: NonNullable<RateLimitInfo[Family]>, cost: Cost) {
+    const now = this.clock.now();
     const known = this.buckets[family];
-    // The refill rate, from when the bucket will be full again; a full bucket says nothing of it.
+
+    // The refill rate, from when the bucket is full again; a full bucket says nothing of it. Timed
+    // from when the request left (the answer was written later): a late read cannot inflate it.
     let rate = known?.rate ?? told.limit / 60_000;
-    if (told.remaining < told.limit && told.resetAt > now) {
-      rate = (told.limit - told.remaining) / (told.resetAt - now);
+    const since = cost.startedAt ?? now;
+    if (told.remaining < told.limit && told.resetAt > since) {
+      rate = (told.limit - told.remaining) / (told.resetAt - since);
     }
+
     let level = told.remaining;
     if (this.inFlight > 0 && known !== undefined) {
       level = Math.min(level, this.levelOf(known, now));
     } else if (this.inFlight > 0) {
-      // the first answer: what else is in flight may not be counted yet
-      level -= this.inFlightCost[family];
+      level -= this.inFlightCost[family]; // the first answer: what is in flight may not be counted
     }
     return { limit: told.limit, level, rate, at: now };
   }
@@ -2074,12 +2079,10 @@ class RateGate {
   private waitMs(cost: Cost): number {
     const now = this.clock.now();
     let wait = this.pausedUntil - now;
-    if (!this.answered && this.startedBeforeAnswer >= FIRST_BURST) wait = Math.max(wait, 25);
     for (const family of RATE_FAMILIES) {
       const bucket = this.buckets[family];
-      // a request larger than the bucket waits for a full one
-      const need = Math.min(cost[family], bucket?.limit ?? 0);
-      if (bucket === undefined || need <= 0) continue;
+      if (bucket === undefined || cost[family] <= 0) continue;
+      const need = Math.min(cost[family], bucket.limit); // larger than the bucket: wait till it is full
       const level = this.levelOf(bucket, now);
       if (level < need) wait = Math.max(wait, (need - level) / bucket.rate);
     }
@@ -2088,22 +2091,19 @@ class RateGate {
 
   private take(cost: Cost): void {
     const now = this.clock.now();
+    cost.startedAt = now;
     for (const family of RATE_FAMILIES) {
       const bucket = this.buckets[family];
       if (bucket !== undefined) {
         bucket.level = this.levelOf(bucket, now) - cost[family];
         bucket.at = now;
       }
-    }
-    this.inFlight++;
-    for (const family of RATE_FAMILIES) {
       this.inFlightCost[family] += cost[family];
     }
+    this.inFlight++;
     if (!this.answered) this.startedBeforeAnswer++;
   }
 }
-
-type Bucket = { limit: number; level: number; rate: number; at: number };
 
 /**
  * The characters of a request's prompt; an image counts as many characters as its tokens' worth of
@@ -2689,8 +2689,7 @@ function tryJson(json: string): { value: unknown } | { reason: string } {
 
 /**
  * In valid JSON: the first repeated key, and the top-level "scores" numbers as written. JSON.parse
- * tells neither,
- * and no kept library does, so this small scanner walks the text once.
+ * tells neither, and no kept library does, so this small scanner walks the text once.
  */
 function scanJson(json: string): { duplicate?: string; scoreTokens: string[] } {
   type Level = { keys?: Set<string>; expectKey: boolean; key?: string; of?: string };
@@ -3034,11 +3033,10 @@ function openAuditLog(file: string): { fd: number; torn: number } {
 
 /**
  * Takes the lock `<output>.lock`, born holding our pid (a hard link of a temp file, so no run ever
- * sees it empty).
- * A lock whose pid is not a live process is stale (a `kill -9`): it is taken over at once, under
- * `<lock>.takeover`, so two runs racing to take it over cannot both win. Hand-written:
- * proper-lockfile's locks go
- * stale by age (seconds), not at once when their holder died.
+ * sees it empty). A lock whose pid is not a live process is stale (a `kill -9`): it is taken over
+ * at once, under `<lock>.takeover`, so two runs racing to take it over cannot both win.
+ * Hand-written: proper-lockfile's locks go stale by age (seconds), not at once when their holder
+ * died.
  */
 export function acquireLock(output: string): () => void {
   const lock = `${output}.lock`;
