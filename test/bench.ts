@@ -20,7 +20,12 @@ interface Exit {
 }
 
 /** Runs a command to completion, timing it from spawn to exit. */
-function run(command: string, args: string[], env: NodeJS.ProcessEnv = process.env, cwd = ROOT): Promise<Exit> {
+function run(
+  command: string,
+  args: string[],
+  env: NodeJS.ProcessEnv = process.env,
+  cwd = ROOT,
+): Promise<Exit> {
   const started = performance.now();
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { cwd, env, stdio: ['ignore', 'ignore', 'pipe'] });
@@ -29,12 +34,17 @@ function run(command: string, args: string[], env: NodeJS.ProcessEnv = process.e
       stderr += chunk;
     });
     child.on('error', reject);
-    child.on('exit', (code) => resolve({ code, ms: performance.now() - started, stderr, exitedAt: Date.now() }));
+    child.on('exit', (code) =>
+      resolve({ code, ms: performance.now() - started, stderr, exitedAt: Date.now() }),
+    );
   });
 }
 
 /** A temp eval set of `count` transcripts (copies of a shipped one under generated model folders). */
-function makeEvalSet(count: number, judge: Record<string, unknown> = {}): { dir: string; args: string[] } {
+function makeEvalSet(
+  count: number,
+  judge: Record<string, unknown> = {},
+): { dir: string; args: string[] } {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'run-judge-bench-'));
   for (const sub of ['tasks', 'reference_keys'])
     fs.cpSync(path.join(ROOT, 'evals', sub), path.join(dir, sub), { recursive: true });
@@ -56,10 +66,15 @@ function makeEvalSet(count: number, judge: Record<string, unknown> = {}): { dir:
   for (let i = 0; i < count; i++) {
     const taskId = TASK_IDS[i % TASK_IDS.length]!;
     const model = `m${String(Math.floor(i / TASK_IDS.length)).padStart(5, '0')}`;
-    const source = JSON.parse(fs.readFileSync(path.join(ROOT, 'evals/transcripts/stub', `${taskId}.json`), 'utf8'));
+    const source = JSON.parse(
+      fs.readFileSync(path.join(ROOT, 'evals/transcripts/stub', `${taskId}.json`), 'utf8'),
+    );
     delete source.metadata;
     fs.mkdirSync(path.join(dir, 'transcripts', model), { recursive: true });
-    fs.writeFileSync(path.join(dir, 'transcripts', model, `${taskId}.json`), JSON.stringify(source));
+    fs.writeFileSync(
+      path.join(dir, 'transcripts', model, `${taskId}.json`),
+      JSON.stringify(source),
+    );
   }
   const files = {
     transcripts: 'transcripts',
@@ -68,14 +83,19 @@ function makeEvalSet(count: number, judge: Record<string, unknown> = {}): { dir:
     rubric: 'rubric.json',
   };
   const outputs = { models: 'models.json', output: 'scores.csv', log: 'log.jsonl' };
-  const args = Object.entries({ ...files, ...outputs }).flatMap(([flag, file]) => [`--${flag}`, path.join(dir, file)]);
+  const args = Object.entries({ ...files, ...outputs }).flatMap(([flag, file]) => [
+    `--${flag}`,
+    path.join(dir, file),
+  ]);
   // The bench measures judging, not the protocol: no human scores, so its full runs go --before-human-scoring.
   return { dir, args: [...args, '--before-human-scoring'] };
 }
 
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+const median = (values: number[]) =>
+  [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 const fmt = (ratio: number) => `${ratio.toFixed(2)}x`;
-const csvRows = (dir: string) => fs.readFileSync(path.join(dir, 'scores.csv'), 'utf8').trim().split('\n').length - 1;
+const csvRows = (dir: string) =>
+  fs.readFileSync(path.join(dir, 'scores.csv'), 'utf8').trim().split('\n').length - 1;
 const logEntries = (dir: string) =>
   fs
     .readFileSync(path.join(dir, 'log.jsonl'), 'utf8')
@@ -88,7 +108,8 @@ const judgeEnv = (fake: FakeAnthropic) => ({
   ANTHROPIC_API_KEY: 'sk-bench',
 });
 /** The run's own wall time, from its summary line (excludes tsx's start-up, measured in [startup]). */
-const summaryWallMs = (stderr: string) => Number(/wall time ([\d.]+) s/.exec(stderr)?.[1] ?? NaN) * 1000;
+const summaryWallMs = (stderr: string) =>
+  Number(/wall time ([\d.]+) s/.exec(stderr)?.[1] ?? NaN) * 1000;
 
 /** Judges `count` fresh transcripts with the CLI against a fake started with `options`, closed after. */
 async function judgeAgainstFake(count: number, options: FakeOptions, concurrency: number) {
@@ -103,21 +124,46 @@ async function judgeAgainstFake(count: number, options: FakeOptions, concurrency
 async function benchStartup(): Promise<void> {
   const empty = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'run-judge-bench-')), 'empty.ts');
   fs.writeFileSync(empty, '');
+  const oneTranscript = ['--task', 'proof01', '--model', 'stub'];
   const baseline: number[] = [];
   const dryRun: number[] = [];
-  await run('npx', ['tsx', SCRIPT, '--dry-run', '--task', 'proof01', '--model', 'stub']); // warm tsx's compile cache
+  const firstRequest: number[] = [];
+
+  // A full run on the same data as the dry-run: one spot check, its row rescored each time.
+  const fake = await FakeAnthropic.start({ latencyMs: 0 });
+  const outputs = fs.mkdtempSync(path.join(os.tmpdir(), 'run-judge-bench-'));
+  const output = [
+    '--output',
+    path.join(outputs, 'scores.csv'),
+    '--log',
+    path.join(outputs, 'log.jsonl'),
+  ];
+  const fullRun = [SCRIPT, ...oneTranscript, ...output, '--rescore'];
+
+  await run('npx', ['tsx', SCRIPT, '--dry-run', ...oneTranscript]); // warm tsx's compile cache
   for (let i = 0; i < 10; i++) {
     baseline.push((await run('npx', ['tsx', empty])).ms);
-    dryRun.push((await run('npx', ['tsx', SCRIPT, '--dry-run', '--task', 'proof01', '--model', 'stub'])).ms);
+    dryRun.push((await run('npx', ['tsx', SCRIPT, '--dry-run', ...oneTranscript])).ms);
+    const before = fake.requests.length;
+    const spawnedAt = Date.now();
+    await run('npx', ['tsx', ...fullRun], judgeEnv(fake));
+    firstRequest.push((fake.requests[before]?.at ?? NaN) - spawnedAt);
   }
+  await fake.close();
+
   const ratio = median(dryRun) / median(baseline);
   console.log(
     `[startup] dry-run ${median(dryRun).toFixed(0)} ms vs npx tsx on an empty file ${median(baseline).toFixed(0)} ms (medians of 10, interleaved): ${fmt(ratio)} (target <= 1.4x)`,
   );
+  const first = median(firstRequest) / median(dryRun);
+  console.log(
+    `[startup] a full run's first request leaves ${median(firstRequest).toFixed(0)} ms after its start, vs the dry-run's ${median(dryRun).toFixed(0)} ms on the same transcript (medians of 10, interleaved): ${fmt(first)} (target <= 1.3x)`,
+  );
 }
 
 /** Judging time: from the first request reaching the fake to the process exit (after the last row), start-up excluded. */
-const judgingMs = (fake: FakeAnthropic, result: Exit) => result.exitedAt - (fake.requests[0]?.at ?? NaN);
+const judgingMs = (fake: FakeAnthropic, result: Exit) =>
+  result.exitedAt - (fake.requests[0]?.at ?? NaN);
 
 async function benchConcurrency(): Promise<void> {
   const count = 200,
@@ -125,7 +171,13 @@ async function benchConcurrency(): Promise<void> {
     concurrency = 16,
     repeats = 3;
   const ideal = Math.ceil(count / concurrency) * latencyMs;
-  const runs: { judging: number; run: number; process: number; rows: number; code: number | null }[] = [];
+  const runs: {
+    judging: number;
+    run: number;
+    process: number;
+    rows: number;
+    code: number | null;
+  }[] = [];
   for (let i = 0; i < repeats; i++) {
     const { fake, dir, result } = await judgeAgainstFake(count, { latencyMs }, concurrency);
     runs.push({
@@ -136,14 +188,19 @@ async function benchConcurrency(): Promise<void> {
       code: result.code,
     });
   }
-  const ratio = (key: 'judging' | 'run' | 'process') => fmt(median(runs.map((r) => r[key])) / ideal);
+  const ratio = (key: 'judging' | 'run' | 'process') =>
+    fmt(median(runs.map((r) => r[key])) / ideal);
   console.log(
     `[a] ${count} transcripts, ${latencyMs} ms latency, concurrency ${concurrency}, ideal ceil(${count}/${concurrency}) x ${latencyMs} ms = ${ideal} ms (medians of ${repeats}): judging (first request to exit) ${ratio('judging')} (target <= 1.25x; runs ${runs.map((r) => fmt(r.judging / ideal)).join(' ')}); the run's own wall time, with loading the SDK and fetch ${ratio('run')}; whole process with tsx start-up ${ratio('process')}; rows ${runs.map((r) => r.rows).join('/')}, exit ${runs.map((r) => r.code).join('/')}`,
   );
 }
 
 /** The unit each bucket counts, as the bench reports it. */
-const BUCKET_UNITS = { requests: 'requests', inputTokens: 'input tokens', outputTokens: 'output tokens' } as const;
+const BUCKET_UNITS = {
+  requests: 'requests',
+  inputTokens: 'input tokens',
+  outputTokens: 'output tokens',
+} as const;
 const num = (value: number) => Math.round(value).toLocaleString('en-US');
 /** Reads a file the run should have written; a missing one (a crashed run) reads as nothing, not a bench stopped. */
 const orNothing = <T>(read: () => T, nothing: T): T => {
@@ -158,16 +215,25 @@ async function benchTokenBuckets(): Promise<void> {
   const count = 80,
     concurrency = 16,
     latencyMs = 200;
-  const scenarios: { name: string; what: string; buckets: NonNullable<FakeOptions['buckets']> }[] = [
-    { name: 'A', what: 'requests bucket 8/s (capacity 8)', buckets: { requests: { capacity: 8, perSecond: 8 } } },
-    {
-      name: 'B',
-      what: 'input-token bucket 4,000/s (capacity 4,000), no request limit',
-      buckets: { inputTokens: { capacity: 4000, perSecond: 4000 } },
-    },
-  ];
+  const scenarios: { name: string; what: string; buckets: NonNullable<FakeOptions['buckets']> }[] =
+    [
+      {
+        name: 'A',
+        what: 'requests bucket 8/s (capacity 8)',
+        buckets: { requests: { capacity: 8, perSecond: 8 } },
+      },
+      {
+        name: 'B',
+        what: 'input-token bucket 4,000/s (capacity 4,000), no request limit',
+        buckets: { inputTokens: { capacity: 4000, perSecond: 4000 } },
+      },
+    ];
   for (const scenario of scenarios) {
-    const { fake, dir, result } = await judgeAgainstFake(count, { latencyMs, buckets: scenario.buckets }, concurrency);
+    const { fake, dir, result } = await judgeAgainstFake(
+      count,
+      { latencyMs, buckets: scenario.buckets },
+      concurrency,
+    );
     const runMs = judgingMs(fake, result);
     // What the 80 requests cost each bucket: the fake's own counts per admitted request, times 80.
     const admitted = fake.charged.requests;
@@ -188,7 +254,9 @@ async function benchTokenBuckets(): Promise<void> {
     const bound = binding.ms + latencyMs;
     const entries = orNothing(() => logEntries(dir), []);
     const failed = entries.filter((entry) => entry.status !== 'scored').length;
-    const fallbacks = entries.filter((entry) => entry.status === 'scored' && entry.judge !== 'judge-primary').length;
+    const fallbacks = entries.filter(
+      (entry) => entry.status === 'scored' && entry.judge !== 'judge-primary',
+    ).length;
     const requests = fake.requests.length;
     const cacheReads = fake.charged.cacheReadTokens
       ? ` (+ ${num(fake.charged.cacheReadTokens / admitted)} read from the cache)`
@@ -204,8 +272,10 @@ async function benchTokenBuckets(): Promise<void> {
 }
 
 /** The Node options `npm run judge` passes (package.json), so (c) measures what a long run started that way gets. */
-const JUDGE_SCRIPT = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts.judge as string;
-const JUDGE_NODE_OPTIONS = /^node (.*?) ?--import tsx/.exec(JUDGE_SCRIPT)?.[1]?.split(' ').filter(Boolean) ?? [];
+const JUDGE_SCRIPT = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts
+  .judge as string;
+const JUDGE_NODE_OPTIONS =
+  /^node (.*?) ?--import tsx/.exec(JUDGE_SCRIPT)?.[1]?.split(' ').filter(Boolean) ?? [];
 /** Peak RSS (KiB) of one CLI process judging `count` transcripts, read by GNU time. */
 async function peakRss(count: number, nodeOptions: string[]): Promise<number> {
   const fake = await FakeAnthropic.start({ latencyMs: 0 });
@@ -228,7 +298,9 @@ async function peakRss(count: number, nodeOptions: string[]): Promise<number> {
   );
   await fake.close();
   if (csvRows(dir) !== count)
-    throw new Error(`peak RSS run wrote ${csvRows(dir)} rows, expected ${count}: ${result.stderr.slice(-500)}`);
+    throw new Error(
+      `peak RSS run wrote ${csvRows(dir)} rows, expected ${count}: ${result.stderr.slice(-500)}`,
+    );
   return Number(/maxrss_kib=(\d+)/.exec(result.stderr)?.[1] ?? NaN);
 }
 
