@@ -1,13 +1,11 @@
 // run-judge.ts: scores proof-tutoring transcripts with an LLM judge against rubric.json, one CSV
-// row each.
+// row per transcript, every answer kept in an audit log.
 //
 // Read it in the order a transcript travels: `main` and the run's driver `runJudge` come first, as
-// numbered
-// steps; then each stage in pipeline order (inputs and the human-scores gate, the prompt, the
-// judges and one
-// call, the failure policy, retries and the chain, judging and recording, parsing, the output,
-// batches, the
-// summary and progress); small leaf helpers come last. `decide` alone says what a failure means.
+// numbered steps; then each stage in pipeline order: the inputs and the human-scores gate, the
+// prompt, the judges and one call, the failure policy, retries and the chain, judging and
+// recording, parsing, the output, batches, the summary and progress. Leaf helpers come last.
+// `decide` alone says what a failure means.
 import { createHash, randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import * as fs from 'node:fs';
@@ -150,8 +148,7 @@ export class EvalProviderError extends EvalError {
   requestId?: string;
   retryAfterMs?: number;
   rateLimit?: RateLimitInfo;
-  // a 429 for a spend or billing limit: waiting does not help, so it is not retried
-  spendLimit = false;
+  spendLimit = false; // a 429 for a spend or billing limit: waiting for it does not help
   unreachable = false; // no answer at all: the connection failed
 }
 
@@ -448,8 +445,7 @@ async function runJudge(
   };
 
   try {
-    // 4. Choose what has no row yet; read each of those first (free), to say up front which will
-    // fail.
+    // 4. Choose what has no row yet; read each first (free), to say up front which will fail.
     const pending = pendingTranscripts(run);
     checkTranscripts(run, pending);
 
@@ -475,8 +471,7 @@ async function runJudge(
  * sends nothing.
  */
 function dryRun(options: RunOptions, io: IO): number {
-  // 1. Load what a run would: the inputs, the primary judge, and which transcripts already have a
-  // row.
+  // 1. Load what a run would: the inputs, the primary judge, which transcripts already have a row.
   const inputs = loadInputs(options);
   const judge = loadModelsConfig(options.models).judge;
   const primary = { model: judgeModel(judge, io.env), config: judge };
@@ -486,20 +481,32 @@ function dryRun(options: RunOptions, io: IO): number {
     : ScoreFile.open(options.output, dimensions, { readOnly: true }).done;
   const unscored = inputs.selected.filter((ref) => !scored.has(pairKey(ref.task_id, ref.model)));
 
-  // 2. Without --batch: the first selected transcript's prompt, and the estimate.
-  if (!options.batch) {
-    const first = inputs.selected[0]!;
-    showPrompt(inputs.prepare(first), io);
-    const selected = `${inputs.selected.length} transcript(s) selected`;
-    io.stderr.write(`dry-run: ${selected}; ${printedFor(first)}\n`);
-    io.stderr.write(
-      `${estimateCost(inputs, unscored.slice(0, options.limit), primary, options.samples)}\n`,
-    );
+  // 2. With --batch: what would go in batches.
+  if (options.batch) {
+    dryRunBatches(options, io, inputs, unscored, primary);
     return 0;
   }
 
-  // 3. With --batch: counted one batch at a time (memory holds one); the first request's prompt is
-  // shown.
+  // 3. Without: the first selected transcript's prompt, and the estimate.
+  const first = inputs.selected[0]!;
+  showPrompt(inputs.prepare(first), io);
+  io.stderr.write(
+    `dry-run: ${inputs.selected.length} transcript(s) selected; ${printedFor(first)}\n`,
+  );
+  const refs = unscored.slice(0, options.limit);
+  io.stderr.write(`${estimateCost(inputs, refs, primary, options.samples)}\n`);
+  return 0;
+}
+
+/** The dry-run with --batch: the first request's prompt, how many requests and batches, the estimate. */
+function dryRunBatches(
+  options: RunOptions,
+  io: IO,
+  inputs: Inputs,
+  unscored: TranscriptRef[],
+  primary: JudgeSpec,
+): void {
+  // 1. Counted one batch at a time, as a run submits them: memory holds one.
   const inBatches = new BatchState(`${options.output}.batches.json`).pairs();
   const refs = unscored
     .filter((ref) => !inBatches.has(pairKey(ref.task_id, ref.model)))
@@ -520,7 +527,7 @@ function dryRun(options: RunOptions, io: IO): number {
     batches++;
   }
 
-  // 4. What would be sent, and the estimate.
+  // 2. What would be sent, and the estimate.
   let line = `dry-run --batch: would send ${requests} request(s) in ${batches} batch(es) to ${primary.model}`;
   if (direct.length > 0) {
     line += `, and judge ${direct.length} transcript(s) synchronously (bad input, or images the primary can't take)`;
@@ -530,7 +537,6 @@ function dryRun(options: RunOptions, io: IO): number {
   }
   io.stderr.write(`${line}; ${printed}\n`);
   io.stderr.write(`${estimateCost(inputs, refs, primary, options.samples)}\n`);
-  return 0;
 }
 
 /** Prints a prompt on stdout and says on stderr which images would go beside it. */
@@ -1806,12 +1812,7 @@ function classifyHttpError(
 ) {
   const status = error.status;
   const apiMessage = error.apiMessage ?? '';
-  const request = error.requestID ? ` (request ${error.requestID})` : '';
-  const cause = (error.cause as Error | undefined)?.message;
-  const what =
-    status === undefined
-      ? `connection failed: ${cause ?? error.message}`
-      : `HTTP ${status} ${error.type ?? 'error'}: ${error.apiMessage ?? '(no message)'}${request}`;
+  const what = httpErrorText(error);
   const key = judge.config.api_key_env;
   const modelSource =
     judge.model === judge.config.model
@@ -1850,16 +1851,35 @@ function classifyHttpError(
     }
   }
 
-  // 408, 409, 429, 5xx, 529, or no answer at all: a provider failure, worth a retry or another
-  // judge.
+  // 408, 409, 429, 5xx, 529, or no answer at all: worth a retry or another judge.
+  return providerFailure(error, what, options);
+}
+
+/** What the API said (`HTTP 429 rate_limit_error: ... (request req_1)`), or why it said nothing. */
+function httpErrorText(error: InstanceType<Sdk['APIError']>): string {
+  if (error.status === undefined) {
+    const cause = (error.cause as Error | undefined)?.message;
+    return `connection failed: ${cause ?? error.message}`;
+  }
+  const request = error.requestID ? ` (request ${error.requestID})` : '';
+  const said = error.apiMessage ?? '(no message)';
+  return `HTTP ${error.status} ${error.type ?? 'error'}: ${said}${request}`;
+}
+
+/** A provider failure with what the policy reads: status, waits asked for, buckets, spend limit. */
+function providerFailure(
+  error: InstanceType<Sdk['APIError']>,
+  what: string,
+  options: EvalErrorOptions,
+): EvalProviderError {
   const failure = new EvalProviderError(what, options);
-  failure.status = status;
+  failure.status = error.status;
   failure.requestId = error.requestID ?? undefined;
   failure.retryAfterMs = parseRetryAfter(error.headers);
   failure.rateLimit = parseRateLimit(error.headers);
-  failure.spendLimit =
-    status === 429 && /spend|billing|credit/i.test(`${error.errorCode ?? ''} ${error.type ?? ''}`);
-  failure.unreachable = status === undefined;
+  const reason = `${error.errorCode ?? ''} ${error.type ?? ''}`;
+  failure.spendLimit = error.status === 429 && /spend|billing|credit/i.test(reason);
+  failure.unreachable = error.status === undefined;
   return failure;
 }
 
@@ -2923,6 +2943,46 @@ export function writeScores(file: string, rows: ScoreRow[], dimensions: string[]
  * not read.
  */
 function readScoreRows(file: string, content: Buffer, columns: string[]) {
+  // 1. Every record, with the line it starts on and the byte it ends at.
+  const records = csvRecords(file, content);
+
+  // 2. A last row without its line break is complete when it has every field; else a write was
+  // cut short, and it is torn.
+  const last = records.at(-1);
+  if (last && content[last.end - 1] !== 0x0a && last.fields.length !== columns.length) {
+    records.pop();
+  }
+  const completeBytes = records.at(-1)?.end ?? 0;
+  if (!isUtf8(content.subarray(0, completeBytes))) {
+    throw new EvalConfigurationError(`${file}: not valid UTF-8 text`);
+  }
+
+  // 3. The header must be the rubric's columns (a file cut inside its header is a start of it).
+  const header = records[0];
+  const headerMatches = header
+    ? header.fields.join(',') === columns.join(',')
+    : csvLine(columns).startsWith(content.toString());
+  if (!headerMatches) {
+    const found = header?.fields.join(',') ?? content;
+    throw new EvalConfigurationError(
+      `${file}: its header "${found}" differs from the rubric's columns "${columns}"; ` +
+        'write to another --output',
+    );
+  }
+
+  // 4. Every row has every field.
+  const rows = records.slice(1);
+  const bad = rows.find((row) => row.fields.length !== columns.length);
+  if (bad) {
+    throw new EvalInputError(
+      `${file}: line ${bad.line} has ${bad.fields.length} fields, expected ${columns.length}`,
+    );
+  }
+  return { rows: rows.map((row) => row.fields), completeBytes };
+}
+
+/** A CSV's records as csv-parse reads them; an open quote or a malformed last line is a torn end. */
+function csvRecords(file: string, content: Buffer) {
   const records: { fields: string[]; line: number; end: number }[] = [];
   let line = 1;
   const onRecord = (fields: string[], info: { bytes: number; lines: number }) => {
@@ -2948,36 +3008,7 @@ function readScoreRows(file: string, content: Buffer, columns: string[]) {
       });
     }
   }
-
-  // A last row without its line break is complete when it has every field; else a write was cut
-  // short.
-  const last = records.at(-1);
-  if (last && content[last.end - 1] !== 0x0a && last.fields.length !== columns.length) {
-    records.pop();
-  }
-  const completeBytes = records.at(-1)?.end ?? 0;
-  if (!isUtf8(content.subarray(0, completeBytes))) {
-    throw new EvalConfigurationError(`${file}: not valid UTF-8 text`);
-  }
-
-  const header = records[0];
-  const headerMatches = header
-    ? header.fields.join(',') === columns.join(',')
-    : csvLine(columns).startsWith(content.toString());
-  if (!headerMatches) {
-    const found = header?.fields.join(',') ?? content;
-    throw new EvalConfigurationError(
-      `${file}: its header "${found}" differs from the rubric's columns "${columns}"; write to another --output`,
-    );
-  }
-  const rows = records.slice(1);
-  const bad = rows.find((row) => row.fields.length !== columns.length);
-  if (bad) {
-    throw new EvalInputError(
-      `${file}: line ${bad.line} has ${bad.fields.length} fields, expected ${columns.length}`,
-    );
-  }
-  return { rows: rows.map((row) => row.fields), completeBytes };
+  return records;
 }
 
 /**
@@ -3518,37 +3549,57 @@ type ResultLine = { result?: BatchResult } | null;
  * through the chain.
  */
 async function collectBatchResults(run: Run, entry: BatchEntry, download = true): Promise<void> {
-  const primary = run.judges[0]!;
+  // 1. Each transcript's results, settled (written, or handed to the chain) as each completes.
+  const groups = resultGroups(entry);
   const rejudge: PendingItem[] = [];
+  if (download) {
+    await readBatchResults(run, entry, groups, rejudge); // not after 3 failed downloads: all missing
+  }
+  for (const group of groups.values()) {
+    settleBatchGroup(run, entry, group, rejudge); // those missing a result
+  }
 
-  // A transcript's k samples are its k requests in this batch, in order: its row waits until each
-  // has a result.
+  // 2. The chain for those without a usable answer. With --no-fallback no judge is left: the
+  // batch's own failure is the transcript's.
+  await judgeConcurrently(run, rejudge, run.options.fallback ? run.judges : []);
+
+  // 3. The rows, flushed once: until the batch leaves the state file, a rerun can re-read them.
+  appendDurably(run.scoreFile, '');
+  appendDurably(run.log, '');
+}
+
+/** A transcript's k samples are its k requests in this batch: its row waits for all k results. */
+function resultGroups(entry: BatchEntry): Map<string, Map<string, ResultLine>> {
   const groups = new Map<string, Map<string, ResultLine>>();
   for (const [customId, [taskId, model]] of Object.entries(entry.requests)) {
     const key = pairKey(taskId, model);
     if (!groups.has(key)) groups.set(key, new Map());
     groups.get(key)!.set(customId, null);
   }
+  return groups;
+}
 
+/** Streams a batch's results (in any order), settling each transcript once all its results came. */
+async function readBatchResults(
+  run: Run,
+  entry: BatchEntry,
+  groups: Map<string, Map<string, ResultLine>>,
+  rejudge: PendingItem[],
+): Promise<void> {
+  const primary = run.judges[0]!;
   try {
-    // Without a download (it failed three times), every request counts as missing and goes through
-    // the chain.
-    const results = download
-      ? await classified(primary, primary.client.messages.batches.results(entry.id!))
-      : [];
+    const results = await classified(primary, primary.client.messages.batches.results(entry.id!));
     for await (const line of results) {
-      // a line may be null, or not an object
-      const { custom_id = '', result } = (line ?? {}) as Partial<typeof line>;
-      const known = Object.hasOwn(entry.requests, custom_id);
-      if (!known) {
+      const { custom_id = '', result } = (line ?? {}) as Partial<typeof line>; // null, or not an object
+      if (!Object.hasOwn(entry.requests, custom_id)) {
         run.progress.log(
           `batch ${entry.id}: ignoring a result with unknown custom_id ${custom_id}`,
         );
         continue;
       }
       const [taskId, model] = entry.requests[custom_id]!;
-      const group = groups.get(pairKey(taskId, model)); // none: already settled
-      if (group === undefined) continue;
+      const group = groups.get(pairKey(taskId, model));
+      if (group === undefined) continue; // already settled
       group.set(custom_id, { result });
       if (![...group.values()].includes(null)) {
         groups.delete(pairKey(taskId, model));
@@ -3556,25 +3607,13 @@ async function collectBatchResults(run: Run, entry: BatchEntry, download = true)
       }
     }
   } catch (error) {
-    // A download cut off midway, even inside a line, is retried at the next poll: the batch stays
-    // in the state file.
+    // A download cut off midway, even inside a line, is tried again at the next poll.
     if (error instanceof SyntaxError) {
       const message = `batch ${entry.id} results were cut off: ${error.message}`;
       throw new EvalProviderError(message, { cause: error, judge: primary.model });
     }
     throw error instanceof EvalError ? error : classifyApiError(error, primary);
   }
-  for (const group of groups.values()) {
-    settleBatchGroup(run, entry, group, rejudge); // those missing a result
-  }
-
-  // With --no-fallback no judge is left: the batch's own failure is the transcript's.
-  await judgeConcurrently(run, rejudge, run.options.fallback ? run.judges : []);
-
-  // Rows from batch results are flushed once here: until the batch leaves the state file, a rerun
-  // can re-read them.
-  appendDurably(run.scoreFile, '');
-  appendDurably(run.log, '');
 }
 
 /**
