@@ -2075,11 +2075,13 @@ class RateGate {
     const known = this.buckets[family];
 
     // The refill rate, from when the bucket is full again; a full bucket says nothing of it. Timed
-    // from when the request left (the answer was written later): a late read cannot inflate it.
+    // from when the request left (the answer was written later), each estimate is at most the true
+    // rate, so the largest is the closest; a late read cannot inflate it.
     let rate = known?.rate ?? told.limit / 60_000;
     const since = cost.startedAt ?? now;
     if (told.remaining < told.limit && told.resetAt > since) {
-      rate = (told.limit - told.remaining) / (told.resetAt - since);
+      const observed = (told.limit - told.remaining) / (told.resetAt - since);
+      rate = known === undefined ? observed : Math.max(known.rate, observed);
     }
 
     let level = told.remaining;
