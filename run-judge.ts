@@ -1971,6 +1971,7 @@ class RateGate {
   private readonly firstAnswer: Promise<void>;
   private resolveFirstAnswer = () => {};
   private inFlight = 0;
+  private roundTripMs = 0; // the last request's, from its start to its answer
   private readonly inFlightCost: Record<Family, number> = {
     requests: 0,
     'input-tokens': 0,
@@ -2028,6 +2029,7 @@ class RateGate {
 
   /** Learns from an answer (or a failure): the headers tell the buckets, the usage the tokens. */
   observe(info: RateLimitInfo | undefined, cost: Cost, usage?: Usage): void {
+    this.roundTripMs = this.clock.now() - (cost.startedAt ?? this.clock.now());
     this.abandon(cost);
     this.answered = true;
     setImmediate(this.resolveFirstAnswer); // once this answer is handled: a 401 stops the run first
@@ -2074,14 +2076,15 @@ class RateGate {
     const now = this.clock.now();
     const known = this.buckets[family];
 
-    // The refill rate, from when the bucket is full again; a full bucket says nothing of it. Timed
-    // from when the request left (the answer was written later), each estimate is at most the true
-    // rate, so the largest is the closest; a late read cannot inflate it.
+    // The refill rate, from when the bucket is full again (a full bucket says nothing of it; the
+    // API's buckets refill their limit in a minute). `remaining` is rounded down: the deficit is
+    // half a unit less on average. Only a reset further away than the request's round trip is
+    // trusted: a late read of a near reset would inflate the rate.
     let rate = known?.rate ?? told.limit / 60_000;
-    const since = cost.startedAt ?? now;
-    if (told.remaining < told.limit && told.resetAt > since) {
-      const observed = (told.limit - told.remaining) / (told.resetAt - since);
-      rate = known === undefined ? observed : Math.max(known.rate, observed);
+    const deficit = told.limit - told.remaining - 0.5;
+    const roundTrip = now - (cost.startedAt ?? now);
+    if (deficit > 0 && told.resetAt - now > roundTrip) {
+      rate = deficit / (told.resetAt - now);
     }
 
     let level = told.remaining;
@@ -2104,7 +2107,11 @@ class RateGate {
     for (const family of RATE_FAMILIES) {
       const bucket = this.buckets[family];
       if (bucket === undefined || cost[family] <= 0) continue;
-      const need = Math.min(cost[family], bucket.limit); // larger than the bucket: wait till it is full
+      // Requests sent one after another may reach the API together, and a full bucket does not
+      // fill: so also keep what the bucket refills in a round trip. Larger than the bucket: wait
+      // until it is full.
+      const margin = bucket.rate * this.roundTripMs;
+      const need = Math.min(cost[family] + margin, bucket.limit);
       const level = this.levelOf(bucket, now);
       if (level < need) wait = Math.max(wait, (need - level) / bucket.rate);
     }
