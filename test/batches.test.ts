@@ -55,12 +55,13 @@ const isRetrieve = (req: IncomingMessage) => /^GET \/v1\/messages\/batches\/[^/]
 const isResults = (req: IncomingMessage) => /^GET \/v1\/messages\/batches\/[^/]+\/results$/.test(route(req));
 
 /**
- * setupRun, plus `http`: every request the fake receives as "METHOD /path" (batch endpoints included, which
- * `fake.requests` leaves out), and `intercept`: for what the fake cannot script (a create the API rejects, a results
- * download cut off); it returns the interceptor's removal.
+ * setupRun on a jump clock (in-process runs wait for no poll or backoff; a spawned CLI keeps real time), plus `http`:
+ * every request the fake receives as "METHOD /path" (batch endpoints included, which `fake.requests` leaves out), and
+ * `intercept`: for what the fake cannot script (a create the API rejects, a results download cut off); it returns the
+ * interceptor's removal.
  */
 async function setup(t: TestContext, fakeOpts: FakeOptions = {}, wsOpts: WorkspaceOptions = {}) {
-  const base = await setupRun(t, fakeOpts, wsOpts);
+  const base = await setupRun(t, { clock: true, ...fakeOpts }, wsOpts);
   // The fake keeps its server private; wrapping its request listener changes nothing else.
   const server = (base.fake as unknown as { server: Server }).server;
   const fakeHandlers = server.listeners('request') as Intercept[];

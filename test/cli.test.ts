@@ -711,6 +711,7 @@ describe('output streams: stdout stays clean, stderr holds plain one-line messag
       latencyMs: 20,
       responder: (req, i) =>
         i === 0 ? rateLimited('0.05') : tagOf(req) === 'm02/proof03' ? { text: 'prose' } : undefined,
+      clock: true,
     });
     const result = await run();
     assert.equal(result.code, 1, result.stderr);

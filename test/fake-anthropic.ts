@@ -1,4 +1,5 @@
 // Loopback fake of the Anthropic Messages API; tests and the benchmark drive it through the real SDK.
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } from 'node:http';
@@ -170,6 +171,18 @@ export class FakeAnthropic {
   private readonly buckets: Partial<Record<BucketName, BucketState>> = {};
   /** Every cacheable prefix (its exact pieces) admitted so far. */
   private readonly cached = new Set<string>();
+  /** This process's requests to the fake (undici's, as fetch makes them) sent and not yet answered in full. */
+  private readonly open = new Set<object>();
+  /** Requests the fake holds on purpose: a hang, or a reply whose `until` has not settled. */
+  private held = 0;
+  private settledWaiters: (() => void)[] = [];
+  private readonly onRequestCreate = (message: unknown) => {
+    const request = (message as { request: { origin?: unknown } }).request;
+    if (request.origin === this.url) this.open.add(request);
+  };
+  private readonly onRequestDone = (message: unknown) => {
+    if (this.open.delete((message as { request: object }).request)) this.checkSettled();
+  };
 
   private constructor(server: Server, url: string, opts: FakeOptions) {
     this.server = server;
@@ -189,7 +202,42 @@ export class FakeAnthropic {
     await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
     const { port } = server.address() as AddressInfo;
     fake = new FakeAnthropic(server, `http://127.0.0.1:${port}`, opts);
+    subscribe('undici:request:create', fake.onRequestCreate);
+    subscribe('undici:request:trailers', fake.onRequestDone);
+    subscribe('undici:request:error', fake.onRequestDone);
     return fake;
+  }
+
+  /**
+   * Resolves once no request from this process is on its way to the fake, being answered, or on its way back, except
+   * those the fake holds on purpose (a hang, an `until`): a jump clock waits for this before it moves time on, so
+   * time does not run ahead of the requests in flight (their arrival and answer times stay what real time makes them).
+   */
+  settled(): Promise<void> {
+    if (this.isSettled()) return Promise.resolve();
+    return new Promise((resolve) => this.settledWaiters.push(resolve));
+  }
+
+  private isSettled(): boolean {
+    return this.closed || this.open.size <= this.held;
+  }
+
+  private checkSettled(): void {
+    if (!this.isSettled()) return;
+    const waiters = this.settledWaiters;
+    this.settledWaiters = [];
+    for (const resolve of waiters) resolve();
+  }
+
+  /** Counts a request the fake holds on purpose until `released` settles (never, for a hang). */
+  private holdUntil(released: Promise<unknown>): void {
+    this.held++;
+    this.checkSettled();
+    const release = () => {
+      this.held--;
+      this.checkSettled();
+    };
+    void released.then(release, release);
   }
 
   enqueue(...replies: Reply[]): void {
@@ -214,6 +262,10 @@ export class FakeAnthropic {
 
   async close(): Promise<void> {
     this.closed = true;
+    unsubscribe('undici:request:create', this.onRequestCreate);
+    unsubscribe('undici:request:trailers', this.onRequestDone);
+    unsubscribe('undici:request:error', this.onRequestDone);
+    this.checkSettled();
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve())); // ignore "not running" on a second close
@@ -255,7 +307,10 @@ export class FakeAnthropic {
     const reply: Reply = rl?.limited
       ? { kind: 'error', status: 429, type: 'rate_limit_error', message: RATE_LIMIT_MESSAGE }
       : this.pick(recorded, index);
-    if (reply.kind === 'hang') return;
+    if (reply.kind === 'hang') {
+      this.holdUntil(new Promise((resolve) => res.once('close', resolve)));
+      return;
+    }
 
     const delay = (this.opts.latencyMs ?? 0) + (reply.delayMs ?? 0);
     const answerLater = () => {
@@ -276,8 +331,12 @@ export class FakeAnthropic {
       }, delay); // one timer per request, so concurrent requests see the latency in parallel
       this.timers.add(timer);
     };
-    if (reply.until) void reply.until.then(answerLater, answerLater);
-    else answerLater();
+    if (reply.until) {
+      this.holdUntil(reply.until);
+      void reply.until.then(answerLater, answerLater);
+    } else {
+      answerLater();
+    }
   }
 
   // Message Batches: create, retrieve (ends after N polls), and results as JSONL in reverse order (results come in any order).

@@ -13,7 +13,7 @@ import { parse as parseCsvSync } from 'csv-parse/sync';
 import { stringify as stringifyCsv } from 'csv-stringify/sync';
 import { FakeAnthropic } from './fake-anthropic.ts';
 import type { FakeOptions, RecordedRequest } from './fake-anthropic.ts';
-import type { JudgeConfig, ReferenceKey, Task, Transcript } from '../run-judge.ts';
+import type { Clock, JudgeConfig, ReferenceKey, Task, Transcript } from '../run-judge.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Paths and constants
@@ -83,38 +83,103 @@ export function writeJson(file: string, value: unknown): string {
 // Time: a clock that jumps instead of waiting
 // ---------------------------------------------------------------------------------------------
 
-/** run-judge's injectable clock, as PLAN.md defines it (run-judge.ts will export it; defined here until then). */
-export type Clock = { now(): number; sleep(ms: number, signal?: AbortSignal): Promise<void> };
+/**
+ * A clock whose sleeps skip ahead while nothing is in flight; `jumpedMs()` says how far it is ahead of the real one;
+ * `waitFor(settled)` adds what it waits for before each jump (a fake's `settled`: startFake adds it).
+ */
+export type JumpClock = Clock & { jumpedMs(): number; waitFor(settled: () => Promise<void>): void };
 
-/** A clock whose sleeps take no real time; `jumpedMs()` says how far it is ahead of the real one. */
-export type JumpClock = Clock & { jumpedMs(): number };
+type Sleeper = { target: number; timer?: ReturnType<typeof setTimeout>; wake(): void };
+
+const nextMacrotask = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** The pending requests of this process that are work under way (files, connections), not idle handles. */
+const IO_REQUESTS = new Set(['FSReqCallback', 'FSReqPromise', 'TCPConnectWrap', 'GetAddrInfoReqWrap']);
+const ioPending = () => process.getActiveResourcesInfo().some((name) => IO_REQUESTS.has(name));
 
 /**
- * A test clock: now() is the real time plus an offset; sleep(ms) moves the offset on to its wake time (now() + ms),
- * never back, then resolves on the next macrotask, or rejects with the signal's reason once it is aborted. No sleep
- * wakes before its time; sleepers waiting for the same moment (a deadline less now()) jump time once, to the latest.
+ * A test clock: now() is the real time plus an offset, and time runs as real time does, except that while nothing is
+ * under way (every fake settled: no request on its way, being answered or on its way back; no file or connection
+ * request pending; what the last answers set off has run) it skips ahead to the earliest sleeper's wake time
+ * (now() + ms at the call) and wakes every sleeper due. So sleepers wake in order and never early, a request's latency
+ * stays real, and nothing waits for real for a sleep. A sleep rejects with its signal's reason once it is aborted.
  */
 export function jumpClock(): JumpClock {
   let offset = 0;
+  const sleepers = new Set<Sleeper>();
+  const settlers: (() => Promise<void>)[] = [];
+  let moving = false;
   const now = () => Date.now() + offset;
+
+  const wake = (sleeper: Sleeper) => {
+    clearTimeout(sleeper.timer);
+    sleepers.delete(sleeper);
+    sleeper.wake();
+  };
+  // As with real time, a sleeper wakes at its time while something is under way (unref'd: the loop below wakes it too).
+  const arm = (sleeper: Sleeper) => {
+    clearTimeout(sleeper.timer);
+    const realMs = Math.min(2 ** 31 - 1, Math.max(0, sleeper.target - now())); // a timer's longest
+    sleeper.timer = setTimeout(() => wake(sleeper), realMs);
+    sleeper.timer.unref();
+  };
+
+  const idle = async () => {
+    for (;;) {
+      await nextMacrotask(); // every sleeper of this turn is in
+      await Promise.all(settlers.map((settled) => settled()));
+      await nextMacrotask(); // what the last answers set off (microtasks) has run
+      if (!ioPending()) return;
+      await delay(1);
+    }
+  };
+
+  const moveOn = async () => {
+    moving = true;
+    while (sleepers.size > 0) {
+      await idle();
+      if (sleepers.size === 0) break;
+      const earliest = Math.min(...[...sleepers].map((sleeper) => sleeper.target));
+      offset = Math.max(offset, earliest - Date.now());
+      for (const sleeper of [...sleepers]) {
+        if (sleeper.target <= now()) wake(sleeper);
+        else arm(sleeper); // time moved on: its real wait is shorter now
+      }
+    }
+    moving = false;
+  };
+
   const sleep = (ms: number, signal?: AbortSignal) => {
     if (signal?.aborted) return Promise.reject(signal.reason);
     const waitMs = Number.isFinite(ms) && ms > 0 ? ms : 0; // as setTimeout: a bad or overflowing delay waits nothing
-    const target = now() + waitMs;
-    offset = Math.max(offset, target - Date.now());
     return new Promise<void>((resolve, reject) => {
       const abort = () => {
-        clearImmediate(wake);
+        clearTimeout(sleeper.timer);
+        sleepers.delete(sleeper);
         reject(signal!.reason);
       };
-      const wake = setImmediate(() => {
-        signal?.removeEventListener('abort', abort);
-        resolve();
-      });
+      const sleeper: Sleeper = {
+        target: now() + waitMs,
+        wake: () => {
+          signal?.removeEventListener('abort', abort);
+          resolve();
+        },
+      };
       signal?.addEventListener('abort', abort, { once: true });
+      sleepers.add(sleeper);
+      arm(sleeper);
+      if (!moving) void moveOn();
     });
   };
-  return { now, sleep, jumpedMs: () => offset };
+
+  return {
+    now,
+    sleep,
+    jumpedMs: () => offset,
+    waitFor: (settled) => {
+      settlers.push(settled);
+    },
+  };
 }
 
 /** An answer held in flight: give the fake `until` in a reply, call `release()` once the test has seen what it waits for. */
@@ -247,8 +312,12 @@ export function judgeEntry(model: string, overrides: Partial<JudgeEntry> = {}): 
 export async function startFake(t: TestContext, opts: FakeOptions = {}): Promise<FakeAnthropic> {
   const fake = await FakeAnthropic.start(opts);
   t.after(() => fake.close());
+  if (opts.clock && isJumpClock(opts.clock)) opts.clock.waitFor(() => fake.settled());
   return fake;
 }
+
+const isJumpClock = (clock: FakeOptions['clock'] | Clock): clock is JumpClock =>
+  typeof (clock as JumpClock).waitFor === 'function';
 
 /** The tag each generated transcript carries in its first message, so the fake can tell transcripts apart. */
 export const tagLine = (model: string, taskId: string) => `test-tag ${model}/${taskId}`;
@@ -466,9 +535,7 @@ export async function runMain(args: string[], opts: MainOptions = {}): Promise<M
   const stdout = collector();
   const stderr = collector();
   if (opts.isTTY) stderr.isTTY = true;
-  // Not a literal in the call: today's IO type has no clock, and main ignores what it does not know.
-  const io = { env: runEnv(opts), stdout, stderr, clock: opts.clock };
-  const code = await main(args, io);
+  const code = await main(args, { env: runEnv(opts), stdout, stderr, clock: opts.clock });
   return { code, stdout: stdout.text(), stderr: stderr.text() };
 }
 

@@ -14,6 +14,7 @@ import {
   answerJson,
   csvRows,
   goodScores,
+  jumpClock,
   judgeConfig,
   judgeEntry,
   keyEnv,
@@ -27,8 +28,16 @@ import {
   assertAnswerSchema,
   allowedScoresOf,
 } from './helpers.ts';
+import type { JumpClock } from './helpers.ts';
 import type { FakeOptions, RecordedRequest, Reply } from './fake-anthropic.ts';
-import type { Decision, EvalError as EvalErrorType, Judge, JudgeConfig, TranscriptImage } from '../run-judge.ts';
+import type {
+  Clock,
+  Decision,
+  EvalError as EvalErrorType,
+  Judge,
+  JudgeConfig,
+  TranscriptImage,
+} from '../run-judge.ts';
 
 // Destructured, not imported by name: a renamed export then fails its own tests, not the whole file.
 const {
@@ -63,16 +72,17 @@ const rubric = loadRubric(RUBRIC_FILE);
 
 // ---- Local helpers ---------------------------------------------------------------------------------------------------
 
-/** The judges of `configs` (primary first), whose requests go to `baseUrl`. */
-const judgesAt = (baseUrl: string, configs: JudgeConfig[], env = keyEnv(), fallback = true) =>
+/** The judges of `configs` (primary first), whose requests go to `baseUrl`; `clock` (default the real one) times their waits. */
+const judgesAt = (baseUrl: string, configs: JudgeConfig[], env = keyEnv(), fallback = true, clock?: Clock) =>
   createJudges(
     { judge: configs[0]!, fallback_judges: configs.slice(1) },
     { ...env, ANTHROPIC_BASE_URL: baseUrl },
     fallback,
+    clock,
   );
 /** One judge (judgeConfig with `overrides`) whose requests go to `baseUrl`. */
-const judgeAt = async (baseUrl: string, overrides: Partial<JudgeConfig> = {}, env = keyEnv()) =>
-  (await judgesAt(baseUrl, [judgeConfig(overrides)], env))[0]!;
+const judgeAt = async (baseUrl: string, overrides: Partial<JudgeConfig> = {}, env = keyEnv(), clock?: Clock) =>
+  (await judgesAt(baseUrl, [judgeConfig(overrides)], env, true, clock))[0]!;
 const callWith = (judge: Judge, prompt = 'PROMPT-TEXT') =>
   callJudge(judge, buildJudgeRequest(judge, prompt, { rubric }));
 const retriedCall = (judge: Judge, prompt = 'PROMPT-TEXT') =>
@@ -705,24 +715,32 @@ describe('decide: what one failed attempt means', () => {
 // ---- The retry layer on one judge ------------------------------------------------------------------------------------
 
 describe('callJudgeWithRetries: 429 and 529 are retried on the same judge, within its budget', () => {
-  const judgeWith = (url: string, retry: JudgeConfig['retry'], overrides: Partial<JudgeConfig> = {}) =>
-    judgeAt(url, { retry, ...overrides });
+  const judgeWith = (
+    url: string,
+    retry: JudgeConfig['retry'],
+    overrides: Partial<JudgeConfig> = {},
+    clock?: Clock,
+  ) => judgeAt(url, { retry, ...overrides }, keyEnv(), clock);
   const quick = { max_retries: 3, budget_s: 5, base_delay_s: 0.01 };
 
   test('429 with retry-after, then success: two requests to the same judge, the answer returned', async (t) => {
-    const fake = await startFake(t);
+    const clock = jumpClock();
+    const fake = await startFake(t, { clock });
     fake.enqueue(rateLimited('0.05'));
-    const answer = await retriedCall(await judgeWith(fake.url, quick));
+    const answer = await retriedCall(await judgeWith(fake.url, quick, {}, clock));
     assert.deepEqual(fake.requests.map(modelOf), ['claude-test-judge', 'claude-test-judge']);
     assert.ok(fake.requests[1]!.at >= fake.requests[0]!.at, 'the retry came after the 429');
+    const waited = fake.requests[1]!.at - fake.requests[0]!.at;
+    assert.ok(waited >= 50, `the retry waited out the retry-after: ${waited} ms`);
     assert.equal(answer.judge, 'claude-test-judge');
     assert.deepEqual(verdictFromAnswer(answer, rubric).scores, goodScores());
   });
 
   test('529 overloaded is retried on the same judge', async (t) => {
-    const fake = await startFake(t);
+    const clock = jumpClock();
+    const fake = await startFake(t, { clock });
     fake.enqueue(apiError(529, 'overloaded_error', 'Overloaded'));
-    const answer = await retriedCall(await judgeWith(fake.url, quick));
+    const answer = await retriedCall(await judgeWith(fake.url, quick, {}, clock));
     assert.equal(fake.requests.length, 2);
     assert.equal(answer.stopReason, 'end_turn');
   });
@@ -748,9 +766,10 @@ describe('callJudgeWithRetries: 429 and 529 are retried on the same judge, withi
   });
 
   test('max_retries bounds the retries: the 429 past it is thrown after 1 + max_retries requests', async (t) => {
-    const fake = await startFake(t, { responder: () => rateLimited('0.01') });
+    const clock = jumpClock();
+    const fake = await startFake(t, { responder: () => rateLimited('0.01'), clock });
     await assert.rejects(
-      retriedCall(await judgeWith(fake.url, { ...quick, max_retries: 2 })),
+      retriedCall(await judgeWith(fake.url, { ...quick, max_retries: 2 }, {}, clock)),
       failure('EvalProviderError', { status: 429 }),
     );
     assert.equal(fake.requests.length, 3);
@@ -1064,6 +1083,7 @@ describe('retries and fallbacks in a run', () => {
   test('429 then success on the same judge, after retry-after; the wait is not a failed attempt', async (t) => {
     const { fake, ws, run } = await setupRun(t, {
       responder: (_req, i) => (i === 0 ? rateLimited('0.05') : undefined),
+      clock: true,
     });
     const result = await run(ONE);
     assert.equal(result.code, 0, result.stderr);
@@ -1076,7 +1096,10 @@ describe('retries and fallbacks in a run', () => {
 
   test('529 overloaded is retried on the same judge', async (t) => {
     const overloaded = apiError(529, 'overloaded_error', 'Overloaded', { headers: { 'retry-after': '0.02' } });
-    const { fake, ws, run } = await setupRun(t, { responder: (_req, i) => (i === 0 ? overloaded : undefined) });
+    const { fake, ws, run } = await setupRun(t, {
+      responder: (_req, i) => (i === 0 ? overloaded : undefined),
+      clock: true,
+    });
     const result = await run(ONE);
     assert.equal(result.code, 0, result.stderr);
     assert.deepEqual(fake.requests.map(modelOf), ['judge-a', 'judge-a']);
@@ -1096,6 +1119,7 @@ describe('retries and fallbacks in a run', () => {
             calls.set(tag, (calls.get(tag) ?? 0) + 1);
             return modelOf(req) === 'judge-a' && fake.requests.length !== answersOnly ? overloaded : undefined;
           },
+          clock: true,
         },
         { models: 2, judge: judgeEntry('judge-a', { retry }), fallbacks },
       );
@@ -1130,7 +1154,10 @@ describe('retries and fallbacks in a run', () => {
   });
 
   test('429 without retry-after backs off and retries on the same judge', async (t) => {
-    const { fake, ws, run } = await setupRun(t, { responder: (_req, i) => (i < 2 ? rateLimited() : undefined) });
+    const { fake, ws, run } = await setupRun(t, {
+      responder: (_req, i) => (i < 2 ? rateLimited() : undefined),
+      clock: true,
+    });
     const result = await run(ONE);
     assert.equal(result.code, 0, result.stderr);
     assert.deepEqual(fake.requests.map(modelOf), ['judge-a', 'judge-a', 'judge-a']);
@@ -1160,7 +1187,7 @@ describe('retries and fallbacks in a run', () => {
   test('429s beyond max_retries fall back after exactly 1 + max_retries requests', async (t) => {
     const { fake, ws, run } = await setupRun(
       t,
-      { responder: (req) => (modelOf(req) === 'judge-a' ? rateLimited('0.01') : undefined) },
+      { responder: (req) => (modelOf(req) === 'judge-a' ? rateLimited('0.01') : undefined), clock: true },
       { judge: judgeEntry('judge-a', { retry: { max_retries: 3, budget_s: 5, base_delay_s: 0.01 } }) },
     );
     const result = await run(ONE);
@@ -1199,6 +1226,7 @@ describe('retries and fallbacks in a run', () => {
     // The 429 is answered at once; the others take 50 ms, so their workers ask for the next request during the pause.
     const { fake, run } = await setupRun(t, {
       responder: (_req, i) => (i === 0 ? rateLimited('0.3') : { text: answerJson(), delayMs: 50 }),
+      clock: true,
     });
     const result = await run(['--concurrency', '3']);
     assert.equal(result.code, 0, result.stderr);
@@ -1289,7 +1317,7 @@ describe('retries and fallbacks in a run', () => {
 describe('rate-limit pacing in a run: every bucket the API reports, as token buckets', () => {
   /** A run of 15 transcripts at --concurrency 15 against the fake's buckets; every row must come from judge-a. */
   async function pacedRun(t: TestContext, buckets: FakeOptions['buckets'], only: string[] = []) {
-    const { fake, ws, run } = await setupRun(t, { buckets, latencyMs: 20 }, { models: 5 });
+    const { fake, ws, run, clock } = await setupRun(t, { buckets, latencyMs: 20, clock: true }, { models: 5 });
     const result = await run(['--concurrency', '15', ...only]);
     assert.equal(result.code, 0, result.stderr);
     assert.equal(rowCount(ws.output), only.length ? 1 : 15);
@@ -1302,22 +1330,25 @@ describe('rate-limit pacing in a run: every bucket the API reports, as token buc
     return {
       fake,
       seconds: (fake.requests.at(-1)!.at - first) / 1000,
+      // The clock skips ahead only over waits (real time runs while requests are in flight): the pacer's own waiting.
+      waitedS: (clock as JumpClock).jumpedMs() / 1000,
       inputTokens: log[0]!.answers[0]!.usage.input_tokens,
     };
   }
 
   // How close a run keeps to the refill is measured by `npm run bench` (b), not here: these machines are shared.
   test('requests: a bucket of 5 refilling 20 a second: no 429, the requests paced to the refill', async (t) => {
-    const { fake, seconds } = await pacedRun(t, { requests: { capacity: 5, perSecond: 20 } });
+    const { fake, seconds, waitedS } = await pacedRun(t, { requests: { capacity: 5, perSecond: 20 } });
     assert.equal(fake.count429, 0, 'the first burst and every request after fit the bucket');
     assert.ok(seconds >= (15 - 5) / 20 - 0.1, `paced: the last request started after ${seconds} s`);
+    assert.ok(waitedS <= 1.5 * ((15 - 5) / 20), `no slower than the refill: the pacer waited ${waitedS} s`);
   });
 
   test('input tokens: a bucket of 3 prompts refilling 20 prompts a second binds, not requests; no 429', async (t) => {
     // Measured from the first answer: each prompt's input tokens, as the fake counts them.
     const probe = await pacedRun(t, {}, ['--task', 'proof01', '--model', 'm01']);
     const perPrompt = probe.inputTokens;
-    const { fake, seconds } = await pacedRun(t, {
+    const { fake, seconds, waitedS } = await pacedRun(t, {
       inputTokens: { capacity: 3 * perPrompt, perSecond: 20 * perPrompt },
     });
     assert.ok(
@@ -1325,15 +1356,17 @@ describe('rate-limit pacing in a run: every bucket the API reports, as token buc
       `${fake.count429} rejected: the tokens a prompt takes are learned from the first answer`,
     );
     assert.ok(seconds >= (15 - 3) / 20 - 0.1, `paced on tokens: the last request started after ${seconds} s`);
+    assert.ok(waitedS <= 1.5 * ((15 - 3) / 20), `no slower than the refill: the pacer waited ${waitedS} s`);
   });
 });
 
 describe('rate-limit pacing never stalls when later answers carry no headers', () => {
   test('one answer says 2 of 3 remain, then three 500s without headers: what started refills; all six are tried', async (t) => {
+    const clock = jumpClock();
     const headers = () => ({
       'anthropic-ratelimit-requests-limit': '3',
       'anthropic-ratelimit-requests-remaining': '2',
-      'anthropic-ratelimit-requests-reset': new Date(Date.now() + 200).toISOString(),
+      'anthropic-ratelimit-requests-reset': new Date(clock.now() + 200).toISOString(),
     });
     const { fake, run } = await setupRun(
       t,
@@ -1344,6 +1377,7 @@ describe('rate-limit pacing never stalls when later answers carry no headers', (
             : i <= 3
               ? apiError(500, 'api_error', 'down')
               : undefined,
+        clock,
       },
       { fallbacks: [] },
     );
@@ -1352,6 +1386,7 @@ describe('rate-limit pacing never stalls when later answers carry no headers', (
     const result = await run(['--concurrency', '1']).finally(() => clearTimeout(guard));
     assert.equal(result.code, 1, result.stderr);
     assert.equal(fake.requests.length, 6, 'every transcript was tried');
+    assert.ok(clock.jumpedMs() < 5000, `no stall passed as a wait: the clock jumped ${clock.jumpedMs()} ms`);
   });
 });
 
@@ -1367,6 +1402,7 @@ describe('a configuration error stops the whole run', () => {
           tagOf(req) === 'm01/proof01' && ++primaryRequests === 2
             ? apiError(401, 'authentication_error', 'invalid x-api-key')
             : rateLimited('0.2'),
+        clock: true,
       },
       { judge: judgeEntry('judge-a', { retry: { max_retries: 20, budget_s: 30, base_delay_s: 0.05 } }) },
     );
@@ -1432,6 +1468,7 @@ describe('rate-limit waits are bounded: a retry-after that is zero, negative, un
     test(`a run: a 429 with retry-after ${label}, then a valid answer: scored by the primary after 2 requests`, async (t) => {
       const { fake, ws, run } = await setupRun(t, {
         responder: (_req, i) => (i === 0 ? rateLimited(value) : undefined),
+        clock: true,
       });
       const result = await run(ONE);
       assert.equal(result.code, 0, result.stderr);
