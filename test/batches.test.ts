@@ -43,7 +43,8 @@ const BATCH = ['--batch', '--poll-interval', '0.01'];
 const CUSTOM_ID = /^[A-Za-z0-9_-]{1,64}$/;
 const CREATE = 'POST /v1/messages/batches';
 const SYNC_CALL = 'POST /v1/messages';
-const PNG_1X1 = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==';
+const PNG_1X1 =
+  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==';
 const GIF_1X1 = 'R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7';
 
 /** Sees a request before the fake does; returns true when it answered the request itself. */
@@ -51,8 +52,10 @@ type Intercept = (req: IncomingMessage, res: ServerResponse) => boolean;
 
 const route = (req: IncomingMessage) => `${req.method} ${(req.url ?? '').split('?')[0]}`;
 const isCreate = (req: IncomingMessage) => route(req) === CREATE;
-const isRetrieve = (req: IncomingMessage) => /^GET \/v1\/messages\/batches\/[^/]+$/.test(route(req));
-const isResults = (req: IncomingMessage) => /^GET \/v1\/messages\/batches\/[^/]+\/results$/.test(route(req));
+const isRetrieve = (req: IncomingMessage) =>
+  /^GET \/v1\/messages\/batches\/[^/]+$/.test(route(req));
+const isResults = (req: IncomingMessage) =>
+  /^GET \/v1\/messages\/batches\/[^/]+\/results$/.test(route(req));
 
 /**
  * setupRun on a jump clock (in-process runs wait for no poll or backoff; a spawned CLI keeps real time), plus `http`:
@@ -81,11 +84,24 @@ async function setup(t: TestContext, fakeOpts: FakeOptions = {}, wsOpts: Workspa
 }
 
 /** Answers an intercepted request with an API error, once its body is read; a 529 may be retried at once. */
-function answerError(req: IncomingMessage, res: ServerResponse, status: number, type: string, message: string) {
-  const headers = { 'content-type': 'application/json', ...(status === 529 ? { 'retry-after-ms': '0' } : {}) };
+function answerError(
+  req: IncomingMessage,
+  res: ServerResponse,
+  status: number,
+  type: string,
+  message: string,
+) {
+  const headers = {
+    'content-type': 'application/json',
+    ...(status === 529 ? { 'retry-after-ms': '0' } : {}),
+  };
   req
     .resume()
-    .on('end', () => res.writeHead(status, headers).end(JSON.stringify({ type: 'error', error: { type, message } })));
+    .on('end', () =>
+      res
+        .writeHead(status, headers)
+        .end(JSON.stringify({ type: 'error', error: { type, message } })),
+    );
   return true;
 }
 
@@ -100,7 +116,10 @@ function rewriteBody(res: ServerResponse, rewrite: (body: string) => string): fa
 const dropResults = (body: string, dropped: string[]) =>
   body
     .split('\n')
-    .filter((line) => line !== '' && !dropped.includes((JSON.parse(line) as { custom_id: string }).custom_id))
+    .filter(
+      (line) =>
+        line !== '' && !dropped.includes((JSON.parse(line) as { custom_id: string }).custom_id),
+    )
     .map((line) => `${line}\n`)
     .join('');
 
@@ -116,7 +135,11 @@ const count = (http: string[], line: string) => http.filter((seen) => seen === l
 const readState = (file: string) =>
   JSON.parse(fs.readFileSync(file, 'utf8')) as {
     version: number;
-    batches: { id: string | null; judge: string; requests: Record<string, [string, string, string]> }[];
+    batches: {
+      id: string | null;
+      judge: string;
+      requests: Record<string, [string, string, string]>;
+    }[];
   };
 
 /** The text prompt of a request: the whole content, or its first block. */
@@ -144,7 +167,9 @@ function logByKey(file: string) {
 /** Appends `marker` to the last message of a workspace transcript. */
 function editTranscript(ws: Workspace, model: string, taskId: string, marker: string): void {
   const file = path.join(ws.transcripts, model, `${taskId}.json`);
-  const transcript = JSON.parse(fs.readFileSync(file, 'utf8')) as { messages: { content: string }[] };
+  const transcript = JSON.parse(fs.readFileSync(file, 'utf8')) as {
+    messages: { content: string }[];
+  };
   transcript.messages.at(-1)!.content += ` ${marker}`;
   fs.writeFileSync(file, JSON.stringify(transcript, null, 2));
 }
@@ -154,7 +179,11 @@ function expectedPrompt(ws: Workspace, model: string, taskId: string): string {
   return buildJudgePrompt(
     loadJson(path.join(ws.tasks, `${taskId}.json`)) as Task,
     loadJson(path.join(ws.referenceKeys, `${taskId}.json`)) as ReferenceKey,
-    loadTranscript({ task_id: taskId, model, path: path.join(ws.transcripts, model, `${taskId}.json`) }),
+    loadTranscript({
+      task_id: taskId,
+      model,
+      path: path.join(ws.transcripts, model, `${taskId}.json`),
+    }),
     loadRubric(ws.rubric),
   );
 }
@@ -162,7 +191,11 @@ function expectedPrompt(ws: Workspace, model: string, taskId: string): string {
 /** The shipped rubric with proof_scaffolding allowing 0, 2 or 4: enums must follow the rubric, not 0..2. */
 function rubricWithGaps(): { text: string; allowed: Record<string, number[]> } {
   const rubric = shippedRubricJson();
-  rubric.dimensions.find((d) => d.name === 'proof_scaffolding')!.scores = { 0: 'none', 2: 'some', 4: 'excellent' };
+  rubric.dimensions.find((d) => d.name === 'proof_scaffolding')!.scores = {
+    0: 'none',
+    2: 'some',
+    4: 'excellent',
+  };
   const allowed = allowedScoresOf(rubric);
   return { text: JSON.stringify(rubric, null, 2), allowed };
 }
@@ -170,7 +203,9 @@ function rubricWithGaps(): { text: string; allowed: Record<string, number[]> } {
 // ---------------------------------------------------------------------------------------------
 describe('--batch: submission and results', () => {
   test('one batch of every pending transcript, recorded in the state file before the create; rows and log from the results', async (t) => {
-    const { fake, http, ws, run, intercept, stateFile } = await setup(t, { batch: { pollsUntilEnded: 2 } });
+    const { fake, http, ws, run, intercept, stateFile } = await setup(t, {
+      batch: { pollsUntilEnded: 2 },
+    });
     let stateAtCreate: ReturnType<typeof readState> | undefined;
     intercept((req) => {
       if (isCreate(req) && fs.existsSync(stateFile)) stateAtCreate = readState(stateFile);
@@ -183,12 +218,19 @@ describe('--batch: submission and results', () => {
     assert.equal(count(http, SYNC_CALL), 0, 'no synchronous call');
     assert.equal(fake.batches.length, 1);
     const requests = fake.batches[0]!.requests;
-    assert.deepEqual(requests.map((r) => tagOfParams(r.params)).sort(), keysOf(ws), 'one request per transcript');
+    assert.deepEqual(
+      requests.map((r) => tagOfParams(r.params)).sort(),
+      keysOf(ws),
+      'one request per transcript',
+    );
     for (const { custom_id, params } of requests) {
       const [model, taskId] = tagOfParams(params)!.split('/') as [string, string];
       assert.match(custom_id, CUSTOM_ID);
       assert.equal(custom_id, batchCustomId(taskId, model));
-      assert.deepEqual([params.model, params.max_tokens, 'output_config' in params], ['judge-a', 512, false]);
+      assert.deepEqual(
+        [params.model, params.max_tokens, 'output_config' in params],
+        ['judge-a', 512, false],
+      );
       assert.equal(promptOf(params), expectedPrompt(ws, model, taskId));
     }
     assert.equal(new Set(requests.map((r) => r.custom_id)).size, 6, 'custom_ids are unique');
@@ -196,7 +238,10 @@ describe('--batch: submission and results', () => {
     // Before the create call, the state maps every custom_id to its pair and prompt hash, with no batch id yet.
     assert.ok(stateAtCreate, 'the state file exists when the create call arrives');
     assert.equal(stateAtCreate.batches.length, 1);
-    assert.deepEqual([stateAtCreate.batches[0]!.id, stateAtCreate.batches[0]!.judge], [null, 'judge-a']);
+    assert.deepEqual(
+      [stateAtCreate.batches[0]!.id, stateAtCreate.batches[0]!.judge],
+      [null, 'judge-a'],
+    );
     const expectedMapping = Object.fromEntries(
       requests.map(({ custom_id, params }) => {
         const [model, taskId] = tagOfParams(params)!.split('/');
@@ -206,17 +251,32 @@ describe('--batch: submission and results', () => {
     assert.deepEqual(stateAtCreate.batches[0]!.requests, expectedMapping);
 
     assert.match(result.stderr, /submitted batch msgbatch_fake_1: 6 request\(s\) to judge-a/);
-    assert.match(result.stderr, /batches pending 1: 6 processing, 0 succeeded/, 'the counts are shown while polling');
-    assert.match(result.stderr, /6 selected: 6 scored, 0 skipped .*0 failed.*batches created 1, resumed 0/);
+    assert.match(
+      result.stderr,
+      /batches pending 1: 6 processing, 0 succeeded/,
+      'the counts are shown while polling',
+    );
+    assert.match(
+      result.stderr,
+      /6 selected: 6 scored, 0 skipped .*0 failed.*batches created 1, resumed 0/,
+    );
     assert.deepEqual(rowKeys(ws.output), keysOf(ws));
     assert.equal(readCsv(ws.output).length, 7, 'header + 6 rows');
-    assert.equal(fs.existsSync(stateFile), false, 'the state file is removed when no batch is pending');
+    assert.equal(
+      fs.existsSync(stateFile),
+      false,
+      'the state file is removed when no batch is pending',
+    );
     assert.equal(fs.existsSync(`${ws.output}.lock`), false);
 
     const log = logByKey(ws.log);
     assert.equal(log.size, 6);
     for (const [key, entry] of log) {
-      assert.deepEqual([entry.status, entry.judge, entry.attempts.length], ['scored', 'judge-a', 0], key);
+      assert.deepEqual(
+        [entry.status, entry.judge, entry.attempts.length],
+        ['scored', 'judge-a', 0],
+        key,
+      );
       assert.deepEqual(
         entry.answers.map((answer) => answer.text),
         [fake.validAnswer()],
@@ -227,16 +287,25 @@ describe('--batch: submission and results', () => {
   });
 
   test('results arriving in any order are matched by custom_id: each row and log entry gets its own answer', async (t) => {
-    const keys = ['m01', 'm02'].flatMap((model) => ['proof01', 'proof02', 'proof03'].map((task) => `${model}/${task}`));
+    const keys = ['m01', 'm02'].flatMap((model) =>
+      ['proof01', 'proof02', 'proof03'].map((task) => `${model}/${task}`),
+    );
     const scoresFor = (key: string) => {
       const i = keys.indexOf(key);
-      return { mathematical_correctness: i % 3, proof_scaffolding: Math.floor(i / 3), error_diagnosis: (i + 1) % 3 };
+      return {
+        mathematical_correctness: i % 3,
+        proof_scaffolding: Math.floor(i / 3),
+        error_diagnosis: (i + 1) % 3,
+      };
     };
     const { fake, ws, run } = await setup(t, {
       batch: {
         result: (_id, params) => {
           const key = tagOfParams(params)!;
-          return { type: 'succeeded', text: answerJson(goodScores(scoresFor(key)), `note for ${key}`) };
+          return {
+            type: 'succeeded',
+            text: answerJson(goodScores(scoresFor(key)), `note for ${key}`),
+          };
         },
       },
     });
@@ -249,7 +318,11 @@ describe('--batch: submission and results', () => {
       const expected = scoresFor(key);
       assert.deepEqual(
         record.slice(2, 5),
-        [expected.mathematical_correctness, expected.proof_scaffolding, expected.error_diagnosis].map(String),
+        [
+          expected.mathematical_correctness,
+          expected.proof_scaffolding,
+          expected.error_diagnosis,
+        ].map(String),
         key,
       );
       assert.equal(record[8], `note for ${key}`);
@@ -262,7 +335,11 @@ describe('--batch: submission and results', () => {
     const { fake, run } = await setup(
       t,
       {},
-      { models: 1, rubricText: rubric.text, judge: judgeEntry('judge-a', { structured_output: true }) },
+      {
+        models: 1,
+        rubricText: rubric.text,
+        judge: judgeEntry('judge-a', { structured_output: true }),
+      },
     );
     const result = await run(BATCH);
     assert.equal(result.code, 0, result.stderr);
@@ -280,33 +357,54 @@ describe('--batch: submission and results', () => {
 describe('--batch: a batch answer costs half its list price', () => {
   test('each row from the batch: cost_usd is half of (input x price + output x price); the summary sums them', async (t) => {
     const price = { input: 5, output: 25 };
-    const { ws, run } = await setup(t, {}, { models: 1, judge: judgeEntry('judge-a', { price_usd_per_mtok: price }) });
+    const { ws, run } = await setup(
+      t,
+      {},
+      { models: 1, judge: judgeEntry('judge-a', { price_usd_per_mtok: price }) },
+    );
     const result = await run(BATCH);
     assert.equal(result.code, 0, result.stderr);
-    const costs = [...logByKey(ws.log).values()].map((entry) => (entry as { cost_usd?: number }).cost_usd);
+    const costs = [...logByKey(ws.log).values()].map(
+      (entry) => (entry as { cost_usd?: number }).cost_usd,
+    );
     const half = (100 * price.input + 20 * price.output) / 1e6 / 2; // the fake answers 100 tokens in, 20 out
     assert.deepEqual(costs, [half, half, half]);
-    assert.match(result.stderr, new RegExp(`; cost \\$${(3 * half).toFixed(4).replace('.', '\\.')};`));
+    assert.match(
+      result.stderr,
+      new RegExp(`; cost \\$${(3 * half).toFixed(4).replace('.', '\\.')};`),
+    );
   });
 });
 
 describe('--batch: a result whose custom_id is not one we sent, or a line that is no result', () => {
   // A name every plain object inherits must not be taken for one of ours: the lookup is of own keys only.
   const strangers: [string, (first: string) => string, string][] = [
-    ['"constructor"', (first) => JSON.stringify({ ...JSON.parse(first), custom_id: 'constructor' }), 'constructor'],
-    ['"__proto__"', (first) => JSON.stringify({ ...JSON.parse(first), custom_id: '__proto__' }), '__proto__'],
+    [
+      '"constructor"',
+      (first) => JSON.stringify({ ...JSON.parse(first), custom_id: 'constructor' }),
+      'constructor',
+    ],
+    [
+      '"__proto__"',
+      (first) => JSON.stringify({ ...JSON.parse(first), custom_id: '__proto__' }),
+      '__proto__',
+    ],
     ['a line that is null', () => 'null', ''],
   ];
   for (const [label, strangerOf, customId] of strangers) {
     test(`${label} is ignored, said so; no crash, and the real results are written`, async (t) => {
       const { fake, ws, run, intercept, stateFile } = await setup(t, {}, { models: 1 });
       intercept(
-        (req, res) => isResults(req) && rewriteBody(res, (body) => `${strangerOf(body.split('\n')[0]!)}\n${body}`),
+        (req, res) =>
+          isResults(req) &&
+          rewriteBody(res, (body) => `${strangerOf(body.split('\n')[0]!)}\n${body}`),
       );
       const result = await run(BATCH);
       assert.equal(result.code, 0, result.stderr);
       assert.ok(
-        result.stderr.includes(`batch msgbatch_fake_1: ignoring a result with unknown custom_id ${customId}\n`),
+        result.stderr.includes(
+          `batch msgbatch_fake_1: ignoring a result with unknown custom_id ${customId}\n`,
+        ),
         result.stderr,
       );
       assert.equal(fake.requests.length, 0, 'nothing judged synchronously');
@@ -329,7 +427,10 @@ describe('--batch: results that cannot become rows go through the synchronous ch
       reason: /judge judge-a: batch request errored: overloaded_error: Overloaded/,
     },
     'm01/proof02': { result: { type: 'expired' }, reason: /judge judge-a: batch request expired/ },
-    'm01/proof03': { result: { type: 'canceled' }, reason: /judge judge-a: batch request canceled/ },
+    'm01/proof03': {
+      result: { type: 'canceled' },
+      reason: /judge judge-a: batch request canceled/,
+    },
     'm02/proof01': {
       result: { type: 'succeeded', text: 'I think 2' },
       reason: /judge judge-a: unusable answer: the answer is not JSON/,
@@ -345,21 +446,26 @@ describe('--batch: results that cannot become rows go through the synchronous ch
     // Its transcript is edited after submission: the answer judged a prompt that is no longer the transcript's.
     'm03/proof01': {
       result: { type: 'succeeded', text: staleAnswer },
-      reason: /judge judge-a: the batch answer judged a prompt that has changed since it was submitted/,
+      reason:
+        /judge judge-a: the batch answer judged a prompt that has changed since it was submitted/,
       batchAnswer: staleAnswer,
     },
   };
   const SUCCEEDED = ['m03/proof02', 'm03/proof03'];
 
   async function failedResults(t: TestContext, fakeOpts: FakeOptions = {}) {
-    const results = Object.fromEntries(Object.entries(FAILED).map(([key, { result }]) => [key, result]));
+    const results = Object.fromEntries(
+      Object.entries(FAILED).map(([key, { result }]) => [key, result]),
+    );
     const s = await setup(t, { batch: resultsByTag(results), ...fakeOpts }, { models: 3 });
     s.intercept((req) => {
       if (isCreate(req)) editTranscript(s.ws, 'm03', 'proof01', 'EDITED-AFTER-SUBMISSION');
       return false;
     });
     s.intercept(
-      (req, res) => isResults(req) && rewriteBody(res, (body) => dropResults(body, [batchCustomId('proof03', 'm02')])),
+      (req, res) =>
+        isResults(req) &&
+        rewriteBody(res, (body) => dropResults(body, [batchCustomId('proof03', 'm02')])),
     );
     return s;
   }
@@ -388,23 +494,43 @@ describe('--batch: results that cannot become rows go through the synchronous ch
       assert.deepEqual([entry.status, entry.judge], ['scored', 'judge-b'], key);
       assert.equal(entry.attempts.length, 2, `${key}: ${JSON.stringify(entry.attempts)}`);
       assert.match(entry.attempts[0]!.message, reason, key);
-      assert.deepEqual([entry.attempts[1]!.judge, entry.attempts[1]!.status], ['judge-a', 500], key);
+      assert.deepEqual(
+        [entry.attempts[1]!.judge, entry.attempts[1]!.status],
+        ['judge-a', 500],
+        key,
+      );
       assert.deepEqual(
         entry.answers.map((answer) => answer.text),
         [...(batchAnswer ? [batchAnswer] : []), fromB],
         key,
       );
-      assert.equal(entry.prompt_sha256, sha256(promptOf(sent[1]!.body)), `${key}: the log hashes the prompt judged`);
-      const line = result.stderr.split('\n').find((candidate) => candidate.startsWith(`${key}: scored by fallback`));
+      assert.equal(
+        entry.prompt_sha256,
+        sha256(promptOf(sent[1]!.body)),
+        `${key}: the log hashes the prompt judged`,
+      );
+      const line = result.stderr
+        .split('\n')
+        .find((candidate) => candidate.startsWith(`${key}: scored by fallback`));
       assert.match(
         line ?? '',
         /^\S+: scored by fallback judge judge-b after judge judge-a: .*; judge judge-a: HTTP 500/,
       );
     }
-    assert.match(promptOf(fake.requests.find((req) => tagOf(req) === 'm03/proof01')!.body), /EDITED-AFTER-SUBMISSION/);
+    assert.match(
+      promptOf(fake.requests.find((req) => tagOf(req) === 'm03/proof01')!.body),
+      /EDITED-AFTER-SUBMISSION/,
+    );
     for (const key of SUCCEEDED) {
-      assert.equal(fake.requests.filter((req) => tagOf(req) === key).length, 0, `${key} comes from the batch`);
-      assert.deepEqual([log.get(key)!.attempts.length, log.get(key)!.answers.length, rows.get(key)![8]], [0, 1, 'ok']);
+      assert.equal(
+        fake.requests.filter((req) => tagOf(req) === key).length,
+        0,
+        `${key} comes from the batch`,
+      );
+      assert.deepEqual(
+        [log.get(key)!.attempts.length, log.get(key)!.answers.length, rows.get(key)![8]],
+        [0, 1, 'ok'],
+      );
     }
     assert.equal(fs.existsSync(stateFile), false);
   });
@@ -420,7 +546,11 @@ describe('--batch: results that cannot become rows go through the synchronous ch
     const log = logByKey(ws.log);
     for (const [key, { reason, batchAnswer }] of Object.entries(FAILED)) {
       const lines = result.stderr.split('\n').filter((line) => line.includes(`failed ${key}: `));
-      assert.equal(lines.length, 2, `${key} is printed when it fails and in the summary: ${result.stderr}`);
+      assert.equal(
+        lines.length,
+        2,
+        `${key} is printed when it fails and in the summary: ${result.stderr}`,
+      );
       for (const line of lines) assert.match(line, reason);
       const entry = log.get(key)!;
       assert.equal(entry.status, 'failed', key);
@@ -438,7 +568,9 @@ describe('--batch: results that cannot become rows go through the synchronous ch
 // ---------------------------------------------------------------------------------------------
 describe('--batch: a rerun resumes pending batches', () => {
   test('after kill -9 while polling: the state names the batch; the rerun creates none, writes each row once', async (t) => {
-    const { fake, http, ws, run, spawn, stateFile } = await setup(t, { batch: { pollsUntilEnded: 1000 } });
+    const { fake, http, ws, run, spawn, stateFile } = await setup(t, {
+      batch: { pollsUntilEnded: 1000 },
+    });
     const first = spawn(BATCH);
     await waitFor(() => fake.batchPolls >= 1, 20_000, 'the first poll');
     // Before polling starts, the state file names the batch and maps every custom_id.
@@ -458,7 +590,10 @@ describe('--batch: a rerun resumes pending batches', () => {
     assert.equal(result.code, 0, result.stderr);
     assert.equal(count(http, CREATE), 1, 'no second batch');
     assert.equal(fake.requests.length, 0);
-    assert.match(result.stderr, mentioning('resuming 1 pending batch(es) from ', stateFile, 'msgbatch_fake_1'));
+    assert.match(
+      result.stderr,
+      mentioning('resuming 1 pending batch(es) from ', stateFile, 'msgbatch_fake_1'),
+    );
     assert.match(result.stderr, /batches created 0, resumed 1/);
     assert.deepEqual(rowKeys(ws.output), keysOf(ws));
     assert.equal(readCsv(ws.output).length, 7);
@@ -505,7 +640,12 @@ describe('--batch: a rerun resumes pending batches', () => {
       gone.map(([task, model]) => [batchCustomId(task, model), [task, model, 'abc']]),
     );
     fs.mkdirSync(path.dirname(stateFile), { recursive: true });
-    const entry = { id: 'msgbatch_gone', judge: 'judge-a', submitted_at: '2026-11-30T00:00:00Z', requests };
+    const entry = {
+      id: 'msgbatch_gone',
+      judge: 'judge-a',
+      submitted_at: '2026-11-30T00:00:00Z',
+      requests,
+    };
     fs.writeFileSync(stateFile, JSON.stringify({ version: 1, batches: [entry] }));
     const result = await run(BATCH);
     assert.equal(result.code, 0, result.stderr);
@@ -518,8 +658,13 @@ describe('--batch: a rerun resumes pending batches', () => {
     assert.ok(warning.includes(stateFile), warning);
     assert.equal(fake.batches.length, 1, 'one new batch');
     const submitted = fake.batches[0]!.requests.map((request) => request.custom_id);
-    assert.equal(submitted.length, 6, 'every pending transcript, those of the unknown batch included');
-    for (const [task, model] of gone) assert.ok(submitted.includes(batchCustomId(task, model)), `${model}/${task}`);
+    assert.equal(
+      submitted.length,
+      6,
+      'every pending transcript, those of the unknown batch included',
+    );
+    for (const [task, model] of gone)
+      assert.ok(submitted.includes(batchCustomId(task, model)), `${model}/${task}`);
     assert.equal(fake.requests.length, 0);
     assert.deepEqual(rowKeys(ws.output), keysOf(ws));
     assert.equal(readCsv(ws.output).length, 7);
@@ -588,7 +733,11 @@ describe('--batch: a create that fails', () => {
       ? 'its state entry stays and the next run refuses (exit 2) naming the state file, calling nothing'
       : 'no state entry is left, and the next run submits as if nothing happened';
     test(`${label}: exit ${code}; ${then}`, async (t) => {
-      const { fake, http, ws, run, intercept, stateFile } = await setup(t, {}, { models: 1, ...(judge && { judge }) });
+      const { fake, http, ws, run, intercept, stateFile } = await setup(
+        t,
+        {},
+        { models: 1, ...(judge && { judge }) },
+      );
       const removeIntercept = intercept((req, res) => isCreate(req) && answer(req, res));
       const failed = await run(BATCH);
       assert.equal(failed.code, code, failed.stderr);
@@ -601,19 +750,34 @@ describe('--batch: a create that fails', () => {
       const state = fs.existsSync(stateFile) ? fs.readFileSync(stateFile, 'utf8') : undefined;
       if (mayExist) {
         assert.deepEqual(
-          readState(stateFile).batches.map((entry) => [entry.id, Object.keys(entry.requests).length]),
+          readState(stateFile).batches.map((entry) => [
+            entry.id,
+            Object.keys(entry.requests).length,
+          ]),
           [[null, 3]],
         );
-      } else assert.equal(state, undefined, 'no pending-batch entry after a create that made no batch');
+      } else
+        assert.equal(state, undefined, 'no pending-batch entry after a create that made no batch');
 
       const seenBefore = http.length;
       const rerun = await run(BATCH);
       if (mayExist) {
         assert.equal(rerun.code, 2, rerun.stderr);
-        assert.match(rerun.stderr, mentioning(`run-judge: ${stateFile}: `, 'may exist', 'delete that entry'));
-        assert.deepEqual(http.slice(seenBefore), [], 'no call at all: a second create could pay twice');
+        assert.match(
+          rerun.stderr,
+          mentioning(`run-judge: ${stateFile}: `, 'may exist', 'delete that entry'),
+        );
+        assert.deepEqual(
+          http.slice(seenBefore),
+          [],
+          'no call at all: a second create could pay twice',
+        );
         assert.equal(fake.batches.length, 0);
-        assert.equal(fs.readFileSync(stateFile, 'utf8'), state, 'the state file is left for the user to check');
+        assert.equal(
+          fs.readFileSync(stateFile, 'utf8'),
+          state,
+          'the state file is left for the user to check',
+        );
         assert.deepEqual(rowKeys(ws.output), []);
       } else {
         assert.equal(rerun.code, 0, rerun.stderr);
@@ -632,13 +796,14 @@ describe('--batch: a create that fails', () => {
     intercept((req, res) => {
       if (!isCreate(req) || rateLimited) return false;
       rateLimited = true;
-      req
-        .resume()
-        .on('end', () =>
-          res
-            .writeHead(429, { 'content-type': 'application/json', 'retry-after': '0.01' })
-            .end(JSON.stringify({ type: 'error', error: { type: 'rate_limit_error', message: 'Number of requests' } })),
-        );
+      req.resume().on('end', () =>
+        res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '0.01' }).end(
+          JSON.stringify({
+            type: 'error',
+            error: { type: 'rate_limit_error', message: 'Number of requests' },
+          }),
+        ),
+      );
       return true;
     });
     const result = await run(BATCH);
@@ -655,7 +820,12 @@ describe('--batch: a create that fails', () => {
 
 // ---------------------------------------------------------------------------------------------
 describe('--batch: a poll or a results download that fails is tried again at the next poll', () => {
-  const CASES: { label: string; matches: (req: IncomingMessage) => boolean; fail: Intercept; message: RegExp }[] = [
+  const CASES: {
+    label: string;
+    matches: (req: IncomingMessage) => boolean;
+    fail: Intercept;
+    message: RegExp;
+  }[] = [
     {
       label: 'results cut off inside a line',
       matches: isResults,
@@ -667,7 +837,8 @@ describe('--batch: a poll or a results download that fails is tried again at the
       label: 'a poll answered 503',
       matches: isRetrieve,
       fail: (req, res) => answerError(req, res, 503, 'api_error', 'unavailable'),
-      message: /batch msgbatch_fake_1: judge judge-a: HTTP 503 api_error: unavailable; trying again at the next poll/,
+      message:
+        /batch msgbatch_fake_1: judge judge-a: HTTP 503 api_error: unavailable; trying again at the next poll/,
     },
   ];
   for (const { label, matches, fail, message } of CASES) {
@@ -676,7 +847,9 @@ describe('--batch: a poll or a results download that fails is tried again at the
       let failed = false;
       let stateKeptAfterFailure: boolean | undefined;
       intercept((req, res) => {
-        if (failed) stateKeptAfterFailure ??= fs.existsSync(stateFile) && readState(stateFile).batches.length === 1;
+        if (failed)
+          stateKeptAfterFailure ??=
+            fs.existsSync(stateFile) && readState(stateFile).batches.length === 1;
         if (failed || !matches(req)) return false;
         failed = true;
         return fail(req, res);
@@ -699,8 +872,16 @@ describe('--batch: a poll or a results download that fails is tried again at the
 // ---------------------------------------------------------------------------------------------
 describe('--batch: a malformed result or batch object never crashes the run', () => {
   const MALFORMED: { label: string; result: unknown; reason: RegExp }[] = [
-    { label: '"result": null', result: null, reason: /judge judge-a: batch request without a result/ },
-    { label: 'no "result" at all', result: undefined, reason: /judge judge-a: batch request without a result/ },
+    {
+      label: '"result": null',
+      result: null,
+      reason: /judge judge-a: batch request without a result/,
+    },
+    {
+      label: 'no "result" at all',
+      result: undefined,
+      reason: /judge judge-a: batch request without a result/,
+    },
     {
       label: 'an errored result without "error"',
       result: { type: 'errored' },
@@ -735,7 +916,10 @@ describe('--batch: a malformed result or batch object never crashes the run', ()
       );
       assert.deepEqual(rowKeys(ws.output), keysOf(ws));
       const entry = logByKey(ws.log).get('m01/proof01')!;
-      assert.deepEqual([entry.status, entry.judge, entry.attempts.length], ['scored', 'judge-a', 1]);
+      assert.deepEqual(
+        [entry.status, entry.judge, entry.attempts.length],
+        ['scored', 'judge-a', 1],
+      );
       assert.equal(entry.attempts[0]!.judge, 'judge-a');
       assert.match(entry.attempts[0]!.message, reason);
       assert.equal(fs.existsSync(stateFile), false);
@@ -743,7 +927,11 @@ describe('--batch: a malformed result or batch object never crashes the run', ()
   }
 
   test('a poll answered without "request_counts": counted as none; the results are collected as usual', async (t) => {
-    const { fake, ws, run, intercept, stateFile } = await setup(t, { batch: { pollsUntilEnded: 2 } }, { models: 1 });
+    const { fake, ws, run, intercept, stateFile } = await setup(
+      t,
+      { batch: { pollsUntilEnded: 2 } },
+      { models: 1 },
+    );
     intercept(
       (req, res) =>
         isRetrieve(req) &&
@@ -754,7 +942,10 @@ describe('--batch: a malformed result or batch object never crashes the run', ()
     );
     const result = await run(BATCH);
     assert.equal(result.code, 0, result.stderr);
-    assert.match(result.stderr, /batches pending 1: 0 processing, 0 succeeded, 0 errored, 0 canceled, 0 expired/);
+    assert.match(
+      result.stderr,
+      /batches pending 1: 0 processing, 0 succeeded, 0 errored, 0 canceled, 0 expired/,
+    );
     assert.equal(fake.requests.length, 0, 'nothing judged synchronously');
     assert.deepEqual(rowKeys(ws.output), keysOf(ws));
     assert.equal(fs.existsSync(stateFile), false);
@@ -785,7 +976,9 @@ describe('--batch: a results download that fails every time is tried 3 times, th
       const result = await run(BATCH);
       assert.equal(result.code, 0, result.stderr);
       assert.equal(count(http, RESULTS), 3, http.join(', '));
-      const retried = result.stderr.split('\n').filter((line) => line.startsWith('batch msgbatch_fake_1: '));
+      const retried = result.stderr
+        .split('\n')
+        .filter((line) => line.startsWith('batch msgbatch_fake_1: '));
       assert.equal(retried.length, 3, result.stderr);
       for (const line of retried) assert.match(line, message);
       assert.deepEqual(
@@ -795,7 +988,11 @@ describe('--batch: a results download that fails every time is tried 3 times, th
       assert.deepEqual(rowKeys(ws.output), keysOf(ws));
       assert.equal(readCsv(ws.output).length, 4, 'header + one row per transcript');
       for (const [key, entry] of logByKey(ws.log)) {
-        assert.deepEqual([entry.status, entry.judge, entry.attempts.length], ['scored', 'judge-a', 1], key);
+        assert.deepEqual(
+          [entry.status, entry.judge, entry.attempts.length],
+          ['scored', 'judge-a', 1],
+          key,
+        );
         assert.match(entry.attempts[0]!.message, /batch msgbatch_fake_1 returned no result/, key);
       }
       assert.equal(fs.existsSync(stateFile), false);
@@ -806,7 +1003,9 @@ describe('--batch: a results download that fails every time is tried 3 times, th
 // ---------------------------------------------------------------------------------------------
 describe('--batch: Ctrl-C while polling', () => {
   test('leaves the batch running (not cancelled), says how to resume, exits 130; the dry-run and a rerun see it pending', async (t) => {
-    const { fake, http, ws, run, spawn, stateFile } = await setup(t, { batch: { pollsUntilEnded: 1000 } });
+    const { fake, http, ws, run, spawn, stateFile } = await setup(t, {
+      batch: { pollsUntilEnded: 1000 },
+    });
     const first = spawn(BATCH);
     await waitFor(() => fake.batchPolls >= 1, 20_000, 'the first poll');
     first.child.kill('SIGINT');
@@ -832,7 +1031,10 @@ describe('--batch: Ctrl-C while polling', () => {
 
     const dry = await run(['--dry-run', ...BATCH], { apiKey: null });
     assert.equal(dry.code, 0, dry.stderr);
-    assert.match(dry.stderr, /would send 0 request\(s\).*all 6 selected.* already scored or in a pending batch/);
+    assert.match(
+      dry.stderr,
+      /would send 0 request\(s\).*all 6 selected.* already scored or in a pending batch/,
+    );
     assert.equal(dry.stdout, '');
 
     fake.batches[0]!.endedAt = Date.now();
@@ -848,19 +1050,26 @@ describe('--batch: Ctrl-C while polling', () => {
 describe('--batch: Ctrl-C while a create waits out a 429', () => {
   test('exits 130 with its summary; no state entry for the batch never made; a rerun submits normally', async (t) => {
     // A budget that fits the 5 s retry-after, so the create would wait it out.
-    const judge = judgeEntry('judge-a', { retry: { max_retries: 5, budget_s: 30, base_delay_s: 0.05 } });
-    const { fake, http, ws, run, spawn, intercept, stateFile } = await setup(t, {}, { models: 1, judge });
+    const judge = judgeEntry('judge-a', {
+      retry: { max_retries: 5, budget_s: 30, base_delay_s: 0.05 },
+    });
+    const { fake, http, ws, run, spawn, intercept, stateFile } = await setup(
+      t,
+      {},
+      { models: 1, judge },
+    );
     let answered429 = false;
     const stopRateLimiting = intercept((req, res) => {
       if (!isCreate(req)) return false;
       res.on('finish', () => (answered429 = true));
-      req
-        .resume()
-        .on('end', () =>
-          res
-            .writeHead(429, { 'content-type': 'application/json', 'retry-after': '5' })
-            .end(JSON.stringify({ type: 'error', error: { type: 'rate_limit_error', message: 'Number of requests' } })),
-        );
+      req.resume().on('end', () =>
+        res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '5' }).end(
+          JSON.stringify({
+            type: 'error',
+            error: { type: 'rate_limit_error', message: 'Number of requests' },
+          }),
+        ),
+      );
       return true;
     });
     const first = spawn(BATCH);
@@ -869,7 +1078,11 @@ describe('--batch: Ctrl-C while a create waits out a 429', () => {
     const interrupted = await first.done;
     assert.equal(interrupted.signal, null, 'exited by itself');
     assert.equal(interrupted.code, 130, interrupted.stderr);
-    assert.match(interrupted.stderr, /^interrupted: 3 selected: 0 scored, 0 skipped/m, 'the summary is printed');
+    assert.match(
+      interrupted.stderr,
+      /^interrupted: 3 selected: 0 scored, 0 skipped/m,
+      'the summary is printed',
+    );
     assert.equal(count(http, CREATE), 1, 'the create is not retried after Ctrl-C');
     assert.equal(fake.batches.length, 0);
     const entries = fs.existsSync(stateFile) ? readState(stateFile).batches : [];
@@ -931,7 +1144,10 @@ describe('images in transcripts', () => {
     const dir = path.join(ws.transcripts, 'm01');
     const png = path.join(dir, 'photo.png');
     if (withFile) fs.writeFileSync(png, Buffer.from(PNG_1X1, 'base64'));
-    const image = { type: 'image', source: { type: 'base64', media_type: 'image/gif', data: GIF_1X1 } };
+    const image = {
+      type: 'image',
+      source: { type: 'base64', media_type: 'image/gif', data: GIF_1X1 },
+    };
     const user = [
       { type: 'text', text: 'IMG-BEFORE my attempt:' },
       { type: 'image', path: 'photo.png' },
@@ -955,7 +1171,10 @@ describe('images in transcripts', () => {
     assert.ok(Array.isArray(content), 'content is a list of blocks');
     assert.equal(content.length, 5, JSON.stringify(content).slice(0, 400));
     assert.equal(content[0].type, 'text');
-    assert.match(content[0].text, /Student: IMG-BEFORE my attempt:\n {4}\[image 1\]\n {4}IMG-AFTER is it right\?/);
+    assert.match(
+      content[0].text,
+      /Student: IMG-BEFORE my attempt:\n {4}\[image 1\]\n {4}IMG-AFTER is it right\?/,
+    );
     assert.match(content[0].text, /Student: \[image 2\]/);
     assert.deepEqual(content.slice(1), [
       { type: 'text', text: '[image 1]' },
@@ -975,8 +1194,14 @@ describe('images in transcripts', () => {
     /** For a failure: its error class and what the failure line must mention. */
     failure?: { name: string; mentions: (png: string) => string[] };
   }
-  const skipped = { name: 'EvalUnsupportedError', mentions: () => ['no judge takes images', 'judge-a, judge-b'] };
-  const missingFile = { name: 'EvalInputError', mentions: (png: string) => [png, 'cannot be read'] };
+  const skipped = {
+    name: 'EvalUnsupportedError',
+    mentions: () => ['no judge takes images', 'judge-a, judge-b'],
+  };
+  const missingFile = {
+    name: 'EvalInputError',
+    mentions: (png: string) => [png, 'cannot be read'],
+  };
   const CASES: ImageCase[] = [
     {
       label:
@@ -994,7 +1219,8 @@ describe('images in transcripts', () => {
       failure: skipped,
     },
     {
-      label: 'a missing image file is an input error naming the file; no request for that transcript',
+      label:
+        'a missing image file is an input error naming the file; no request for that transcript',
       batch: false,
       judges: [imageJudge('judge-a'), imageJudge('judge-b')],
       withFile: false,
@@ -1015,7 +1241,8 @@ describe('images in transcripts', () => {
       imageTo: 'judge-b',
     },
     {
-      label: '--batch, no judge takes images: the image transcript fails naming the skipped judges; the rest batched',
+      label:
+        '--batch, no judge takes images: the image transcript fails naming the skipped judges; the rest batched',
       batch: true,
       judges: [judgeEntry('judge-a'), judgeEntry('judge-b')],
       imageTo: null,
@@ -1035,29 +1262,47 @@ describe('images in transcripts', () => {
   for (const { label, batch, judges, withFile, imageTo, failure } of CASES) {
     test(label, async (t) => {
       const [judge, ...fallbacks] = judges;
-      const { fake, ws, run } = await setup(t, {}, { models: 1, tasks: ['proof01', 'proof02'], judge, fallbacks });
+      const { fake, ws, run } = await setup(
+        t,
+        {},
+        { models: 1, tasks: ['proof01', 'proof02'], judge, fallbacks },
+      );
       const png = writeImageTranscript(ws, { withFile });
       const result = await run(batch ? BATCH : []);
       assert.equal(result.code, failure ? 1 : 0, result.stderr);
 
       const batched = fake.batches.flatMap((created) => created.requests);
-      const expectedBatched = batch ? ['m01/proof02', ...(imageTo === 'batch' ? ['m01/proof01'] : [])] : [];
-      assert.deepEqual(batched.map((request) => tagOfParams(request.params)).sort(), expectedBatched.sort());
+      const expectedBatched = batch
+        ? ['m01/proof02', ...(imageTo === 'batch' ? ['m01/proof01'] : [])]
+        : [];
+      assert.deepEqual(
+        batched.map((request) => tagOfParams(request.params)).sort(),
+        expectedBatched.sort(),
+      );
       const expectedSync = [
         ...(typeof imageTo === 'string' && imageTo !== 'batch' ? [`m01/proof01 ${imageTo}`] : []),
         ...(batch ? [] : ['m01/proof02 judge-a']),
       ];
-      assert.deepEqual(fake.requests.map((req) => `${tagOf(req)} ${modelOf(req)}`).sort(), expectedSync.sort());
+      assert.deepEqual(
+        fake.requests.map((req) => `${tagOf(req)} ${modelOf(req)}`).sort(),
+        expectedSync.sort(),
+      );
       if (imageTo === 'batch')
-        assertImageContent(batched.find((r) => tagOfParams(r.params) === 'm01/proof01')!.params.messages[0].content);
+        assertImageContent(
+          batched.find((r) => tagOfParams(r.params) === 'm01/proof01')!.params.messages[0].content,
+        );
       else if (imageTo)
-        assertImageContent(fake.requests.find((req) => tagOf(req) === 'm01/proof01')!.body.messages[0].content);
+        assertImageContent(
+          fake.requests.find((req) => tagOf(req) === 'm01/proof01')!.body.messages[0].content,
+        );
 
       const log = logByKey(ws.log);
       assert.equal(log.get('m01/proof02')!.judge, 'judge-a');
       if (failure) {
         assert.deepEqual(rowKeys(ws.output), ['m01/proof02']);
-        const lines = result.stderr.split('\n').filter((line) => line.includes('failed m01/proof01: '));
+        const lines = result.stderr
+          .split('\n')
+          .filter((line) => line.includes('failed m01/proof01: '));
         assert.equal(lines.length, 2, result.stderr);
         for (const line of lines) assert.match(line, mentioning(...failure.mentions(png)));
         assert.match(result.stderr, /2 selected: 1 scored, 0 skipped .*1 failed/);
@@ -1082,9 +1327,15 @@ describe('images in transcripts', () => {
     const before = snapshot(ws.dir);
     const result = await run(['--dry-run'], { apiKey: null });
     assert.equal(result.code, 0, result.stderr);
-    assert.match(result.stdout, /Student: IMG-BEFORE my attempt:\n {4}\[image 1\]\n {4}IMG-AFTER is it right\?/);
+    assert.match(
+      result.stdout,
+      /Student: IMG-BEFORE my attempt:\n {4}\[image 1\]\n {4}IMG-AFTER is it right\?/,
+    );
     assert.match(result.stdout, /Student: \[image 2\]/);
-    assert.match(result.stderr, mentioning('dry-run: [image 1] is sent beside the prompt: ', png, 'image/png'));
+    assert.match(
+      result.stderr,
+      mentioning('dry-run: [image 1] is sent beside the prompt: ', png, 'image/png'),
+    );
     assert.match(
       result.stderr,
       /dry-run: \[image 2\] is sent beside the prompt: inline base64 \(image\/gif, \d+ bytes\)/,
@@ -1102,7 +1353,11 @@ describe('images in transcripts', () => {
     writeImageTranscript(ws);
     const result = await run(['--dry-run', ...BATCH], { apiKey: null });
     assert.equal(result.code, 0, result.stderr);
-    assert.equal(result.stdout, `${expectedPrompt(ws, 'm01', 'proof02')}\n`, 'the first request that would be batched');
+    assert.equal(
+      result.stdout,
+      `${expectedPrompt(ws, 'm01', 'proof02')}\n`,
+      'the first request that would be batched',
+    );
     assert.match(
       result.stderr,
       /would send 1 request\(s\) in 1 batch\(es\) to judge-a, and judge 1 transcript\(s\) synchronously/,
@@ -1115,14 +1370,28 @@ describe('images in transcripts', () => {
 describe('splitIntoBatches and batchCustomId', () => {
   const items = (...bytes: number[]) => bytes.map((size, id) => ({ id, bytes: size }));
   const split = (list: { id: number; bytes: number }[], maxRequests: number, maxBytes: number) =>
-    [...splitIntoBatches(list, { maxRequests, maxBytes })].map((batch) => batch.map((item) => item.id));
+    [...splitIntoBatches(list, { maxRequests, maxBytes })].map((batch) =>
+      batch.map((item) => item.id),
+    );
 
   const CASES: [string, number[], number, number, number[][]][] = [
     ['by count', [1, 1, 1, 1, 1], 2, 1000, [[0, 1], [2, 3], [4]]],
-    ['by size, a batch filled exactly to maxBytes', [40, 60, 1, 50, 50, 100], 10, 100, [[0, 1], [2, 3], [4], [5]]],
+    [
+      'by size, a batch filled exactly to maxBytes',
+      [40, 60, 1, 50, 50, 100],
+      10,
+      100,
+      [[0, 1], [2, 3], [4], [5]],
+    ],
     ['by count and size together', [30, 30, 30, 30, 30], 2, 70, [[0, 1], [2, 3], [4]]],
     ['nothing to split', [], 2, 10, []],
-    ['an item over maxBytes goes alone, and no batch is ever empty', [11, 5, 11], 10, 10, [[0], [1], [2]]],
+    [
+      'an item over maxBytes goes alone, and no batch is ever empty',
+      [11, 5, 11],
+      10,
+      10,
+      [[0], [1], [2]],
+    ],
   ];
   for (const [label, bytes, maxRequests, maxBytes, expected] of CASES) {
     test(`splitIntoBatches: ${label}`, () => {

@@ -36,10 +36,16 @@ import type { RecordedRequest, Reply } from './fake-anthropic.ts';
 import type { ReferenceKey, Task } from '../run-judge.ts';
 
 // Destructured, not imported by name: a renamed export then fails its own tests, not the whole file.
-const { buildJudgePrompt, isEntryModule, loadJson, loadRubric, loadTranscript } = await import('../run-judge.ts');
+const { buildJudgePrompt, isEntryModule, loadJson, loadRubric, loadTranscript } =
+  await import('../run-judge.ts');
 
 const modelOf = (req: RecordedRequest) => req.body?.model as string;
-const apiError = (status: number, type: string, message: string): Reply => ({ kind: 'error', status, type, message });
+const apiError = (status: number, type: string, message: string): Reply => ({
+  kind: 'error',
+  status,
+  type,
+  message,
+});
 const rateLimited = (retryAfter: string): Reply => ({
   kind: 'error',
   status: 429,
@@ -74,12 +80,24 @@ describe("dry-run: an estimate of the run's input tokens and cost, with and with
       /~(\d+) input tokens for (\d+) transcript.*list price \$([\d.]+) for the input, at most \$([\d.]+) .*half: \$([\d.]+), at most \$([\d.]+)$/.exec(
         line,
       ) ?? [];
-    return { line, tokens: Number(tokens), count: Number(count), input, ceiling, halfInput, halfCeiling };
+    return {
+      line,
+      tokens: Number(tokens),
+      count: Number(count),
+      input,
+      ceiling,
+      halfInput,
+      halfCeiling,
+    };
   };
   const price = { input: 5, output: 25 };
 
   test('the prompts of the transcripts without a row, at ~4 characters a token; at most: every answer at max_tokens', async (t) => {
-    const { fake, ws, run } = await setupRun(t, {}, { judge: judgeEntry('judge-a', { price_usd_per_mtok: price }) });
+    const { fake, ws, run } = await setupRun(
+      t,
+      {},
+      { judge: judgeEntry('judge-a', { price_usd_per_mtok: price }) },
+    );
     assert.equal((await run(['--task', 'proof01'])).code, 0); // two of six now have a row
     const result = await run(['--dry-run']);
     const estimate = estimateOf(result.stderr);
@@ -87,7 +105,11 @@ describe("dry-run: an estimate of the run's input tokens and cost, with and with
     assert.ok(estimate.tokens > 1000 && estimate.tokens < 40_000, estimate.line);
     const input = (estimate.tokens * price.input) / 1e6;
     assert.equal(estimate.input, input.toFixed(4));
-    assert.equal(estimate.ceiling, (input + (4 * 512 * price.output) / 1e6).toFixed(4), 'max_tokens 512 each');
+    assert.equal(
+      estimate.ceiling,
+      (input + (4 * 512 * price.output) / 1e6).toFixed(4),
+      'max_tokens 512 each',
+    );
     assert.equal(estimate.halfInput, (input / 2).toFixed(4));
     assert.equal(estimate.halfCeiling, ((input + (4 * 512 * price.output) / 1e6) / 2).toFixed(4));
     assert.match(estimate.line, /^dry-run estimate, not a quote: /);
@@ -111,9 +133,16 @@ describe("dry-run: an estimate of the run's input tokens and cost, with and with
       ['--dry-run', '--batch', '--limit', '2'],
     ]) {
       const result = await run(args);
-      assert.match(result.stderr, /^dry-run estimate: ~\d+ input tokens for 2 transcript\(s\)/m, args.join(' '));
+      assert.match(
+        result.stderr,
+        /^dry-run estimate: ~\d+ input tokens for 2 transcript\(s\)/m,
+        args.join(' '),
+      );
     }
-    assert.match((await run(['--dry-run', '--batch', '--limit', '2'])).stderr, /would send 2 request\(s\) in 1 batch/);
+    assert.match(
+      (await run(['--dry-run', '--batch', '--limit', '2'])).stderr,
+      /would send 2 request\(s\) in 1 batch/,
+    );
   });
 });
 
@@ -149,14 +178,24 @@ describe('dry-run: one prompt on stdout, nothing sent, nothing written, no key n
     assert.match(result.stderr, /1 transcript\(s\) selected/);
     assert.equal(fake.requests.length, 0);
     assert.equal(fs.existsSync(scoresDir), hadScores, 'evals/scores neither created nor removed');
-    assert.deepEqual(snapshot(path.join(REPO, 'evals')), evalsBefore, 'nothing under evals/ changed');
-    assert.deepEqual(fs.readdirSync(REPO).sort(), rootBefore, 'no output, log, lock or temp file at the repo root');
+    assert.deepEqual(
+      snapshot(path.join(REPO, 'evals')),
+      evalsBefore,
+      'nothing under evals/ changed',
+    );
+    assert.deepEqual(
+      fs.readdirSync(REPO).sort(),
+      rootBefore,
+      'no output, log, lock or temp file at the repo root',
+    );
   });
 
   test('with explicit paths, nothing is written into the workspace (no CSV, log or lock)', async (t) => {
     const { fake, ws, run } = await setupRun(t);
     const before = snapshot(ws.dir);
-    const result = await run(['--dry-run', '--task', 'proof02', '--model', 'm02'], { apiKey: null });
+    const result = await run(['--dry-run', '--task', 'proof02', '--model', 'm02'], {
+      apiKey: null,
+    });
     assert.equal(result.code, 0, result.stderr);
     assert.match(result.stdout, /test-tag m02\/proof02/);
     assert.equal(fake.requests.length, 0);
@@ -165,8 +204,14 @@ describe('dry-run: one prompt on stdout, nothing sent, nothing written, no key n
   });
 
   test('a numeric temperature in models.json does not stop it (nothing is called)', async (t) => {
-    const { fake, run } = await setupRun(t, {}, { judge: judgeEntry('judge-a', { temperature: 0.5 }) });
-    const result = await run(['--dry-run', '--task', 'proof03', '--model', 'm01'], { apiKey: null });
+    const { fake, run } = await setupRun(
+      t,
+      {},
+      { judge: judgeEntry('judge-a', { temperature: 0.5 }) },
+    );
+    const result = await run(['--dry-run', '--task', 'proof03', '--model', 'm01'], {
+      apiKey: null,
+    });
     assert.equal(result.code, 0, result.stderr);
     assert.match(result.stdout, /Task ID: proof03\n/);
     assert.equal(fake.requests.length, 0);
@@ -177,7 +222,10 @@ describe('dry-run: one prompt on stdout, nothing sent, nothing written, no key n
     const result = await run(['--dry-run', '--model', 'stub'], { apiKey: null });
     assert.equal(result.code, 2);
     assert.equal(result.stdout, '');
-    assert.match(result.stderr, /--model stub.*models \(folders\): m01, m02; tasks: proof01, proof02, proof03/);
+    assert.match(
+      result.stderr,
+      /--model stub.*models \(folders\): m01, m02; tasks: proof01, proof02, proof03/,
+    );
     assert.equal(fake.requests.length, 0);
   });
 
@@ -190,7 +238,11 @@ describe('dry-run: one prompt on stdout, nothing sent, nothing written, no key n
       const { fake, run } = await setupRun(t);
       const result = await run(['--dry-run', ...filters], { apiKey: null });
       assert.equal(result.code, 0, result.stderr);
-      assert.equal(result.stdout.split('You are an expert evaluator').length - 1, 1, 'one prompt only');
+      assert.equal(
+        result.stdout.split('You are an expert evaluator').length - 1,
+        1,
+        'one prompt only',
+      );
       assert.match(result.stdout, new RegExp(`test-tag ${first}\n`));
       assert.match(
         result.stderr,
@@ -211,8 +263,11 @@ describe('exit status 0: every selected transcript has a row', () => {
     assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws));
     assert.equal(fake.requests.length, 6);
     assert.ok(fake.requests.every((req) => modelOf(req) === 'judge-a'));
-    assert.ok(fake.requests.every((req) => req.body.max_tokens === 512 && !('temperature' in req.body)));
-    for (const { record } of csvRows(ws.output)) assert.deepEqual(record.slice(2, 8), ['2', '2', '2', '2', '2', '2']);
+    assert.ok(
+      fake.requests.every((req) => req.body.max_tokens === 512 && !('temperature' in req.body)),
+    );
+    for (const { record } of csvRows(ws.output))
+      assert.deepEqual(record.slice(2, 8), ['2', '2', '2', '2', '2', '2']);
     assert.match(result.stderr, summaryLine(6, 0));
     assert.equal(fs.existsSync(`${ws.output}.lock`), false, 'lock removed after the run');
   });
@@ -227,7 +282,10 @@ describe('--limit: a trial judges at most n of the selected transcripts without 
     assert.match(first.stderr, /--limit 2: judging 2 transcript\(s\); 4 wait for a later run/);
     const second = await run(['--limit', '2']);
     assert.deepEqual(wellFormedCsv(ws.output).sort(), allKeys(ws).slice(0, 4));
-    assert.match(second.stderr, /skipping 2 transcript\(s\).*\n--limit 2: judging 2 transcript\(s\); 2 wait/);
+    assert.match(
+      second.stderr,
+      /skipping 2 transcript\(s\).*\n--limit 2: judging 2 transcript\(s\); 2 wait/,
+    );
     assert.equal(fake.requests.length, 4);
   });
 
@@ -255,9 +313,16 @@ describe('transcripts that will fail, or will not be found, are said once, up fr
     const result = await run(['--concurrency', '1']);
     assert.equal(result.code, 1, result.stderr);
     const [first, ...rest] = lines(result.stderr);
-    assert.match(first!, /^2 transcript\(s\) will fail without a call: .*m01\/proof02\.json: invalid JSON/);
+    assert.match(
+      first!,
+      /^2 transcript\(s\) will fail without a call: .*m01\/proof02\.json: invalid JSON/,
+    );
     assert.ok(first!.includes(`${copied}: metadata.model is "m01" but the path says "m02"`), first);
-    assert.equal(rest.filter((line) => line.startsWith('failed ')).length, 2, 'each is still reported when it fails');
+    assert.equal(
+      rest.filter((line) => line.startsWith('failed ')).length,
+      2,
+      'each is still reported when it fails',
+    );
     assert.equal(fake.requests.length, 4);
   });
 
@@ -275,7 +340,10 @@ describe('transcripts that will fail, or will not be found, are said once, up fr
       const result = await runMain(ws.args(), { baseUrl: fake.url });
       assert.equal(result.code, 2, result.stderr);
       const expected = path.join(ws.transcripts, '{model}', '{task_id}.json');
-      assert.ok(result.stderr.includes(`no transcript at ${expected}; found ${found} instead`), result.stderr);
+      assert.ok(
+        result.stderr.includes(`no transcript at ${expected}; found ${found} instead`),
+        result.stderr,
+      );
     });
 
     test(`a .json file ${label} beside real transcripts: judged as usual, with one note naming it`, async (t) => {
@@ -285,7 +353,10 @@ describe('transcripts that will fail, or will not be found, are said once, up fr
       fs.writeFileSync(found, '{}');
       const result = await run();
       assert.equal(result.code, 0, result.stderr);
-      assert.ok(result.stderr.includes(`note: ${found} is not judged: transcripts are found at `), result.stderr);
+      assert.ok(
+        result.stderr.includes(`note: ${found} is not judged: transcripts are found at `),
+        result.stderr,
+      );
     });
   }
 
@@ -331,17 +402,26 @@ describe('progress in a CI log (stderr not a terminal) and the summary', () => {
   test('the summary names the judges that scored rows and how many, a fallback judge named as such', async (t) => {
     const { run } = await setupRun(t, {
       responder: (req) =>
-        tagOf(req) === 'm01/proof02' && modelOf(req) === 'judge-a' ? { text: 'no JSON' } : undefined,
+        tagOf(req) === 'm01/proof02' && modelOf(req) === 'judge-a'
+          ? { text: 'no JSON' }
+          : undefined,
     });
     const result = await run();
     assert.equal(result.code, 0, result.stderr);
-    assert.ok(result.stderr.includes('\n  rows by judge: judge-a 5, judge-b 1 (fallback)\n'), result.stderr);
+    assert.ok(
+      result.stderr.includes('\n  rows by judge: judge-a 5, judge-b 1 (fallback)\n'),
+      result.stderr,
+    );
   });
 });
 
 describe('the count of what is left, and what to run, after a Ctrl-C (in-process)', () => {
   /** Runs with `args` and a Ctrl-C once its second request is sent; the fake takes 150 ms an answer. */
-  async function interrupted(t: TestContext, args: string[], before: (run: Run) => Promise<unknown>) {
+  async function interrupted(
+    t: TestContext,
+    args: string[],
+    before: (run: Run) => Promise<unknown>,
+  ) {
     const { fake, run } = await setupRun(t, { latencyMs: 150 });
     await before(run);
     const start = fake.requests.length;
@@ -355,8 +435,15 @@ describe('the count of what is left, and what to run, after a Ctrl-C (in-process
   test('--limit 4 stopped after 2: 2 are left, not the 2 more --limit deferred on purpose', async (t) => {
     const result = await interrupted(t, ['--limit', '4'], async () => {});
     assert.equal(result.code, 130, result.stderr);
-    assert.match(result.stderr, /^interrupted: 6 selected: 2 scored/m, 'the one in flight was finished');
-    assert.match(result.stderr, /\n {2}2 transcript\(s\) left without a row: run the same command again to continue\n/);
+    assert.match(
+      result.stderr,
+      /^interrupted: 6 selected: 2 scored/m,
+      'the one in flight was finished',
+    );
+    assert.match(
+      result.stderr,
+      /\n {2}2 transcript\(s\) left without a row: run the same command again to continue\n/,
+    );
   });
 
   test('--rescore stopped after 2: the advice is to rerun without --rescore (with it, the new rows would go again)', async (t) => {
@@ -368,7 +455,11 @@ describe('the count of what is left, and what to run, after a Ctrl-C (in-process
 
 describe('progress and usage: what the run counts', () => {
   test('a failed transcript is counted at once: the last progress line says 3/3 when all three fail', async (t) => {
-    const { run } = await setupRun(t, { responder: () => ({ text: 'not JSON' }) }, { fallbacks: [] });
+    const { run } = await setupRun(
+      t,
+      { responder: () => ({ text: 'not JSON' }) },
+      { fallbacks: [] },
+    );
     const result = await run(['--model', 'm01']);
     assert.equal(result.code, 1, result.stderr);
     const last = lines(result.stderr)
@@ -398,7 +489,9 @@ describe('--version, and the bin `npx run-judge` runs', () => {
   });
 
   test("package.json's bin (what `npx run-judge` runs from a checkout) runs run-judge.ts in one process", () => {
-    const result = spawnSync(process.execPath, [path.join(REPO, bin['run-judge']), '--version'], { encoding: 'utf8' });
+    const result = spawnSync(process.execPath, [path.join(REPO, bin['run-judge']), '--version'], {
+      encoding: 'utf8',
+    });
     assert.deepEqual([result.status, result.stdout, result.stderr], [0, `${version}\n`, '']);
   });
 });
@@ -407,7 +500,8 @@ describe('--version, and the bin `npx run-judge` runs', () => {
 describe('exit status 1: some transcripts failed, the others were judged and written', () => {
   test('a transcript unusable from every judge fails; the five others get rows', async (t) => {
     const { fake, ws, run } = await setupRun(t, {
-      responder: (req) => (tagOf(req) === 'm02/proof02' ? { text: `prose from ${modelOf(req)}` } : undefined),
+      responder: (req) =>
+        tagOf(req) === 'm02/proof02' ? { text: `prose from ${modelOf(req)}` } : undefined,
     });
     const result = await run();
     assert.equal(result.code, 1, result.stderr);
@@ -415,7 +509,10 @@ describe('exit status 1: some transcripts failed, the others were judged and wri
       wellFormedCsv(ws.output),
       allKeys(ws).filter((key) => key !== 'm02/proof02'),
     );
-    assert.match(result.stderr, /^failed m02\/proof02: all 2 judges failed: \(1\) .*judge-a.*\(2\) .*judge-b/m);
+    assert.match(
+      result.stderr,
+      /^failed m02\/proof02: all 2 judges failed: \(1\) .*judge-a.*\(2\) .*judge-b/m,
+    );
     assert.match(result.stderr, summaryLine(5, 1));
     const failing = fake.requests.filter((req) => tagOf(req) === 'm02/proof02').map(modelOf);
     assert.deepEqual(failing, ['judge-a', 'judge-b']);
@@ -440,7 +537,9 @@ describe('exit status 1: some transcripts failed, the others were judged and wri
     let broken = true;
     const { fake, ws, run } = await setupRun(t, {
       responder: (req) =>
-        broken && tagOf(req) === 'm01/proof03' ? apiError(500, 'api_error', 'Internal server error') : undefined,
+        broken && tagOf(req) === 'm01/proof03'
+          ? apiError(500, 'api_error', 'Internal server error')
+          : undefined,
     });
     assert.equal((await run()).code, 1);
     assert.equal(rowCount(ws.output), 5);
@@ -471,29 +570,42 @@ describe('exit status 1: some transcripts failed, the others were judged and wri
   test('a 400 on one transcript stops its chain (no fallback judge) but not the run', async (t) => {
     const { fake, ws, run } = await setupRun(t, {
       responder: (req) =>
-        tagOf(req) === 'm01/proof01' ? apiError(400, 'invalid_request_error', 'prompt is too long') : undefined,
+        tagOf(req) === 'm01/proof01'
+          ? apiError(400, 'invalid_request_error', 'prompt is too long')
+          : undefined,
     });
     const result = await run();
     assert.equal(result.code, 1, result.stderr);
-    assert.deepEqual(fake.requests.filter((req) => tagOf(req) === 'm01/proof01').map(modelOf), ['judge-a']);
+    assert.deepEqual(fake.requests.filter((req) => tagOf(req) === 'm01/proof01').map(modelOf), [
+      'judge-a',
+    ]);
     assert.equal(fake.requests.length, 6);
     assert.match(
       result.stderr,
       /failed m01\/proof01: judge judge-a: HTTP 400 invalid_request_error: prompt is too long/,
     );
     assert.equal(rowCount(ws.output), 5);
-    assert.equal(readLog(ws.log).find((e) => e.status === 'failed')?.error?.class, 'EvalInputError');
+    assert.equal(
+      readLog(ws.log).find((e) => e.status === 'failed')?.error?.class,
+      'EvalInputError',
+    );
   });
 
   test('a transcript whose task file is missing fails naming the file; the others are scored', async (t) => {
     const { fake, ws, run } = await setupRun(t);
     const file = path.join(ws.transcripts, 'm01', 'proof04.json');
-    const transcript = JSON.parse(fs.readFileSync(path.join(ws.transcripts, 'm01', 'proof01.json'), 'utf8'));
+    const transcript = JSON.parse(
+      fs.readFileSync(path.join(ws.transcripts, 'm01', 'proof01.json'), 'utf8'),
+    );
     delete transcript.metadata;
     fs.writeFileSync(file, JSON.stringify(transcript));
     const result = await run();
     assert.equal(result.code, 1, result.stderr);
-    assert.ok(result.stderr.includes(`failed m01/proof04: ${path.join(ws.tasks, 'proof04.json')}: file not found`));
+    assert.ok(
+      result.stderr.includes(
+        `failed m01/proof04: ${path.join(ws.tasks, 'proof04.json')}: file not found`,
+      ),
+    );
     assert.equal(fake.requests.length, 6);
     assert.equal(rowCount(ws.output), 6);
   });
@@ -523,7 +635,9 @@ describe('exit status 2: an API that cannot be reached stops the run after 3 tra
   });
 
   test('an HTTP error is an answer: a server failing every request with 500 is not "unreachable"', async (t) => {
-    const { fake, ws, run } = await setupRun(t, { responder: () => apiError(500, 'api_error', 'down') });
+    const { fake, ws, run } = await setupRun(t, {
+      responder: () => apiError(500, 'api_error', 'down'),
+    });
     const result = await run(['--concurrency', '1']);
     assert.equal(result.code, 1, result.stderr);
     assert.equal(readLog(ws.log).length, 6);
@@ -557,18 +671,28 @@ describe('exit status 2: a usage or configuration error stops the run before any
     {
       label: '--task matching nothing',
       args: ['--task', 'proof99'],
-      says: () => ['--task proof99', 'models (folders): m01, m02; tasks: proof01, proof02, proof03'],
+      says: () => [
+        '--task proof99',
+        'models (folders): m01, m02; tasks: proof01, proof02, proof03',
+      ],
     },
     {
       label: '--task and --model matching nothing together',
       args: ['--model', 'anthropic', '--task', 'proof01'],
       says: () => ['--task proof01 --model anthropic', 'models (folders): m01, m02'],
     },
-    { label: 'a missing key', opts: { apiKey: null }, says: () => ['ANTHROPIC_API_KEY is not set'] },
+    {
+      label: 'a missing key',
+      opts: { apiKey: null },
+      says: () => ['ANTHROPIC_API_KEY is not set'],
+    },
     {
       label: 'a numeric temperature on a fallback judge',
       wsOpts: { fallbacks: [judgeEntry('judge-b', { temperature: 0.2 })] },
-      says: () => ['judge judge-b: "temperature": 0.2 is set', 'set "temperature": null in models.json'],
+      says: () => [
+        'judge judge-b: "temperature": 0.2 is set',
+        'set "temperature": null in models.json',
+      ],
     },
     {
       label: 'a rubric with no dimension',
@@ -583,12 +707,16 @@ describe('exit status 2: a usage or configuration error stops the run before any
     {
       label: 'a rubric repeating a dimension name',
       prepare: writeRubric({ dimensions: [firstDimension, firstDimension] }),
-      says: (ws) => [`${ws.rubric}: dimensions[1].name: duplicate dimension name "mathematical_correctness"`],
+      says: (ws) => [
+        `${ws.rubric}: dimensions[1].name: duplicate dimension name "mathematical_correctness"`,
+      ],
     },
     {
       label: 'a CSV whose header differs from the rubric columns',
       prepare: (ws) => writeJson(ws.output, 'task_id,model,score,notes\nproof01,m01,2,old\n'),
-      says: (ws) => [`${ws.output}: its header "task_id,model,score,notes" differs from the rubric's columns`],
+      says: (ws) => [
+        `${ws.output}: its header "task_id,model,score,notes" differs from the rubric's columns`,
+      ],
     },
     {
       label: 'a models.json that is not JSON',
@@ -602,7 +730,10 @@ describe('exit status 2: a usage or configuration error stops the run before any
     },
     {
       label: 'a misspelt judge key ("temprature")',
-      prepare: writeModels({ judge: judgeEntry('judge-a', { temprature: 0 }), fallback_judges: [] }),
+      prepare: writeModels({
+        judge: judgeEntry('judge-a', { temprature: 0 }),
+        fallback_judges: [],
+      }),
       says: (ws) => [`${ws.models}: judge: unknown key "temprature" (did you mean "temperature"?)`],
     },
   ];
@@ -614,13 +745,18 @@ describe('exit status 2: a usage or configuration error stops the run before any
       const result = await run(args, opts);
       assert.equal(result.code, 2, result.stderr);
       for (const part of says(ws)) {
-        if (typeof part === 'string') assert.ok(result.stderr.includes(part), `${part}\nin: ${result.stderr}`);
+        if (typeof part === 'string')
+          assert.ok(result.stderr.includes(part), `${part}\nin: ${result.stderr}`);
         else assert.match(result.stderr, part);
       }
       assert.doesNotMatch(result.stderr, /^\s+at /m, 'no stack trace');
       assert.equal(result.stdout, '');
       assert.equal(fake.requests.length, 0);
-      assert.deepEqual(snapshot(ws.dir), before, 'no CSV, log or lock; an existing CSV is left as it was');
+      assert.deepEqual(
+        snapshot(ws.dir),
+        before,
+        'no CSV, log or lock; an existing CSV is left as it was',
+      );
     });
   }
 
@@ -632,7 +768,10 @@ describe('exit status 2: a usage or configuration error stops the run before any
       assert.equal(lines(result.stderr.trimEnd()).length, 1, result.stderr);
       assert.match(result.stderr, /^run-judge: .* \(see --help\)\n$/);
       for (const helpOnly of ['Usage:', '--reference-keys', 'Exit status']) {
-        assert.ok(!result.stderr.includes(helpOnly), `the help's "${helpOnly}" is not printed:\n${result.stderr}`);
+        assert.ok(
+          !result.stderr.includes(helpOnly),
+          `the help's "${helpOnly}" is not printed:\n${result.stderr}`,
+        );
       }
       assert.equal(result.stdout, '');
     }
@@ -647,12 +786,19 @@ describe('exit status 2: a 401 (a bad key) stops the run once the requests in fl
     });
     const result = await run(['--concurrency', '3'], { apiKey: 'sk-test-SECRET' });
     assert.equal(result.code, 2, result.stderr);
-    assert.equal(fake.requests.length, 2, 'only the first burst, in flight before any answer (FIRST_BURST)');
+    assert.equal(
+      fake.requests.length,
+      2,
+      'only the first burst, in flight before any answer (FIRST_BURST)',
+    );
     assert.ok(
       fake.requests.every((req) => modelOf(req) === 'judge-a'),
       'no fallback judge for a configuration error',
     );
-    assert.match(result.stderr, /^stopped: judge judge-a: HTTP 401 authentication_error: invalid x-api-key/m);
+    assert.match(
+      result.stderr,
+      /^stopped: judge judge-a: HTTP 401 authentication_error: invalid x-api-key/m,
+    );
     assert.equal(rowCount(ws.output), 0);
     assert.ok(!result.stderr.includes('SECRET'));
   });
@@ -686,12 +832,20 @@ describe('concurrency: at most --concurrency requests in flight, rows written as
     const slow = hold();
     const { fake, ws, run } = await setupRun(t, {
       responder: (req) =>
-        tagOf(req) === 'm01/proof01' ? { text: fake.validAnswer({}, 'slow'), until: slow.until } : undefined,
+        tagOf(req) === 'm01/proof01'
+          ? { text: fake.validAnswer({}, 'slow'), until: slow.until }
+          : undefined,
     });
     let finished = false;
     const running = run(['--concurrency', '2']).finally(() => (finished = true));
-    await waitFor(() => rowCount(ws.output) >= 5 || finished, 10_000, 'five rows').finally(slow.release);
-    assert.equal(finished, false, 'five rows are on disk while the slow judgement is still in flight');
+    await waitFor(() => rowCount(ws.output) >= 5 || finished, 10_000, 'five rows').finally(
+      slow.release,
+    );
+    assert.equal(
+      finished,
+      false,
+      'five rows are on disk while the slow judgement is still in flight',
+    );
     assert.deepEqual(
       csvRows(ws.output)
         .map((row) => row.key)
@@ -700,7 +854,11 @@ describe('concurrency: at most --concurrency requests in flight, rows written as
     );
     const result = await running;
     assert.equal(result.code, 0, result.stderr);
-    assert.equal(csvRows(ws.output).at(-1)!.key, 'm01/proof01', 'the slow one comes last, in completion order');
+    assert.equal(
+      csvRows(ws.output).at(-1)!.key,
+      'm01/proof01',
+      'the slow one comes last, in completion order',
+    );
   });
 });
 
@@ -710,7 +868,11 @@ describe('output streams: stdout stays clean, stderr holds plain one-line messag
     const { run } = await setupRun(t, {
       latencyMs: 20,
       responder: (req, i) =>
-        i === 0 ? rateLimited('0.05') : tagOf(req) === 'm02/proof03' ? { text: 'prose' } : undefined,
+        i === 0
+          ? rateLimited('0.05')
+          : tagOf(req) === 'm02/proof03'
+            ? { text: 'prose' }
+            : undefined,
       clock: true,
     });
     const result = await run();
@@ -719,7 +881,10 @@ describe('output streams: stdout stays clean, stderr holds plain one-line messag
     assert.ok(!result.stderr.includes('\x1b'), 'no ESC');
     assert.ok(!result.stderr.includes('\r'), 'no carriage return');
     assert.match(result.stderr, summaryLine(5, 1));
-    assert.match(result.stderr, /^ {2}failed m02\/proof03: all 2 judges failed: .*judge judge-a: unusable answer/m);
+    assert.match(
+      result.stderr,
+      /^ {2}failed m02\/proof03: all 2 judges failed: .*judge judge-a: unusable answer/m,
+    );
   });
 
   test('on a terminal, stderr draws a live progress line (which a plain stream never gets)', async (t) => {
@@ -737,7 +902,10 @@ describe('output streams: stdout stays clean, stderr holds plain one-line messag
       {
         label: 'judge answers with newlines, tabs and escape characters (cut-off JSON, then prose)',
         reply: (judge) => ({
-          text: judge === 'judge-a' ? '{"scores": {\n\t"mathematical_correctness": 2,' : 'no\n\x1b[31mx\ty',
+          text:
+            judge === 'judge-a'
+              ? '{"scores": {\n\t"mathematical_correctness": 2,'
+              : 'no\n\x1b[31mx\ty',
         }),
         escaped: ['no\\n\\u001b[31mx\\ty'],
       },
@@ -755,15 +923,23 @@ describe('output streams: stdout stays clean, stderr holds plain one-line messag
         const result = await run(['--model', 'm01']);
         assert.equal(result.code, 1, result.stderr);
         assert.doesNotMatch(result.stderr, RAW_CONTROL, JSON.stringify(result.stderr));
-        const failed = lines(result.stderr).filter((line) => line.startsWith('failed m01/proof01: '));
-        const summary = lines(result.stderr).filter((line) => line.startsWith('  failed m01/proof01: '));
+        const failed = lines(result.stderr).filter((line) =>
+          line.startsWith('failed m01/proof01: '),
+        );
+        const summary = lines(result.stderr).filter((line) =>
+          line.startsWith('  failed m01/proof01: '),
+        );
         assert.equal(failed.length, 1, result.stderr);
         assert.equal(summary.length, 1, result.stderr);
         for (const part of escaped) {
           assert.ok(failed[0]!.includes(part), `${part} in ${failed[0]}`);
           assert.ok(summary[0]!.includes(part), `${part} in ${summary[0]}`);
         }
-        assert.equal(lines(result.stderr).filter((line) => line.includes('m01/proof01')).length, 2, result.stderr);
+        assert.equal(
+          lines(result.stderr).filter((line) => line.includes('m01/proof01')).length,
+          2,
+          result.stderr,
+        );
       });
     }
   });
@@ -817,19 +993,26 @@ describe('output streams: stdout stays clean, stderr holds plain one-line messag
         primary: { text: 'I think it is good' },
         why: 'unusable answer: the answer is not JSON',
       },
-      { label: 'an HTTP 500', primary: apiError(500, 'api_error', 'Internal server error'), why: 'HTTP 500 api_error' },
+      {
+        label: 'an HTTP 500',
+        primary: apiError(500, 'api_error', 'Internal server error'),
+        why: 'HTTP 500 api_error',
+      },
     ];
     for (const { label, primary, why } of cases) {
       test(`after ${label} from the primary`, async (t) => {
         const { ws, run } = await setupRun(t, {
-          responder: (req) => (tagOf(req) === 'm01/proof01' && modelOf(req) === 'judge-a' ? primary : undefined),
+          responder: (req) =>
+            tagOf(req) === 'm01/proof01' && modelOf(req) === 'judge-a' ? primary : undefined,
         });
         const result = await run();
         assert.equal(result.code, 0, result.stderr);
         const mentions = lines(result.stderr).filter((line) => line.includes('m01/proof01'));
         assert.equal(mentions.length, 1, result.stderr);
         assert.ok(
-          mentions[0]!.startsWith(`m01/proof01: scored by fallback judge judge-b after judge judge-a: ${why}`),
+          mentions[0]!.startsWith(
+            `m01/proof01: scored by fallback judge judge-b after judge judge-a: ${why}`,
+          ),
           mentions[0],
         );
         assert.doesNotMatch(result.stderr, /attempt failed|^ *failed /m);
@@ -845,7 +1028,15 @@ describe('--help', () => {
   test('explains every flag and the exit statuses on stdout, exit 0', async () => {
     const { code, stdout: help, stderr } = await runMain(['--help']);
     assert.equal(code, 0);
-    const flags = ['--task', '--model', '--dry-run', '--concurrency', '--rescore', '--batch', '--poll-interval'];
+    const flags = [
+      '--task',
+      '--model',
+      '--dry-run',
+      '--concurrency',
+      '--rescore',
+      '--batch',
+      '--poll-interval',
+    ];
     flags.push(
       '--no-fallback',
       '--transcripts',
@@ -879,7 +1070,10 @@ describe('SIGINT (a real process)', () => {
     const rows = wellFormedCsv(ws.output);
     assert.equal(rows.length, fake.requests.length, 'every request answered became a row');
     assert.ok(rows.length >= 2 && rows.length < 20, `rows: ${rows.length}`);
-    assert.match(result.stderr, new RegExp(`^interrupted: 20 selected: ${rows.length} scored, 0 skipped`, 'm'));
+    assert.match(
+      result.stderr,
+      new RegExp(`^interrupted: 20 selected: ${rows.length} scored, 0 skipped`, 'm'),
+    );
     const left = `  ${20 - rows.length} transcript(s) left without a row: run the same command again to continue`;
     assert.ok(result.stderr.includes(left), result.stderr);
     assert.equal(readLog(ws.log).length, rows.length);
@@ -935,14 +1129,29 @@ describe('SIGINT (a real process): the first never cuts a judgement in flight sh
     await waitFor(logged, 20_000, 'the 401 to be logged');
     assert.equal(rowCount(ws.output), 0, 'the slow answer is still in flight');
     child.kill('SIGINT');
-    await waitFor(() => stderr().includes('stopping:') || child.exitCode !== null, 20_000, 'the SIGINT to be taken');
+    await waitFor(
+      () => stderr().includes('stopping:') || child.exitCode !== null,
+      20_000,
+      'the SIGINT to be taken',
+    );
     slow.release();
     const result = await done;
     assert.equal(result.signal, null, result.stderr);
     assert.equal(result.code, 2, result.stderr);
-    assert.match(result.stderr, /^stopped: judge judge-a: HTTP 401 authentication_error: invalid x-api-key/m);
-    assert.deepEqual(wellFormedCsv(ws.output), ['m01/proof02'], 'the judgement in flight is written');
-    assert.deepEqual(fake.requests.map(tagOf).sort(), ['m01/proof01', 'm01/proof02'], 'nothing started after the 401');
+    assert.match(
+      result.stderr,
+      /^stopped: judge judge-a: HTTP 401 authentication_error: invalid x-api-key/m,
+    );
+    assert.deepEqual(
+      wellFormedCsv(ws.output),
+      ['m01/proof02'],
+      'the judgement in flight is written',
+    );
+    assert.deepEqual(
+      fake.requests.map(tagOf).sort(),
+      ['m01/proof01', 'm01/proof02'],
+      'nothing started after the 401',
+    );
     assert.deepEqual(
       readLog(ws.log).map((entry) => [`${entry.model}/${entry.task_id}`, entry.status]),
       [
@@ -970,7 +1179,11 @@ describe('SIGINT (a real process): the first never cuts a judgement in flight sh
     await waitFor(() => fake.requests.length >= 2, 20_000, 'the first two requests');
     assert.equal(rowCount(ws.output), 0, 'no answer yet');
     child.kill('SIGINT');
-    await waitFor(() => stderr().includes('stopping:') || child.exitCode !== null, 20_000, 'the SIGINT to be taken');
+    await waitFor(
+      () => stderr().includes('stopping:') || child.exitCode !== null,
+      20_000,
+      'the SIGINT to be taken',
+    );
     primary.release();
     const result = await done;
     assert.equal(result.signal, null, result.stderr);
@@ -982,7 +1195,11 @@ describe('SIGINT (a real process): the first never cuts a judgement in flight sh
     );
     assert.deepEqual(wellFormedCsv(ws.output), ['m01/proof01', 'm01/proof02']);
     for (const entry of readLog(ws.log)) {
-      assert.deepEqual([entry.status, entry.judge, entry.attempts.length], ['scored', 'judge-b', 1], entry.task_id);
+      assert.deepEqual(
+        [entry.status, entry.judge, entry.attempts.length],
+        ['scored', 'judge-b', 1],
+        entry.task_id,
+      );
     }
     assert.equal(readLog(ws.log).length, 2);
     assert.match(result.stderr, /^interrupted: 4 selected: 2 scored, 0 skipped/m);
@@ -1006,7 +1223,10 @@ describe('SIGTERM (a real process) is the first Ctrl-C', () => {
     const rows = wellFormedCsv(ws.output);
     assert.equal(rows.length, fake.requests.length, 'every request answered became a row');
     assert.ok(rows.length >= 2 && rows.length < 20, `rows: ${rows.length}`);
-    assert.match(result.stderr, new RegExp(`^interrupted: 20 selected: ${rows.length} scored, 0 skipped`, 'm'));
+    assert.match(
+      result.stderr,
+      new RegExp(`^interrupted: 20 selected: ${rows.length} scored, 0 skipped`, 'm'),
+    );
     assert.equal(readLog(ws.log).length, rows.length);
     assert.equal(fs.existsSync(`${ws.output}.lock`), false);
 
@@ -1070,7 +1290,11 @@ describe('importing run-judge.ts runs nothing', () => {
   const moduleUrl = pathToFileURL(file).href;
 
   test('the entry check is false for another file, a missing argv[1] or a file that does not exist', () => {
-    for (const argv1 of [path.join(REPO, 'test', 'cli.test.ts'), undefined, path.join(REPO, 'no-such-file.ts')]) {
+    for (const argv1 of [
+      path.join(REPO, 'test', 'cli.test.ts'),
+      undefined,
+      path.join(REPO, 'no-such-file.ts'),
+    ]) {
       assert.equal(isEntryModule(moduleUrl, argv1), false, String(argv1));
     }
   });
@@ -1089,11 +1313,15 @@ describe('importing run-judge.ts runs nothing', () => {
       `const m = await import(${JSON.stringify(moduleUrl)});\nprocess.stdout.write(typeof m.main);\n`,
     );
     const env = { ...process.env, ANTHROPIC_BASE_URL: 'http://127.0.0.1:9', ANTHROPIC_API_KEY: '' };
-    const result = spawnSync(process.execPath, ['--import', import.meta.resolve('tsx'), script, '--task', 'proof01'], {
-      cwd: dir,
-      env,
-      encoding: 'utf8',
-    });
+    const result = spawnSync(
+      process.execPath,
+      ['--import', import.meta.resolve('tsx'), script, '--task', 'proof01'],
+      {
+        cwd: dir,
+        env,
+        encoding: 'utf8',
+      },
+    );
     assert.equal(result.status, 0, result.stderr);
     assert.deepEqual([result.stdout, result.stderr], ['function', '']);
     assert.deepEqual(fs.readdirSync(dir), ['import-only.mjs']);

@@ -93,7 +93,11 @@ export interface InputUsage {
 type Piece = { chars: number; images: number; key: string; breakpoint: boolean };
 
 export const IMAGE_TOKENS = 1600;
-const BUCKET_HEADER = { requests: 'requests', inputTokens: 'input-tokens', outputTokens: 'output-tokens' } as const;
+const BUCKET_HEADER = {
+  requests: 'requests',
+  inputTokens: 'input-tokens',
+  outputTokens: 'output-tokens',
+} as const;
 type BucketName = keyof typeof BUCKET_HEADER;
 type BucketState = Bucket & { level: number; at: number };
 /** Milliseconds since the epoch, with a fraction: the buckets refill continuously. */
@@ -109,11 +113,18 @@ function promptPieces(body: any): Piece[] {
     if (block.type === 'text' && typeof block.text === 'string')
       return pieces.push({ chars: block.text.length, images: 0, key: block.text, breakpoint });
     const { cache_control: _, ...rest } = block;
-    pieces.push({ chars: 0, images: block.type === 'image' ? 1 : 0, key: JSON.stringify(rest), breakpoint });
+    pieces.push({
+      chars: 0,
+      images: block.type === 'image' ? 1 : 0,
+      key: JSON.stringify(rest),
+      breakpoint,
+    });
   };
-  const addContent = (content: any) => (Array.isArray(content) ? content.forEach(add) : add(content));
+  const addContent = (content: any) =>
+    Array.isArray(content) ? content.forEach(add) : add(content);
   addContent(body?.system);
-  if (Array.isArray(body?.messages)) for (const message of body.messages) addContent(message?.content);
+  if (Array.isArray(body?.messages))
+    for (const message of body.messages) addContent(message?.content);
   return pieces;
 }
 
@@ -199,7 +210,9 @@ export class FakeAnthropic {
   static async start(opts: FakeOptions = {}): Promise<FakeAnthropic> {
     let fake: FakeAnthropic | undefined;
     const server = createServer((req, res) => void fake?.handle(req, res));
-    await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
+    await new Promise<void>((resolve, reject) =>
+      server.once('error', reject).listen(0, '127.0.0.1', resolve),
+    );
     const { port } = server.address() as AddressInfo;
     fake = new FakeAnthropic(server, `http://127.0.0.1:${port}`, opts);
     subscribe('undici:request:create', fake.onRequestCreate);
@@ -300,9 +313,16 @@ export class FakeAnthropic {
     const admitted = rl?.limited ? undefined : this.admit(body);
     if (admitted && 'retryAfterS' in admitted) {
       // Refused by a bucket: at once, without the latency, and taking nothing.
-      const headers = { ...this.bucketHeaders(this.bucketNow()), 'retry-after': admitted.retryAfterS.toFixed(3) };
+      const headers = {
+        ...this.bucketHeaders(this.bucketNow()),
+        'retry-after': admitted.retryAfterS.toFixed(3),
+      };
       const error = errorBody(n, 'rate_limit_error', admitted.message);
-      return this.send(res, n, { status: 429, body: error, headers: { ...rl?.headers, ...headers } });
+      return this.send(res, n, {
+        status: 429,
+        body: error,
+        headers: { ...rl?.headers, ...headers },
+      });
     }
     const reply: Reply = rl?.limited
       ? { kind: 'error', status: 429, type: 'rate_limit_error', message: RATE_LIMIT_MESSAGE }
@@ -323,10 +343,15 @@ export class FakeAnthropic {
             : undefined;
         const answer = this.answer(reply, n, body?.model, usage);
         if (usage) this.takeOutput(usage.output_tokens);
-        if (this.opts.buckets) answer.headers = { ...this.bucketHeaders(this.bucketNow()), ...answer.headers };
+        if (this.opts.buckets)
+          answer.headers = { ...this.bucketHeaders(this.bucketNow()), ...answer.headers };
         if (rl) answer.headers = { ...rl.headers, ...answer.headers };
         // Computed at send time so the client waits only for what is left of the window.
-        if (rl?.limited) answer.headers['retry-after'] ??= Math.max(0.001, (rl.end - this.wallNow()) / 1000).toFixed(3);
+        if (rl?.limited)
+          answer.headers['retry-after'] ??= Math.max(
+            0.001,
+            (rl.end - this.wallNow()) / 1000,
+          ).toFixed(3);
         this.send(res, n, answer);
       }, delay); // one timer per request, so concurrent requests see the latency in parallel
       this.timers.add(timer);
@@ -340,12 +365,24 @@ export class FakeAnthropic {
   }
 
   // Message Batches: create, retrieve (ends after N polls), and results as JSONL in reverse order (results come in any order).
-  private handleBatch(method: string, path: string, chunks: Buffer[], res: ServerResponse, n: number): void {
+  private handleBatch(
+    method: string,
+    path: string,
+    chunks: Buffer[],
+    res: ServerResponse,
+    n: number,
+  ): void {
     const json = (status: number, value: unknown) =>
       this.send(res, n, { status, body: JSON.stringify(value), headers: {} });
     if (method === 'POST' && path === '/v1/messages/batches') {
-      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { requests: FakeBatch['requests'] };
-      const batch: FakeBatch = { id: `msgbatch_fake_${this.batches.length + 1}`, requests: body.requests, polls: 0 };
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
+        requests: FakeBatch['requests'];
+      };
+      const batch: FakeBatch = {
+        id: `msgbatch_fake_${this.batches.length + 1}`,
+        requests: body.requests,
+        polls: 0,
+      };
       this.batches.push(batch);
       return json(200, this.batchObject(batch));
     }
@@ -354,7 +391,8 @@ export class FakeAnthropic {
     if (!batch) return json(404, JSON.parse(errorBody(n, 'not_found_error', `no batch ${id}`)));
     if (!results) {
       this.batchPolls++;
-      if (++batch.polls >= (this.opts.batch?.pollsUntilEnded ?? 1)) batch.endedAt ??= this.wallNow();
+      if (++batch.polls >= (this.opts.batch?.pollsUntilEnded ?? 1))
+        batch.endedAt ??= this.wallNow();
       return json(200, this.batchObject(batch));
     }
     const lines = batch.requests
@@ -363,13 +401,18 @@ export class FakeAnthropic {
           type: 'succeeded',
           text: this.validAnswer(),
         };
-        if (scripted.type === 'raw') return JSON.stringify({ custom_id: request.custom_id, result: scripted.result });
+        if (scripted.type === 'raw')
+          return JSON.stringify({ custom_id: request.custom_id, result: scripted.result });
         const result =
           scripted.type === 'succeeded'
             ? {
                 type: 'succeeded',
                 message: JSON.parse(
-                  this.answer({ text: scripted.text, stopReason: scripted.stopReason }, n, request.params.model).body,
+                  this.answer(
+                    { text: scripted.text, stopReason: scripted.stopReason },
+                    n,
+                    request.params.model,
+                  ).body,
                 ),
               }
             : scripted.type === 'errored'
@@ -419,10 +462,17 @@ export class FakeAnthropic {
 
   private pick(recorded: RecordedRequest, index: number): Reply {
     try {
-      return this.queue.shift() ?? this.opts.responder?.(recorded, index) ?? { text: this.validAnswer() };
+      return (
+        this.queue.shift() ?? this.opts.responder?.(recorded, index) ?? { text: this.validAnswer() }
+      );
     } catch (err) {
       // A throwing responder or a missing rubric should fail the test loudly, not hang it.
-      return { kind: 'error', status: 500, type: 'api_error', message: `fake-anthropic: ${String(err)}` };
+      return {
+        kind: 'error',
+        status: 500,
+        type: 'api_error',
+        message: `fake-anthropic: ${String(err)}`,
+      };
     }
   }
 
@@ -435,7 +485,11 @@ export class FakeAnthropic {
     const headers = { ...reply.headers };
     switch (reply.kind) {
       case 'error':
-        return { status: reply.status, body: errorBody(n, reply.type, reply.message, reply.errorCode), headers };
+        return {
+          status: reply.status,
+          body: errorBody(n, reply.type, reply.message, reply.errorCode),
+          headers,
+        };
       case 'raw':
         return { status: reply.status, body: reply.body, headers };
       default: {
@@ -482,7 +536,9 @@ export class FakeAnthropic {
    * With buckets, admits a Messages request (takes its cost, records its cache writes, returns its input usage) or
    * refuses it (returns the wait until every bucket short of its cost holds enough); without, undefined.
    */
-  private admit(body: any): { usage: InputUsage } | { retryAfterS: number; message: string } | undefined {
+  private admit(
+    body: any,
+  ): { usage: InputUsage } | { retryAfterS: number; message: string } | undefined {
     if (!this.opts.buckets) return undefined;
     const now = this.bucketNow();
     const pieces = promptPieces(body);
@@ -490,12 +546,15 @@ export class FakeAnthropic {
     // The cacheable prefixes end at the blocks with cache_control; the longest one already written is read, and
     // the prefix up to the last one is written (its tokens beyond what was read).
     const prefixes = pieces.flatMap((piece, i) =>
-      piece.breakpoint ? [{ key: JSON.stringify(pieces.slice(0, i + 1).map((p) => p.key)), end: i + 1 }] : [],
+      piece.breakpoint
+        ? [{ key: JSON.stringify(pieces.slice(0, i + 1).map((p) => p.key)), end: i + 1 }]
+        : [],
     );
     const read = [...prefixes].reverse().find((prefix) => this.cached.has(prefix.key));
     const last = prefixes.at(-1);
     const readTokens = read ? piecesTokens(pieces.slice(0, read.end)) : 0;
-    const writeTokens = last && last !== read ? piecesTokens(pieces.slice(0, last.end)) - readTokens : 0;
+    const writeTokens =
+      last && last !== read ? piecesTokens(pieces.slice(0, last.end)) - readTokens : 0;
     const usage = {
       input_tokens: total - readTokens - writeTokens,
       cache_creation_input_tokens: writeTokens,
@@ -506,18 +565,29 @@ export class FakeAnthropic {
       inputTokens: usage.input_tokens + writeTokens,
       outputTokens: 1, // output is taken when the answer is sent; an empty bucket refuses
     };
-    const short = (Object.entries(this.buckets) as [BucketName, BucketState][]).flatMap(([name, bucket]) => {
-      const level = this.level(bucket, now);
-      if (level >= cost[name]) return [];
-      const need = Math.min(cost[name], bucket.capacity); // a cost beyond capacity never fits: wait until full
-      const what = BUCKET_HEADER[name].replace('-', ' ');
-      const over = cost[name] > bucket.capacity ? ` (this request alone needs ${cost[name]})` : '';
-      return [{ wait: (need - level) / bucket.perSecond, what: `${bucket.perSecond} ${what} per second${over}` }];
-    });
+    const short = (Object.entries(this.buckets) as [BucketName, BucketState][]).flatMap(
+      ([name, bucket]) => {
+        const level = this.level(bucket, now);
+        if (level >= cost[name]) return [];
+        const need = Math.min(cost[name], bucket.capacity); // a cost beyond capacity never fits: wait until full
+        const what = BUCKET_HEADER[name].replace('-', ' ');
+        const over =
+          cost[name] > bucket.capacity ? ` (this request alone needs ${cost[name]})` : '';
+        return [
+          {
+            wait: (need - level) / bucket.perSecond,
+            what: `${bucket.perSecond} ${what} per second${over}`,
+          },
+        ];
+      },
+    );
     if (short.length) {
       const wait = Math.max(...short.map((s) => s.wait));
       const limits = short.map((s) => s.what).join(', ');
-      return { retryAfterS: Math.max(0.001, wait), message: `This request would exceed your rate limit of ${limits}` };
+      return {
+        retryAfterS: Math.max(0.001, wait),
+        message: `This request would exceed your rate limit of ${limits}`,
+      };
     }
     if (this.buckets.requests) this.buckets.requests.level -= cost.requests;
     if (this.buckets.inputTokens) this.buckets.inputTokens.level -= cost.inputTokens;
@@ -549,14 +619,18 @@ export class FakeAnthropic {
       const level = this.level(bucket, now);
       const remaining = Math.max(0, Math.floor(level));
       // Levels follow the monotonic clock; the reset is told on the wall clock that clients compare it with.
-      const reset = this.wallNow() + (Math.max(0, bucket.capacity - level) / bucket.perSecond) * 1000;
+      const reset =
+        this.wallNow() + (Math.max(0, bucket.capacity - level) / bucket.perSecond) * 1000;
       const prefix = `anthropic-ratelimit-${BUCKET_HEADER[name]}`;
       headers[`${prefix}-limit`] = String(bucket.capacity);
       headers[`${prefix}-remaining`] = String(remaining);
       headers[`${prefix}-reset`] = new Date(reset).toISOString();
       const tighter =
-        !tightest || remaining < tightest.remaining || (remaining === tightest.remaining && reset > tightest.reset);
-      if (name !== 'requests' && tighter) tightest = { remaining, reset, capacity: bucket.capacity };
+        !tightest ||
+        remaining < tightest.remaining ||
+        (remaining === tightest.remaining && reset > tightest.reset);
+      if (name !== 'requests' && tighter)
+        tightest = { remaining, reset, capacity: bucket.capacity };
     }
     if (tightest && this.buckets.inputTokens && this.buckets.outputTokens) {
       headers['anthropic-ratelimit-tokens-limit'] = String(tightest.capacity);
@@ -569,7 +643,11 @@ export class FakeAnthropic {
   private send(res: ServerResponse, n: number, { status, body, headers }: Answer): void {
     if (res.destroyed) return; // the client already gave up (e.g. its timeout fired)
     if (status === 429) this.count429++;
-    res.writeHead(status, { 'content-type': 'application/json', 'request-id': `req_fake_${n}`, ...headers });
+    res.writeHead(status, {
+      'content-type': 'application/json',
+      'request-id': `req_fake_${n}`,
+      ...headers,
+    });
     res.end(body);
   }
 }

@@ -30,19 +30,28 @@ async function post(fake: FakeAnthropic, body: object): Promise<Answered> {
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ model: 'judge', max_tokens: 64, ...body }),
   });
-  return { status: res.status, headers: res.headers, body: await res.json(), sentAt, doneAt: Date.now() };
+  return {
+    status: res.status,
+    headers: res.headers,
+    body: await res.json(),
+    sentAt,
+    doneAt: Date.now(),
+  };
 }
 
 /** A one-message request of `chars` characters: ceil(chars / 4) input tokens. */
 const prompt = (chars: number) => ({ messages: [{ role: 'user', content: 'p'.repeat(chars) }] });
-const header = (answer: Answered, name: string) => answer.headers.get(`anthropic-ratelimit-${name}`);
-const remaining = (answer: Answered, bucket: string) => Number(header(answer, `${bucket}-remaining`));
+const header = (answer: Answered, name: string) =>
+  answer.headers.get(`anthropic-ratelimit-${name}`);
+const remaining = (answer: Answered, bucket: string) =>
+  Number(header(answer, `${bucket}-remaining`));
 /** Seconds from when the answer was read to its `-reset`. */
 const resetInS = (answer: Answered, bucket: string) =>
   (Date.parse(header(answer, `${bucket}-reset`)!) - answer.doneAt) / 1000;
 /** Seconds from the first of these requests being sent to the last answer read: what a bucket can refill meanwhile. */
 const spanS = (...answers: Answered[]) =>
-  (Math.max(...answers.map((a) => a.doneAt)) - Math.min(...answers.map((a) => a.sentAt)) + 2) / 1000;
+  (Math.max(...answers.map((a) => a.doneAt)) - Math.min(...answers.map((a) => a.sentAt)) + 2) /
+  1000;
 const cached = (text: string) => ({ type: 'text', text, cache_control: { type: 'ephemeral' } });
 
 describe('fake-anthropic token buckets', () => {
@@ -60,18 +69,27 @@ describe('fake-anthropic token buckets', () => {
       assert.equal(answer.body.error.type, 'rate_limit_error');
       const retryAfter = Number(answer.headers.get('retry-after'));
       // The bucket is empty: one request refills in 1/2 s, less what refilled since the burst began (2 a second).
-      assert.ok(retryAfter >= 0.5 - 2 * spanS(...answers) && retryAfter <= 0.5, `retry-after ${retryAfter}`);
+      assert.ok(
+        retryAfter >= 0.5 - 2 * spanS(...answers) && retryAfter <= 0.5,
+        `retry-after ${retryAfter}`,
+      );
       assert.equal(remaining(answer, 'requests'), 0);
     }
   });
 
   test('a 429 is answered at once, not after the latency', async (t) => {
-    const fake = await startFake(t, { latencyMs: 2000, buckets: { requests: { capacity: 1, perSecond: 0.5 } } });
+    const fake = await startFake(t, {
+      latencyMs: 2000,
+      buckets: { requests: { capacity: 1, perSecond: 0.5 } },
+    });
     const pending = post(fake, prompt(4)).catch(() => undefined); // admitted: answered after 2 s, or cut by close()
     while (fake.requests.length < 1) await sleep(2);
     const refused = await post(fake, prompt(4));
     assert.equal(refused.status, 429);
-    assert.ok(refused.doneAt - refused.sentAt < 1000, `answered in ${refused.doneAt - refused.sentAt} ms`);
+    assert.ok(
+      refused.doneAt - refused.sentAt < 1000,
+      `answered in ${refused.doneAt - refused.sentAt} ms`,
+    );
     await fake.close();
     await pending;
   });
@@ -81,8 +99,15 @@ describe('fake-anthropic token buckets', () => {
     const first = await post(fake, prompt(320)); // 80 tokens
     assert.equal(first.status, 200);
     const held = remaining(first, 'input-tokens');
-    assert.ok(held >= 20 && held <= 20 + 50 * spanS(first), `20 held, and what refilled since: ${held}`);
-    assert.equal(header(first, 'tokens-limit'), null, 'tokens-* only when both token buckets exist');
+    assert.ok(
+      held >= 20 && held <= 20 + 50 * spanS(first),
+      `20 held, and what refilled since: ${held}`,
+    );
+    assert.equal(
+      header(first, 'tokens-limit'),
+      null,
+      'tokens-* only when both token buckets exist',
+    );
     assert.equal(header(first, 'requests-limit'), null, 'headers only for the buckets configured');
     const refused = await post(fake, prompt(320));
     assert.equal(refused.status, 429);
@@ -93,7 +118,12 @@ describe('fake-anthropic token buckets', () => {
     );
     const small = await post(fake, prompt(40)); // 10 tokens
     assert.equal(small.status, 200, 'the 429 took nothing from the bucket');
-    assert.deepEqual(fake.charged, { requests: 2, inputTokens: 90, cacheReadTokens: 0, outputTokens: 40 });
+    assert.deepEqual(fake.charged, {
+      requests: 2,
+      inputTokens: 90,
+      cacheReadTokens: 0,
+      outputTokens: 40,
+    });
   });
 
   test('every answer, 200 and 429, carries limit, remaining and reset for each bucket, consistent with each other', async (t) => {
@@ -113,13 +143,20 @@ describe('fake-anthropic token buckets', () => {
       answers.map((a) => remaining(a, 'requests')),
       [3, 2, 1, 0, 0, 0],
     );
-    const names = { requests: 'requests', inputTokens: 'input-tokens', outputTokens: 'output-tokens' } as const;
+    const names = {
+      requests: 'requests',
+      inputTokens: 'input-tokens',
+      outputTokens: 'output-tokens',
+    } as const;
     for (const answer of answers) {
       for (const [key, bucket] of Object.entries(buckets)) {
         const name = names[key as keyof typeof names];
         assert.equal(header(answer, `${name}-limit`), String(bucket.capacity), name);
         const left = remaining(answer, name);
-        assert.ok(Number.isInteger(left) && left >= 0 && left <= bucket.capacity, `${name} remaining ${left}`);
+        assert.ok(
+          Number.isInteger(left) && left >= 0 && left <= bucket.capacity,
+          `${name} remaining ${left}`,
+        );
         // remaining is the floor of the level, and reset is when the level is back at capacity (computed by the
         // fake between sending the request and reading its answer, which resetInS counts from).
         const fullInS = (bucket.capacity - left) / bucket.perSecond;
@@ -144,12 +181,16 @@ describe('fake-anthropic token buckets', () => {
   test('output tokens are taken when the answer is sent; a bucket driven below 1 refuses until it refills', async (t) => {
     const fake = await startFake(t, {
       buckets: { outputTokens: { capacity: 30, perSecond: 100 } },
-      responder: (_req, i) => (i === 1 ? { text: 'long', usage: { input_tokens: 1, output_tokens: 45 } } : undefined),
+      responder: (_req, i) =>
+        i === 1 ? { text: 'long', usage: { input_tokens: 1, output_tokens: 45 } } : undefined,
     });
     const first = await post(fake, prompt(4));
     assert.equal(first.body.usage.output_tokens, 20);
     const held = remaining(first, 'output-tokens');
-    assert.ok(held >= 10 && held <= 10 + 100 * spanS(first), `the answer took its 20 output tokens: ${held}`);
+    assert.ok(
+      held >= 10 && held <= 10 + 100 * spanS(first),
+      `the answer took its 20 output tokens: ${held}`,
+    );
     const second = await post(fake, prompt(4)); // about 10 held, 45 taken: the level goes negative
     assert.equal(second.status, 200);
     assert.equal(second.body.usage.output_tokens, 45, 'a scripted usage field wins');
@@ -177,11 +218,16 @@ describe('fake-anthropic token buckets', () => {
     const most = Math.min(10, 40 * spanS(...burst, half) - 1);
     assert.ok(left >= 3 && left <= most, `remaining ${left}, at most ${most}`);
     const reset = resetInS(half, 'requests');
-    assert.ok(reset >= (9 - left) / 40 - spanS(half) && reset <= (10 - left) / 40 + 0.002, `full again in ${reset} s`);
+    assert.ok(
+      reset >= (9 - left) / 40 - spanS(half) && reset <= (10 - left) / 40 + 0.002,
+      `full again in ${reset} s`,
+    );
   });
 
   test('usage: characters / 4 rounded up over system and every text, 1,600 per image; no cache fields without cache_control', async (t) => {
-    const fake = await startFake(t, { buckets: { inputTokens: { capacity: 10_000, perSecond: 1 } } });
+    const fake = await startFake(t, {
+      buckets: { inputTokens: { capacity: 10_000, perSecond: 1 } },
+    });
     const body = {
       system: 'abc',
       messages: [
@@ -206,7 +252,10 @@ describe('fake-anthropic token buckets', () => {
       cache_read_input_tokens: 0,
       output_tokens: 20,
     });
-    const systemBlocks = await post(fake, { system: [{ type: 'text', text: 'abcd' }], messages: [] });
+    const systemBlocks = await post(fake, {
+      system: [{ type: 'text', text: 'abcd' }],
+      messages: [],
+    });
     assert.equal(systemBlocks.body.usage.input_tokens, 1);
     assert.equal(fake.charged.inputTokens, expected + 1);
   });
@@ -233,7 +282,11 @@ describe('fake-anthropic token buckets', () => {
       cache_read_input_tokens: 0,
       output_tokens: 20,
     });
-    assert.equal(remaining(first, 'input-tokens'), 400, 'the cache write counts against the bucket');
+    assert.equal(
+      remaining(first, 'input-tokens'),
+      400,
+      'the cache write counts against the bucket',
+    );
     const second = await post(fake, withPrefix('r'.repeat(200))); // another question, 50 tokens
     assert.deepEqual(second.body.usage, {
       input_tokens: 50,
@@ -248,14 +301,25 @@ describe('fake-anthropic token buckets', () => {
       messages: [{ role: 'user', content: 'r'.repeat(200) }],
     });
     assert.equal(uncached.status, 429);
-    assert.ok(Number(uncached.headers.get('retry-after')) > 1900, '200 tokens short at 0.1 a second');
-    assert.deepEqual(fake.charged, { requests: 2, inputTokens: 650, cacheReadTokens: 500, outputTokens: 40 });
+    assert.ok(
+      Number(uncached.headers.get('retry-after')) > 1900,
+      '200 tokens short at 0.1 a second',
+    );
+    assert.deepEqual(fake.charged, {
+      requests: 2,
+      inputTokens: 650,
+      cacheReadTokens: 500,
+      outputTokens: 40,
+    });
   });
 
   test('a request refused writes nothing to the prompt cache', async (t) => {
     const fake = await startFake(t, { buckets: { requests: { capacity: 1, perSecond: 5 } } });
     assert.equal((await post(fake, prompt(4))).status, 200); // the bucket is empty for the next 200 ms
-    const newPrefix = { system: [cached('n'.repeat(400))], messages: [{ role: 'user', content: 'q' }] };
+    const newPrefix = {
+      system: [cached('n'.repeat(400))],
+      messages: [{ role: 'user', content: 'q' }],
+    };
     const refused = await post(fake, newPrefix);
     assert.equal(refused.status, 429);
     await sleep(Number(refused.headers.get('retry-after')) * 1000 + 20);
@@ -266,12 +330,19 @@ describe('fake-anthropic token buckets', () => {
   });
 
   test('with several cache_control blocks, the longest prefix already written is read and the rest up to the last written', async (t) => {
-    const fake = await startFake(t, { buckets: { inputTokens: { capacity: 10_000, perSecond: 1 } } });
+    const fake = await startFake(t, {
+      buckets: { inputTokens: { capacity: 10_000, perSecond: 1 } },
+    });
     const system = [cached('a'.repeat(400))]; // 100 tokens
     await post(fake, { system, messages: [{ role: 'user', content: 'x' }] });
     const answer = await post(fake, {
       system,
-      messages: [{ role: 'user', content: [cached('b'.repeat(800)), { type: 'text', text: 'c'.repeat(40) }] }],
+      messages: [
+        {
+          role: 'user',
+          content: [cached('b'.repeat(800)), { type: 'text', text: 'c'.repeat(40) }],
+        },
+      ],
     });
     assert.deepEqual(answer.body.usage, {
       input_tokens: 10,

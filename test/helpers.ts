@@ -94,7 +94,12 @@ type Sleeper = { target: number; timer?: ReturnType<typeof setTimeout>; wake(): 
 const nextMacrotask = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** The pending requests of this process that are work under way (files, connections), not idle handles. */
-const IO_REQUESTS = new Set(['FSReqCallback', 'FSReqPromise', 'TCPConnectWrap', 'GetAddrInfoReqWrap']);
+const IO_REQUESTS = new Set([
+  'FSReqCallback',
+  'FSReqPromise',
+  'TCPConnectWrap',
+  'GetAddrInfoReqWrap',
+]);
 const ioPending = () => process.getActiveResourcesInfo().some((name) => IO_REQUESTS.has(name));
 
 /**
@@ -192,7 +197,11 @@ export function hold(): { until: Promise<void>; release(): void } {
 }
 
 /** Polls until `condition` holds; throws after `timeoutMs`. */
-export async function waitFor(condition: () => boolean, timeoutMs = 10_000, what = 'condition'): Promise<void> {
+export async function waitFor(
+  condition: () => boolean,
+  timeoutMs = 10_000,
+  what = 'condition',
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!condition()) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
@@ -204,7 +213,9 @@ export async function waitFor(condition: () => boolean, timeoutMs = 10_000, what
 // Inputs: rubric, task, reference key, transcript, answers
 // ---------------------------------------------------------------------------------------------
 
-export type RubricJson = { dimensions: { name: string; description: string; scores: Record<string, string> }[] };
+export type RubricJson = {
+  dimensions: { name: string; description: string; scores: Record<string, string> }[];
+};
 
 /** A fresh copy of the shipped rubric.json, so tests may change it. */
 export function shippedRubricJson(): RubricJson {
@@ -223,7 +234,10 @@ export function goodScores(overrides: Record<string, unknown> = {}): Record<stri
   return { ...Object.fromEntries(DIMENSIONS.map((d) => [d, 2])), ...overrides };
 }
 
-export function answerJson(scores: Record<string, unknown> = goodScores(), notes: unknown = 'fine'): string {
+export function answerJson(
+  scores: Record<string, unknown> = goodScores(),
+  notes: unknown = 'fine',
+): string {
   return JSON.stringify({ scores, notes });
 }
 
@@ -277,7 +291,10 @@ export function judgeConfig(overrides: Partial<JudgeConfig> = {}): JudgeConfig {
 }
 
 /** The environment a unit test hands to run-judge: the test key, plus `extra`. */
-export const keyEnv = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => ({ RJ_TEST_KEY: TEST_KEY, ...extra });
+export const keyEnv = (extra: Record<string, string> = {}): NodeJS.ProcessEnv => ({
+  RJ_TEST_KEY: TEST_KEY,
+  ...extra,
+});
 
 export interface JudgeEntry {
   provider: 'anthropic';
@@ -331,7 +348,10 @@ export function tagOf(req: RecordedRequest): string | undefined {
 export function tagOfParams(params: any): string | undefined {
   const content = params?.messages?.[0]?.content;
   const blocks = Array.isArray(content) ? content : [];
-  const text = typeof content === 'string' ? content : blocks.map((block: any) => block?.text ?? '').join('\n');
+  const text =
+    typeof content === 'string'
+      ? content
+      : blocks.map((block: any) => block?.text ?? '').join('\n');
   return /test-tag (\S+\/\S+)/.exec(text)?.[1];
 }
 
@@ -339,7 +359,9 @@ export function tagOfParams(params: any): string | undefined {
 export function maxInFlight(requests: RecordedRequest[], latencyMs: number): number {
   let max = 0;
   for (const req of requests) {
-    const open = requests.filter((other) => other.at <= req.at && req.at < other.at + latencyMs).length;
+    const open = requests.filter(
+      (other) => other.at <= req.at && req.at < other.at + latencyMs,
+    ).length;
     max = Math.max(max, open);
   }
   return max;
@@ -407,7 +429,14 @@ export function makeWorkspace(opts: WorkspaceOptions = {}): Workspace {
       writeHumanScores(ws);
       return [
         ...['--human-scores', ws.humanScores],
-        ...['--transcripts', ws.transcripts, '--tasks', ws.tasks, '--reference-keys', ws.referenceKeys],
+        ...[
+          '--transcripts',
+          ws.transcripts,
+          '--tasks',
+          ws.tasks,
+          '--reference-keys',
+          ws.referenceKeys,
+        ],
         ...['--rubric', ws.rubric, '--models', ws.models, '--output', ws.output, '--log', ws.log],
         ...extra,
       ];
@@ -431,7 +460,10 @@ export function makeWorkspace(opts: WorkspaceOptions = {}): Workspace {
       const transcript = {
         ...SHIPPED_TRANSCRIPT,
         metadata: { ...SHIPPED_TRANSCRIPT.metadata, task_id: taskId, model },
-        messages: [{ role: 'system', content: tagLine(model, taskId) }, ...SHIPPED_TRANSCRIPT.messages],
+        messages: [
+          { role: 'system', content: tagLine(model, taskId) },
+          ...SHIPPED_TRANSCRIPT.messages,
+        ],
       };
       writeJson(path.join(ws.transcripts, model, `${taskId}.json`), transcript);
       ws.pairs.push({ model, task_id: taskId });
@@ -446,7 +478,9 @@ function writeHumanScores(ws: Workspace): void {
   const quoted = (cell: string) => (cell.startsWith("'") ? `'${cell}` : cell); // a reader takes one leading ' off
   let dimensions: { name: string; scores: Record<string, string> }[];
   try {
-    dimensions = (JSON.parse(fs.readFileSync(ws.rubric, 'utf8')) as { dimensions: typeof dimensions }).dimensions;
+    dimensions = (
+      JSON.parse(fs.readFileSync(ws.rubric, 'utf8')) as { dimensions: typeof dimensions }
+    ).dimensions;
     const names = dimensions.map((d) => d.name);
     if (!names.length || new Set(names).size < names.length) return; // a rubric the run refuses first
     const header = ['task_id', 'model', ...names, 'notes'];
@@ -589,10 +623,15 @@ export interface SetupOptions extends Omit<FakeOptions, 'clock'> {
   clock?: FakeOptions['clock'] | Clock | true;
 }
 
-const canSleep = (clock: FakeOptions['clock'] | Clock): clock is Clock => typeof (clock as Clock).sleep === 'function';
+const canSleep = (clock: FakeOptions['clock'] | Clock): clock is Clock =>
+  typeof (clock as Clock).sleep === 'function';
 
 /** A fake and a workspace, both removed after the test; `run` drives main in-process on them, `spawn` a CLI process. */
-export async function setupRun(t: TestContext, fakeOpts: SetupOptions = {}, wsOpts: WorkspaceOptions = {}) {
+export async function setupRun(
+  t: TestContext,
+  fakeOpts: SetupOptions = {},
+  wsOpts: WorkspaceOptions = {},
+) {
   const clock = fakeOpts.clock === true ? jumpClock() : fakeOpts.clock;
   const runClock = clock && canSleep(clock) ? clock : undefined;
   const fake = await startFake(t, { ...fakeOpts, clock });
@@ -611,7 +650,10 @@ export async function setupRun(t: TestContext, fakeOpts: SetupOptions = {}, wsOp
 
 /** The CSV's records (header first), parsed strictly; throws on a malformed file. */
 export function readCsv(file: string): string[][] {
-  return parseCsvSync(fs.readFileSync(file, 'utf8'), { relax_column_count: false, relax_quotes: false }) as string[][];
+  return parseCsvSync(fs.readFileSync(file, 'utf8'), {
+    relax_column_count: false,
+    relax_quotes: false,
+  }) as string[][];
 }
 
 /** Data rows keyed "model/task_id" (header skipped). */
@@ -688,14 +730,16 @@ export function snapshot(dir: string): Map<string, string> {
 }
 
 /** Every pair of a workspace as "model/task_id", sorted. */
-export const allKeys = (ws: Workspace) => ws.pairs.map((pair) => `${pair.model}/${pair.task_id}`).sort();
+export const allKeys = (ws: Workspace) =>
+  ws.pairs.map((pair) => `${pair.model}/${pair.task_id}`).sort();
 
 /** The CSV ends with a complete line and parses strictly with the rubric's header and no duplicate pair; its keys sorted. */
 export function wellFormedCsv(file: string): string[] {
   assert.ok(fs.readFileSync(file, 'utf8').endsWith('\n'), 'the CSV ends with a complete line');
   const records = readCsv(file);
   assert.equal(records[0]!.join(','), EXPECTED_HEADER);
-  for (const record of records) assert.equal(record.length, records[0]!.length, `complete: ${JSON.stringify(record)}`);
+  for (const record of records)
+    assert.equal(record.length, records[0]!.length, `complete: ${JSON.stringify(record)}`);
   const keys = csvRows(file).map((row) => row.key);
   assert.equal(new Set(keys).size, keys.length, `no duplicate pair in ${keys.join(' ')}`);
   return keys.sort();
@@ -724,7 +768,10 @@ export function assertAnswerSchema(schema: any, allowed: Record<string, number[]
     'exclusiveMaximum',
   ];
   for (const key of [...banned, 'const']) {
-    assert.ok(!keysAnywhere.has(key), `no "${key}" anywhere in the schema: ${JSON.stringify(schema)}`);
+    assert.ok(
+      !keysAnywhere.has(key),
+      `no "${key}" anywhere in the schema: ${JSON.stringify(schema)}`,
+    );
   }
   assert.equal(schema.type, 'object');
   assert.equal(schema.additionalProperties, false);

@@ -9,7 +9,16 @@ import { describe, test } from 'node:test';
 import type { TestContext } from 'node:test';
 import { parse as parseCsv } from 'csv-parse/sync';
 import { stringify as stringifyCsv } from 'csv-stringify/sync';
-import { DIMENSIONS, allKeys, csvRows, readLog, setupRun, snapshot, tagOf, wellFormedCsv } from './helpers.ts';
+import {
+  DIMENSIONS,
+  allKeys,
+  csvRows,
+  readLog,
+  setupRun,
+  snapshot,
+  tagOf,
+  wellFormedCsv,
+} from './helpers.ts';
 import type { MainResult, Workspace, WorkspaceOptions } from './helpers.ts';
 import type { FakeAnthropic, FakeOptions, RecordedRequest } from './fake-anthropic.ts';
 
@@ -20,7 +29,8 @@ const { main: reportMain } = await import('../report.ts');
 
 const BATCH = ['--batch', '--poll-interval', '0.01'];
 const HEADER = ['task_id', 'model', ...DIMENSIONS, 'notes', 'scorer'];
-const isDimension = (column: string | undefined) => (DIMENSIONS as readonly (string | undefined)[]).includes(column);
+const isDimension = (column: string | undefined) =>
+  (DIMENSIONS as readonly (string | undefined)[]).includes(column);
 type HumanCells = Record<string, string>;
 
 /** A human row scoring every dimension 1, with `cells` replacing some (an empty cell: not scored yet). */
@@ -31,12 +41,18 @@ const scoredRow = (model: string, task_id: string, cells: HumanCells = {}): Huma
 });
 /** A row of the blank sheet: no score yet. */
 const blankRow = (model: string, task_id: string, scorer = '') =>
-  scoredRow(model, task_id, { scorer, ...Object.fromEntries(DIMENSIONS.map((dimension) => [dimension, ''])) });
+  scoredRow(model, task_id, {
+    scorer,
+    ...Object.fromEntries(DIMENSIONS.map((dimension) => [dimension, ''])),
+  });
 
 /** Writes a human scores CSV of `rows` in the columns of `header` into the workspace; returns its path. */
 function writeHumanFile(ws: Workspace, rows: HumanCells[], header = HEADER): string {
   const file = path.join(ws.dir, 'people.csv');
-  fs.writeFileSync(file, stringifyCsv([header, ...rows.map((row) => header.map((column) => row[column] ?? ''))]));
+  fs.writeFileSync(
+    file,
+    stringifyCsv([header, ...rows.map((row) => header.map((column) => row[column] ?? ''))]),
+  );
   return file;
 }
 /** A path in the workspace where no human scores file is. */
@@ -45,19 +61,26 @@ const noHumanFile = (ws: Workspace) => path.join(ws.dir, 'not-scored-yet.csv');
 /** A fake and a workspace; `gated` runs main with `humanFile` as --human-scores (given last: commander takes it). */
 async function setup(t: TestContext, wsOpts: WorkspaceOptions = {}, fakeOpts: FakeOptions = {}) {
   const base = await setupRun(t, fakeOpts, wsOpts);
-  const gated = (humanFile: string, extra: string[] = []) => base.run([...extra, '--human-scores', humanFile]);
+  const gated = (humanFile: string, extra: string[] = []) =>
+    base.run([...extra, '--human-scores', humanFile]);
   return { ...base, gated };
 }
 
 /** The run was refused before anything: exit 2, no stack trace, no request, nothing written or changed. */
-function assertRefused(result: MainResult, fake: FakeAnthropic, ws: Workspace, before: Map<string, string>) {
+function assertRefused(
+  result: MainResult,
+  fake: FakeAnthropic,
+  ws: Workspace,
+  before: Map<string, string>,
+) {
   assert.equal(result.code, 2, result.stderr);
   assert.equal(result.stdout, '');
   assert.doesNotMatch(result.stderr, /^\s+at /m, 'no stack trace');
   assert.equal(fake.requests.length, 0, 'no Messages request');
   assert.equal(fake.batches.length, 0, 'no batch');
   assert.deepEqual(snapshot(ws.dir), before, 'no CSV, log or lock; nothing changed');
-  for (const file of [ws.output, ws.log, `${ws.output}.lock`]) assert.equal(fs.existsSync(file), false, file);
+  for (const file of [ws.output, ws.log, `${ws.output}.lock`])
+    assert.equal(fs.existsSync(file), false, file);
 }
 const includesAll = (text: string, parts: string[]) => {
   for (const part of parts) assert.ok(text.includes(part), `"${part}" in:\n${text}`);
@@ -128,7 +151,11 @@ describe('a full run without human scores exits 2 before any call and says how t
       assertRefused(result, fake, ws, before);
       includesAll(result.stderr, [`${lacking} transcript(s)`, file]);
       assert.equal(listedPairs(result.stderr).join(', '), listed);
-      assert.equal(result.stderr.includes(`${listed}, ...`), more, 'ends with "..." only when more lack');
+      assert.equal(
+        result.stderr.includes(`${listed}, ...`),
+        more,
+        'ends with "..." only when more lack',
+      );
     });
   }
 });
@@ -162,7 +189,10 @@ describe('what counts as scored: a complete row, by any scorer, in any column or
     {
       label: 'columns in another order, with a scorer column',
       header: reversed,
-      rows: [scoredRow('m01', 'proof01', { scorer: 'alice' }), scoredRow('m01', 'proof02', { scorer: 'bob' })],
+      rows: [
+        scoredRow('m01', 'proof01', { scorer: 'alice' }),
+        scoredRow('m01', 'proof02', { scorer: 'bob' }),
+      ],
       lacking: [],
     },
     {
@@ -181,7 +211,10 @@ describe('what counts as scored: a complete row, by any scorer, in any column or
       const result = await gated(file);
       if (lacking.length) {
         assertRefused(result, fake, ws, before);
-        includesAll(result.stderr, [`${lacking.length} transcript(s)`, `a complete row in ${file}`]);
+        includesAll(result.stderr, [
+          `${lacking.length} transcript(s)`,
+          `a complete row in ${file}`,
+        ]);
         assert.deepEqual(listedPairs(result.stderr), lacking);
       } else {
         assert.equal(result.code, 0, result.stderr);
@@ -208,7 +241,10 @@ describe('what counts as scored: a complete row, by any scorer, in any column or
     },
     {
       label: 'one scorer twice on one transcript',
-      rows: [scoredRow('m01', 'proof01', { scorer: 'al' }), scoredRow('m01', 'proof01', { scorer: 'al' })],
+      rows: [
+        scoredRow('m01', 'proof01', { scorer: 'al' }),
+        scoredRow('m01', 'proof01', { scorer: 'al' }),
+      ],
       says: [': line 3: m01/proof01 scored twice by "al"'],
     },
   ];
@@ -232,7 +268,15 @@ describe('what counts as scored: a complete row, by any scorer, in any column or
         done();
       },
     });
-    const args = ['sheet', '--transcripts', ws.transcripts, '--rubric', ws.rubric, '--scorer', 'alice'];
+    const args = [
+      'sheet',
+      '--transcripts',
+      ws.transcripts,
+      '--rubric',
+      ws.rubric,
+      '--scorer',
+      'alice',
+    ];
     assert.equal(await reportMain(args, { stdout, stderr: process.stderr }), 0);
     const file = path.join(ws.dir, 'sheet.csv');
     fs.writeFileSync(file, sheet);
@@ -253,12 +297,17 @@ describe('what counts as scored: a complete row, by any scorer, in any column or
 // ---------------------------------------------------------------------------------------------
 describe('--before-human-scoring: the run proceeds, and says so in its summary and in every audit-log line', () => {
   const modes = [
-    { label: 'concurrently, one transcript failing (its failure line too)', args: [], failing: 'm02/proof03' },
+    {
+      label: 'concurrently, one transcript failing (its failure line too)',
+      args: [],
+      failing: 'm02/proof03',
+    },
     { label: 'through Message Batches', args: BATCH, failing: undefined },
   ];
   for (const { label, args, failing } of modes) {
     test(`${label}: no human scores needed; every log line has before_human_scoring: true`, async (t) => {
-      const responder = (req: RecordedRequest) => (tagOf(req) === failing ? { text: 'not JSON' } : undefined);
+      const responder = (req: RecordedRequest) =>
+        tagOf(req) === failing ? { text: 'not JSON' } : undefined;
       const { ws, gated } = await setup(t, {}, { responder });
       const result = await gated(noHumanFile(ws), [...args, '--before-human-scoring']);
       assert.equal(result.code, failing ? 1 : 0, result.stderr);

@@ -73,7 +73,13 @@ const rubric = loadRubric(RUBRIC_FILE);
 // ---- Local helpers ---------------------------------------------------------------------------------------------------
 
 /** The judges of `configs` (primary first), whose requests go to `baseUrl`; `clock` (default the real one) times their waits. */
-const judgesAt = (baseUrl: string, configs: JudgeConfig[], env = keyEnv(), fallback = true, clock?: Clock) =>
+const judgesAt = (
+  baseUrl: string,
+  configs: JudgeConfig[],
+  env = keyEnv(),
+  fallback = true,
+  clock?: Clock,
+) =>
   createJudges(
     { judge: configs[0]!, fallback_judges: configs.slice(1) },
     { ...env, ANTHROPIC_BASE_URL: baseUrl },
@@ -81,15 +87,24 @@ const judgesAt = (baseUrl: string, configs: JudgeConfig[], env = keyEnv(), fallb
     clock,
   );
 /** One judge (judgeConfig with `overrides`) whose requests go to `baseUrl`. */
-const judgeAt = async (baseUrl: string, overrides: Partial<JudgeConfig> = {}, env = keyEnv(), clock?: Clock) =>
-  (await judgesAt(baseUrl, [judgeConfig(overrides)], env, true, clock))[0]!;
+const judgeAt = async (
+  baseUrl: string,
+  overrides: Partial<JudgeConfig> = {},
+  env = keyEnv(),
+  clock?: Clock,
+) => (await judgesAt(baseUrl, [judgeConfig(overrides)], env, true, clock))[0]!;
 const callWith = (judge: Judge, prompt = 'PROMPT-TEXT') =>
   callJudge(judge, buildJudgeRequest(judge, prompt, { rubric }));
 const retriedCall = (judge: Judge, prompt = 'PROMPT-TEXT') =>
   callJudgeWithRetries(judge, buildJudgeRequest(judge, prompt, { rubric }));
 
 const modelOf = (req: RecordedRequest) => req.body?.model as string;
-const apiError = (status: number, type: string, message = `API-MESSAGE-${status}`, extra: object = {}): Reply => ({
+const apiError = (
+  status: number,
+  type: string,
+  message = `API-MESSAGE-${status}`,
+  extra: object = {},
+): Reply => ({
   kind: 'error',
   status,
   type,
@@ -107,8 +122,10 @@ const spendLimited = rateLimited('0.01', {
 });
 
 /** An EvalProviderError as the call classifies it: an HTTP status and what the headers said. */
-const providerError = (status: number, fields: { retryAfterMs?: number; spendLimit?: boolean } = {}) =>
-  Object.assign(new EvalProviderError(`HTTP ${status}`), { status, ...fields });
+const providerError = (
+  status: number,
+  fields: { retryAfterMs?: number; spendLimit?: boolean } = {},
+) => Object.assign(new EvalProviderError(`HTTP ${status}`), { status, ...fields });
 
 /** A predicate for assert.rejects: the error is of the class named, and its fields match. */
 const failure =
@@ -147,14 +164,27 @@ async function startRawServer(t: TestContext, handle: (body: any, res: ServerRes
 /** A complete Messages API answer (JSON text) holding `text`. */
 const messageJson = (model: string, text = answerJson()) =>
   JSON.stringify({
-    ...{ id: 'msg_raw_1', type: 'message', role: 'assistant', model, content: [{ type: 'text', text }] },
-    ...{ stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: 10, output_tokens: 5 } },
+    ...{
+      id: 'msg_raw_1',
+      type: 'message',
+      role: 'assistant',
+      model,
+      content: [{ type: 'text', text }],
+    },
+    ...{
+      stop_reason: 'end_turn',
+      stop_sequence: null,
+      usage: { input_tokens: 10, output_tokens: 5 },
+    },
   });
 
 /** Sends the headers and the first half of a good answer (with its full content-length), then drops the connection. */
 function cutOff(body: any, res: ServerResponse): void {
   const full = messageJson(body.model);
-  const headers = { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(full)) };
+  const headers = {
+    'content-type': 'application/json',
+    'content-length': String(Buffer.byteLength(full)),
+  };
   res.writeHead(200, { ...headers, 'request-id': 'req_raw_cut' });
   res.write(full.slice(0, Math.floor(full.length / 2)));
   setTimeout(() => res.socket?.destroy(), 20);
@@ -171,7 +201,13 @@ describe('createJudges: each judge checked and given its own client', () => {
     const env = keyEnv({ RJ_JUDGE_MODEL: 'env-model', RJ_OTHER_KEY: 'sk-other' });
     const judges = await judgesAt('http://127.0.0.1:1/base', configs, env);
     assert.deepEqual(
-      judges.map(({ model, client }) => [model, client.apiKey, client.baseURL, client.maxRetries, client.timeout]),
+      judges.map(({ model, client }) => [
+        model,
+        client.apiKey,
+        client.baseURL,
+        client.maxRetries,
+        client.timeout,
+      ]),
       [
         ['env-model', TEST_KEY, 'http://127.0.0.1:1/base', 0, 1235], // whole milliseconds, as the SDK requires
         ['fallback-model', 'sk-other', 'http://127.0.0.1:1/base', 0, 300_000], // the default timeout, always set
@@ -216,7 +252,11 @@ describe('createJudges: each judge checked and given its own client', () => {
 
   const temperatures: [string, JudgeConfig[], string][] = [
     ['0 on the primary judge', [judgeConfig({ temperature: 0 })], 'claude-test-judge'],
-    ['0.7 on a fallback judge', [judgeConfig(), judgeConfig({ model: 'fb-judge', temperature: 0.7 })], 'fb-judge'],
+    [
+      '0.7 on a fallback judge',
+      [judgeConfig(), judgeConfig({ model: 'fb-judge', temperature: 0.7 })],
+      'fb-judge',
+    ],
   ];
   for (const [which, configs, judge] of temperatures) {
     test(`a numeric temperature (${which}) is refused, naming the judge and saying why`, async () => {
@@ -230,7 +270,10 @@ describe('createJudges: each judge checked and given its own client', () => {
   test('temperature null or absent is accepted', async () => {
     const absent = judgeConfig();
     delete absent.temperature;
-    assert.equal((await judgesAt(DEAD_BASE_URL, [judgeConfig({ temperature: null }), absent])).length, 2);
+    assert.equal(
+      (await judgesAt(DEAD_BASE_URL, [judgeConfig({ temperature: null }), absent])).length,
+      2,
+    );
   });
 
   const badKeys = [
@@ -245,17 +288,23 @@ describe('createJudges: each judge checked and given its own client', () => {
       const fake = await startFake(t);
       await assert.rejects(
         judgesAt(fake.url, [judgeConfig()], { RJ_TEST_KEY: key }),
-        failure('EvalConfigurationError', { message: mentioning('RJ_TEST_KEY', 'line breaks') }, (error) => {
-          assert.doesNotMatch(error.message, /SECRETPART/);
-          assert.doesNotMatch(String(error.stack), /SECRETPART/);
-        }),
+        failure(
+          'EvalConfigurationError',
+          { message: mentioning('RJ_TEST_KEY', 'line breaks') },
+          (error) => {
+            assert.doesNotMatch(error.message, /SECRETPART/);
+            assert.doesNotMatch(String(error.stack), /SECRETPART/);
+          },
+        ),
       );
       assert.equal(fake.requests.length, 0);
     });
   }
 
   test('a printable key with punctuation is accepted (the control case)', async () => {
-    const [judge] = await judgesAt(DEAD_BASE_URL, [judgeConfig()], { RJ_TEST_KEY: 'sk-ant-api03-AbC_d-9~!' });
+    const [judge] = await judgesAt(DEAD_BASE_URL, [judgeConfig()], {
+      RJ_TEST_KEY: 'sk-ant-api03-AbC_d-9~!',
+    });
     assert.equal(judge!.client.apiKey, 'sk-ant-api03-AbC_d-9~!');
   });
 });
@@ -265,7 +314,11 @@ describe('createJudges: each judge checked and given its own client', () => {
 /** The shipped rubric, but proof_scaffolding allows 0, 2 or 4 and integrity_boundary only 2: enums follow the rubric. */
 function rubricWithGaps(t: TestContext) {
   const file = rubricFile(t, (json) => {
-    json.dimensions.find((d) => d.name === 'proof_scaffolding')!.scores = { 0: 'none', 2: 'some', 4: 'excellent' };
+    json.dimensions.find((d) => d.name === 'proof_scaffolding')!.scores = {
+      0: 'none',
+      2: 'some',
+      4: 'excellent',
+    };
     json.dimensions.find((d) => d.name === 'integrity_boundary')!.scores = { 2: 'the only score' };
   });
   const gapped = loadRubric(file);
@@ -288,7 +341,10 @@ const IMAGE_CONTENT = [
 ];
 
 describe('buildJudgeRequest: what is sent', () => {
-  const judge = (overrides: Partial<JudgeConfig> = {}) => ({ model: 'the-model', config: judgeConfig(overrides) });
+  const judge = (overrides: Partial<JudgeConfig> = {}) => ({
+    model: 'the-model',
+    config: judgeConfig(overrides),
+  });
 
   test('the model, max_tokens and the prompt as one user message; no sampling parameter, no output_config', () => {
     assert.deepEqual(buildJudgeRequest(judge({ max_tokens: 777 }), 'PROMPT-TEXT', { rubric }), {
@@ -305,13 +361,18 @@ describe('buildJudgeRequest: what is sent', () => {
 
   test('structured_output: output_config.format is a json_schema derived from the rubric', (t) => {
     const { rubric: gapped, allowed } = rubricWithGaps(t);
-    const request = buildJudgeRequest(judge({ structured_output: true }), 'p', { rubric: gapped }) as any;
+    const request = buildJudgeRequest(judge({ structured_output: true }), 'p', {
+      rubric: gapped,
+    }) as any;
     assert.equal(request.output_config.format.type, 'json_schema');
     assertAnswerSchema(request.output_config.format.schema, allowed);
   });
 
   test('"structured_output": false sends no output_config', () => {
-    assert.equal('output_config' in buildJudgeRequest(judge({ structured_output: false }), 'p', { rubric }), false);
+    assert.equal(
+      'output_config' in buildJudgeRequest(judge({ structured_output: false }), 'p', { rubric }),
+      false,
+    );
   });
 });
 
@@ -321,7 +382,11 @@ describe('callJudge: one request through the SDK', () => {
   test('sends the model after model_env, max_tokens and the prompt, no sampling keys; returns the raw answer', async (t) => {
     const fake = await startFake(t);
     const env = keyEnv({ RJ_JUDGE_MODEL: 'env-model' });
-    const judge = await judgeAt(fake.url, { model: 'base-model', model_env: 'RJ_JUDGE_MODEL', max_tokens: 777 }, env);
+    const judge = await judgeAt(
+      fake.url,
+      { model: 'base-model', model_env: 'RJ_JUDGE_MODEL', max_tokens: 777 },
+      env,
+    );
     const answer = await callWith(judge);
     assert.equal(fake.requests.length, 1);
     const { body, headers } = fake.requests[0]!;
@@ -334,8 +399,17 @@ describe('callJudge: one request through the SDK', () => {
     assert.deepEqual(
       { ...answer, latencyMs: typeof answer.latencyMs },
       {
-        ...{ judge: 'env-model', text: fake.validAnswer(), stopReason: 'end_turn', requestId: 'req_fake_1' },
-        ...{ usage: { input_tokens: 100, output_tokens: 20 }, latencyMs: 'number', rateLimit: undefined },
+        ...{
+          judge: 'env-model',
+          text: fake.validAnswer(),
+          stopReason: 'end_turn',
+          requestId: 'req_fake_1',
+        },
+        ...{
+          usage: { input_tokens: 100, output_tokens: 20 },
+          latencyMs: 'number',
+          rateLimit: undefined,
+        },
       },
     );
   });
@@ -346,7 +420,8 @@ describe('callJudge: one request through the SDK', () => {
     delete config.temperature;
     const [judge] = await judgesAt(fake.url, [config]);
     await callWith(judge!);
-    for (const key of ['temperature', 'top_p', 'top_k']) assert.ok(!(key in fake.requests[0]!.body), `${key} was sent`);
+    for (const key of ['temperature', 'top_p', 'top_k'])
+      assert.ok(!(key in fake.requests[0]!.body), `${key} was sent`);
   });
 
   test('images reach the API as the prompt, then each label and image block, in order', async (t) => {
@@ -382,7 +457,10 @@ describe('callJudge: each failure classified', () => {
         failure(name, { judge: 'claude-test-judge' }, (error) => {
           assert.match(
             error.message,
-            mentioning(`judge claude-test-judge: HTTP ${status} ${type}: API-MESSAGE-${status}`, advice),
+            mentioning(
+              `judge claude-test-judge: HTTP ${status} ${type}: API-MESSAGE-${status}`,
+              advice,
+            ),
           );
           assert.doesNotMatch(error.message, /\{"type":"error"/);
           assert.ok(!error.message.includes(TEST_KEY), 'the key is never printed');
@@ -407,7 +485,9 @@ describe('callJudge: each failure classified', () => {
       const fake = await startFake(t);
       fake.enqueue(apiError(404, 'not_found_error', 'model: not found'));
       const judge = await judgeAt(fake.url, config, env);
-      await assert.rejects(callWith(judge), { message: new RegExp(`; check the model id ${advice}$`) });
+      await assert.rejects(callWith(judge), {
+        message: new RegExp(`; check the model id ${advice}$`),
+      });
     });
   }
 
@@ -425,11 +505,21 @@ describe('callJudge: each failure classified', () => {
       const judge = await judgeAt(fake.url);
       await assert.rejects(
         callWith(judge),
-        failure('EvalProviderError', { status, requestId: 'req_fake_1', spendLimit: false }, (error) => {
-          assert.match(error.message, mentioning(`HTTP ${status} ${type}: API-MESSAGE-${status}`, 'req_fake_1'));
-          assert.doesNotMatch(error.message, /\{"type":"error"/);
-          assert.ok(error.cause instanceof sdk.APIError && error.cause.status === status, 'the cause is the SDK error');
-        }),
+        failure(
+          'EvalProviderError',
+          { status, requestId: 'req_fake_1', spendLimit: false },
+          (error) => {
+            assert.match(
+              error.message,
+              mentioning(`HTTP ${status} ${type}: API-MESSAGE-${status}`, 'req_fake_1'),
+            );
+            assert.doesNotMatch(error.message, /\{"type":"error"/);
+            assert.ok(
+              error.cause instanceof sdk.APIError && error.cause.status === status,
+              'the cause is the SDK error',
+            );
+          },
+        ),
       );
       assert.equal(fake.requests.length, 1, 'maxRetries 0: no resend');
     });
@@ -450,7 +540,10 @@ describe('callJudge: each failure classified', () => {
     await fake.close();
     await assert.rejects(
       callWith(judge),
-      failure('EvalProviderError', { status: undefined, message: /judge claude-test-judge: connection failed/ }),
+      failure('EvalProviderError', {
+        status: undefined,
+        message: /judge claude-test-judge: connection failed/,
+      }),
     );
   });
 
@@ -461,10 +554,17 @@ describe('callJudge: each failure classified', () => {
     const judge = await judgeAt(fake.url, { timeout_s: 1 });
     await assert.rejects(
       callWith(judge),
-      failure('EvalTimeoutError', { message: /judge claude-test-judge: request timed out/ }, (error) => {
-        // The SDK's own timeout or run-judge's deadline (which also covers the body) fires first: either is the SDK's.
-        assert.ok(error.cause instanceof sdk.APIConnectionTimeoutError || error.cause instanceof sdk.APIUserAbortError);
-      }),
+      failure(
+        'EvalTimeoutError',
+        { message: /judge claude-test-judge: request timed out/ },
+        (error) => {
+          // The SDK's own timeout or run-judge's deadline (which also covers the body) fires first: either is the SDK's.
+          assert.ok(
+            error.cause instanceof sdk.APIConnectionTimeoutError ||
+              error.cause instanceof sdk.APIUserAbortError,
+          );
+        },
+      ),
     );
     assert.equal(fake.requests.length, 1);
   });
@@ -474,31 +574,48 @@ describe('callJudge: each failure classified', () => {
     fake.enqueue({ kind: 'raw', status: 200, body: '{"unexpected": true}' });
     await assert.rejects(
       callWith(await judgeAt(fake.url)),
-      failure('EvalJudgeResponseError', { rawText: '{"unexpected": true}', message: /not a message/ }),
+      failure('EvalJudgeResponseError', {
+        rawText: '{"unexpected": true}',
+        message: /not a message/,
+      }),
     );
   });
 
-  const schemaRejected = apiError(400, 'invalid_request_error', 'output_config.format: json_schema is not supported');
+  const schemaRejected = apiError(
+    400,
+    'invalid_request_error',
+    'output_config.format: json_schema is not supported',
+  );
   test('a 400 rejecting output_config from a structured_output judge → EvalUnsupportedError naming the setting', async (t) => {
     const fake = await startFake(t);
     fake.enqueue(schemaRejected);
     const judge = await judgeAt(fake.url, { structured_output: true });
     await assert.rejects(callJudge(judge, buildJudgeRequest(judge, 'p', { rubric })), {
       name: 'EvalUnsupportedError',
-      message: mentioning('judge claude-test-judge', '"structured_output": true', 'json_schema is not supported'),
+      message: mentioning(
+        'judge claude-test-judge',
+        '"structured_output": true',
+        'json_schema is not supported',
+      ),
     });
   });
 
   const inputErrors: [string, Partial<JudgeConfig>, Reply][] = [
     ['the same 400 from a judge without structured_output', {}, schemaRejected],
-    ['another 400 from a structured_output judge', { structured_output: true }, apiError(400, 'invalid_request_error')],
+    [
+      'another 400 from a structured_output judge',
+      { structured_output: true },
+      apiError(400, 'invalid_request_error'),
+    ],
   ];
   for (const [label, overrides, reply] of inputErrors) {
     test(`${label} stays an EvalInputError`, async (t) => {
       const fake = await startFake(t);
       fake.enqueue(reply);
       const judge = await judgeAt(fake.url, overrides);
-      await assert.rejects(callJudge(judge, buildJudgeRequest(judge, 'p', { rubric })), { name: 'EvalInputError' });
+      await assert.rejects(callJudge(judge, buildJudgeRequest(judge, 'p', { rubric })), {
+        name: 'EvalInputError',
+      });
     });
   }
 });
@@ -560,7 +677,8 @@ describe('callJudge: an answer cut off or stalled while its body is read', () =>
         res.writeHead(200, { 'content-type': 'application/json', ...headers });
         const chunk = Buffer.alloc(1024 * 1024, 'x');
         const pump = () => {
-          while (sent < 64 * 1024 * 1024 && !res.destroyed && res.write(chunk)) sent += chunk.length;
+          while (sent < 64 * 1024 * 1024 && !res.destroyed && res.write(chunk))
+            sent += chunk.length;
         };
         res.on('drain', pump);
         res.write('{"pad":"');
@@ -568,15 +686,27 @@ describe('callJudge: an answer cut off or stalled while its body is read', () =>
       });
       await assert.rejects(
         callWith(await judgeAt(server.url)),
-        failure('EvalProviderError', { message: /^judge claude-test-judge: the answer is larger than 32 MB/ }),
+        failure('EvalProviderError', {
+          message: /^judge claude-test-judge: the answer is larger than 32 MB/,
+        }),
       );
       assert.ok(sent < 48 * 1024 * 1024, `the server got to send only ${sent >> 20} MB`);
     });
   }
 
   const unreadable: [string, string, string, RegExp][] = [
-    ['cut-off JSON', '{"id":"msg_1","content":[{"type":"te', 'EvalProviderError', /cannot be read as JSON/],
-    ['nested 100,000 levels deep', `${'['.repeat(1e5)}${']'.repeat(1e5)}`, 'EvalJudgeResponseError', /not a message/],
+    [
+      'cut-off JSON',
+      '{"id":"msg_1","content":[{"type":"te',
+      'EvalProviderError',
+      /cannot be read as JSON/,
+    ],
+    [
+      'nested 100,000 levels deep',
+      `${'['.repeat(1e5)}${']'.repeat(1e5)}`,
+      'EvalJudgeResponseError',
+      /not a message/,
+    ],
   ];
   for (const [label, text, name, message] of unreadable) {
     test(`a 200 whose body is ${label} → a failure of that attempt keeping the raw text arrived (64 KiB at most)`, async (t) => {
@@ -634,7 +764,10 @@ describe('decide: what one failed attempt means', () => {
     [new EvalJudgeResponseError('x'), 'next-judge'],
     [new EvalTimeoutError('x'), 'next-judge'],
     [new EvalProviderError('connection failed'), 'next-judge'],
-    ...[408, 409, 500, 503].map((status): [EvalErrorType, string] => [providerError(status), 'next-judge']),
+    ...[408, 409, 500, 503].map((status): [EvalErrorType, string] => [
+      providerError(status),
+      'next-judge',
+    ]),
   ];
   for (const [error, action] of byClass) {
     const what = `${error.name}${error instanceof EvalProviderError && error.status ? ` ${error.status}` : ''}`;
@@ -651,7 +784,12 @@ describe('decide: what one failed attempt means', () => {
       retryContext,
       { action: 'retry', delayMs: 1234 },
     ],
-    ['529 with retry-after 0', providerError(529, { retryAfterMs: 0 }), retryContext, { action: 'retry', delayMs: 0 }],
+    [
+      '529 with retry-after 0',
+      providerError(529, { retryAfterMs: 0 }),
+      retryContext,
+      { action: 'retry', delayMs: 0 },
+    ],
     [
       '429 with retry-after exactly the budget left',
       providerError(429, { retryAfterMs: 5000 }),
@@ -786,7 +924,10 @@ describe('callJudgeWithRetries: 429 and 529 are retried on the same judge, withi
   test('a 500 is not retried here: it goes back to the chain after one request', async (t) => {
     const fake = await startFake(t);
     fake.enqueue(apiError(500, 'api_error', 'boom'));
-    await assert.rejects(retriedCall(await judgeWith(fake.url, quick)), failure('EvalProviderError', { status: 500 }));
+    await assert.rejects(
+      retriedCall(await judgeWith(fake.url, quick)),
+      failure('EvalProviderError', { status: 500 }),
+    );
     assert.equal(fake.requests.length, 1);
   });
 
@@ -829,7 +970,10 @@ describe('JudgeChain: the policy of each failure', () => {
     ['EvalJudgeResponseError', () => new EvalJudgeResponseError('unusable')],
     ['EvalProviderError', () => providerError(529)],
     ['EvalTimeoutError', () => new EvalTimeoutError('timed out')],
-    ['EvalJudgesExhaustedError (an inner chain)', () => new EvalJudgesExhaustedError('an earlier chain')],
+    [
+      'EvalJudgesExhaustedError (an inner chain)',
+      () => new EvalJudgesExhaustedError('an earlier chain'),
+    ],
   ];
   for (const [name, make] of recorded) {
     test(`${name} → recorded (naming the judge) and the next judge is tried`, async () => {
@@ -955,16 +1099,23 @@ describe('JudgeChain: the failure when no judge succeeds', () => {
     const { call } = scripted({ 'judge-A': providerError(500), 'judge-B': aTimeout() });
     await assert.rejects(chain.run(['judge-A', 'judge-B'], call), {
       name: 'EvalJudgesExhaustedError',
-      message: /\(1\) judge judge-A: EvalProviderError: HTTP 500; \(2\) judge judge-B: EvalTimeoutError: /,
+      message:
+        /\(1\) judge judge-A: EvalProviderError: HTTP 500; \(2\) judge judge-B: EvalTimeoutError: /,
     });
   });
 
   test('describe names the judges in the failures', async () => {
     const chain = new JudgeChain({ operation: 'op' });
     const { call } = scripted({ a: providerError(500), b: providerError(503) });
-    await assert.rejects(chain.run(['a', 'b'], call, { describe: (invoker) => `model-${invoker}` }), {
-      message: mentioning('judge model-a: EvalProviderError: HTTP 500', 'judge model-b: EvalProviderError: HTTP 503'),
-    });
+    await assert.rejects(
+      chain.run(['a', 'b'], call, { describe: (invoker) => `model-${invoker}` }),
+      {
+        message: mentioning(
+          'judge model-a: EvalProviderError: HTTP 500',
+          'judge model-b: EvalProviderError: HTTP 503',
+        ),
+      },
+    );
   });
 
   test('no invokers → EvalConfigurationError naming the operation', async () => {
@@ -978,10 +1129,13 @@ describe('JudgeChain: the failure when no judge succeeds', () => {
   });
 
   test('the judges skipped for their media are named: with no attempt, and after failed attempts', async () => {
-    await assert.rejects(new JudgeChain({ operation: 'op' }).run([], scripted({}).call, { mediaSkips: ['m1', 'm2'] }), {
-      name: 'EvalConfigurationError',
-      message: mentioning('skipped for their media: m1, m2'),
-    });
+    await assert.rejects(
+      new JudgeChain({ operation: 'op' }).run([], scripted({}).call, { mediaSkips: ['m1', 'm2'] }),
+      {
+        name: 'EvalConfigurationError',
+        message: mentioning('skipped for their media: m1, m2'),
+      },
+    );
     const chain = new JudgeChain({ operation: 'op' });
     chain.handle(providerError(500), 'a');
     chain.handle(providerError(503), 'b');
@@ -1046,7 +1200,10 @@ describe('structured outputs through the chain', () => {
     const [judge, verdict] = await chain.run(
       judges,
       async (candidate) =>
-        verdictFromAnswer(await callJudge(candidate, buildJudgeRequest(candidate, 'p', { rubric: gapped })), gapped),
+        verdictFromAnswer(
+          await callJudge(candidate, buildJudgeRequest(candidate, 'p', { rubric: gapped })),
+          gapped,
+        ),
       { describe: (candidate) => candidate.model },
     );
     assert.equal(judge.model, 'judge-b');
@@ -1062,13 +1219,16 @@ describe('structured outputs through the chain', () => {
 
   test('a schema the API rejects stops the chain: no fallback call', async (t) => {
     const fake = await startFake(t);
-    fake.enqueue(apiError(400, 'invalid_request_error', 'output_config.format: json_schema is not supported'));
+    fake.enqueue(
+      apiError(400, 'invalid_request_error', 'output_config.format: json_schema is not supported'),
+    );
     const judges = await judgesAt(fake.url, [
       judgeConfig({ model: 'judge-a', structured_output: true }),
       judgeConfig({ model: 'judge-b' }),
     ]);
     const chain = new JudgeChain({ operation: 'op' });
-    const attempt = (candidate: Judge) => callJudge(candidate, buildJudgeRequest(candidate, 'p', { rubric }));
+    const attempt = (candidate: Judge) =>
+      callJudge(candidate, buildJudgeRequest(candidate, 'p', { rubric }));
     await assert.rejects(chain.run(judges, attempt), { name: 'EvalUnsupportedError' });
     assert.deepEqual(fake.requests.map(modelOf), ['judge-a']);
   });
@@ -1077,7 +1237,8 @@ describe('structured outputs through the chain', () => {
 // ---- Full runs: retries and fallbacks as the CLI does them -----------------------------------------------------------
 
 const ONE = ['--task', 'proof01', '--model', 'm01'];
-const attemptsOf = (log: string) => readLog(log)[0]!.attempts.map((a) => [a.judge, a.error, a.status]);
+const attemptsOf = (log: string) =>
+  readLog(log)[0]!.attempts.map((a) => [a.judge, a.error, a.status]);
 
 describe('retries and fallbacks in a run', () => {
   test('429 then success on the same judge, after retry-after; the wait is not a failed attempt', async (t) => {
@@ -1095,7 +1256,9 @@ describe('retries and fallbacks in a run', () => {
   });
 
   test('529 overloaded is retried on the same judge', async (t) => {
-    const overloaded = apiError(529, 'overloaded_error', 'Overloaded', { headers: { 'retry-after': '0.02' } });
+    const overloaded = apiError(529, 'overloaded_error', 'Overloaded', {
+      headers: { 'retry-after': '0.02' },
+    });
     const { fake, ws, run } = await setupRun(t, {
       responder: (_req, i) => (i === 0 ? overloaded : undefined),
       clock: true,
@@ -1107,9 +1270,15 @@ describe('retries and fallbacks in a run', () => {
   });
 
   describe('a circuit breaker: judge-a overloaded (529) on 3 transcripts in a row sends later ones on after one try', () => {
-    const overloaded = apiError(529, 'overloaded_error', 'Overloaded', { headers: { 'retry-after': '0.01' } });
+    const overloaded = apiError(529, 'overloaded_error', 'Overloaded', {
+      headers: { 'retry-after': '0.01' },
+    });
     const retry = { max_retries: 2, budget_s: 5, base_delay_s: 0.01 };
-    const breakerRun = async (t: TestContext, fallbacks?: ReturnType<typeof judgeEntry>[], answersOnly = 0) => {
+    const breakerRun = async (
+      t: TestContext,
+      fallbacks?: ReturnType<typeof judgeEntry>[],
+      answersOnly = 0,
+    ) => {
       const calls = new Map<string, number>();
       const { fake, run } = await setupRun(
         t,
@@ -1117,7 +1286,9 @@ describe('retries and fallbacks in a run', () => {
           responder: (req) => {
             const tag = `${modelOf(req)} ${tagOf(req)}`;
             calls.set(tag, (calls.get(tag) ?? 0) + 1);
-            return modelOf(req) === 'judge-a' && fake.requests.length !== answersOnly ? overloaded : undefined;
+            return modelOf(req) === 'judge-a' && fake.requests.length !== answersOnly
+              ? overloaded
+              : undefined;
           },
           clock: true,
         },
@@ -1169,14 +1340,20 @@ describe('retries and fallbacks in a run', () => {
     const { fake, ws, run } = await setupRun(
       t,
       { responder: (_req, i) => (i === 0 ? rateLimited('1') : undefined) },
-      { judge: judgeEntry('judge-a', { retry: { max_retries: 5, budget_s: 0.1, base_delay_s: 0.01 } }) },
+      {
+        judge: judgeEntry('judge-a', {
+          retry: { max_retries: 5, budget_s: 0.1, base_delay_s: 0.01 },
+        }),
+      },
     );
     const result = await run(ONE);
     assert.equal(result.code, 0, result.stderr);
     assert.deepEqual(fake.requests.map(modelOf), ['judge-a', 'judge-b']);
     assert.equal(readLog(ws.log)[0]!.judge, 'judge-b');
     assert.deepEqual(attemptsOf(ws.log), [['judge-a', 'EvalProviderError', 429]]);
-    const said = result.stderr.split('\n').filter((line) => line.includes('fallback') && !line.startsWith('  rows'));
+    const said = result.stderr
+      .split('\n')
+      .filter((line) => line.includes('fallback') && !line.startsWith('  rows'));
     assert.deepEqual(said.length, 1, result.stderr);
     assert.match(
       said[0]!,
@@ -1187,12 +1364,25 @@ describe('retries and fallbacks in a run', () => {
   test('429s beyond max_retries fall back after exactly 1 + max_retries requests', async (t) => {
     const { fake, ws, run } = await setupRun(
       t,
-      { responder: (req) => (modelOf(req) === 'judge-a' ? rateLimited('0.01') : undefined), clock: true },
-      { judge: judgeEntry('judge-a', { retry: { max_retries: 3, budget_s: 5, base_delay_s: 0.01 } }) },
+      {
+        responder: (req) => (modelOf(req) === 'judge-a' ? rateLimited('0.01') : undefined),
+        clock: true,
+      },
+      {
+        judge: judgeEntry('judge-a', {
+          retry: { max_retries: 3, budget_s: 5, base_delay_s: 0.01 },
+        }),
+      },
     );
     const result = await run(ONE);
     assert.equal(result.code, 0, result.stderr);
-    assert.deepEqual(fake.requests.map(modelOf), ['judge-a', 'judge-a', 'judge-a', 'judge-a', 'judge-b']);
+    assert.deepEqual(fake.requests.map(modelOf), [
+      'judge-a',
+      'judge-a',
+      'judge-a',
+      'judge-a',
+      'judge-b',
+    ]);
     assert.equal(readLog(ws.log)[0]!.judge, 'judge-b');
   });
 
@@ -1203,9 +1393,19 @@ describe('retries and fallbacks in a run', () => {
     [string, string, number | null],
   ][] = [
     ['a spend-limit 429 is not retried', spendLimited, {}, ['judge-a', 'EvalProviderError', 429]],
-    ['a 500 is not retried on the same judge', apiError(500, 'api_error'), {}, ['judge-a', 'EvalProviderError', 500]],
+    [
+      'a 500 is not retried on the same judge',
+      apiError(500, 'api_error'),
+      {},
+      ['judge-a', 'EvalProviderError', 500],
+    ],
     // timeout_s 1, not 0.1: judge-a's request must reach the fake before the deadline, however loaded the machine.
-    ['a timeout is never resubmitted', { kind: 'hang' }, { timeout_s: 1 }, ['judge-a', 'EvalTimeoutError', null]],
+    [
+      'a timeout is never resubmitted',
+      { kind: 'hang' },
+      { timeout_s: 1 },
+      ['judge-a', 'EvalTimeoutError', null],
+    ],
   ];
   for (const [label, reply, overrides, attempt] of fallsBackAfterOne) {
     test(`${label}: one request to judge-a, then judge-b scores`, async (t) => {
@@ -1242,7 +1442,11 @@ describe('retries and fallbacks in a run', () => {
     const { fake, ws, run } = await setupRun(
       t,
       { responder: (req) => (modelOf(req) === 'judge-a' ? rateLimited('3600') : undefined) },
-      { judge: judgeEntry('judge-a', { retry: { max_retries: 5, budget_s: 1, base_delay_s: 0.01 } }) },
+      {
+        judge: judgeEntry('judge-a', {
+          retry: { max_retries: 5, budget_s: 1, base_delay_s: 0.01 },
+        }),
+      },
     );
     const result = await run(['--concurrency', '1']);
     assert.equal(result.code, 0, result.stderr);
@@ -1272,7 +1476,8 @@ describe('retries and fallbacks in a run', () => {
   for (const [label, body, errorClass] of notAMessage) {
     test(`a 200 ${label} is that attempt's failure (${errorClass}): no crash, no stack trace; judge-b scores`, async (t) => {
       const { fake, ws, run } = await setupRun(t, {
-        responder: (req) => (modelOf(req) === 'judge-a' ? { kind: 'raw', status: 200, body } : undefined),
+        responder: (req) =>
+          modelOf(req) === 'judge-a' ? { kind: 'raw', status: 200, body } : undefined,
       });
       const result = await run(ONE);
       assert.equal(result.code, 0, result.stderr);
@@ -1281,13 +1486,20 @@ describe('retries and fallbacks in a run', () => {
       const [entry] = readLog(ws.log);
       assert.deepEqual([entry!.status, entry!.judge], ['scored', 'judge-b']);
       assert.deepEqual(attemptsOf(ws.log), [['judge-a', errorClass, null]]);
-      assert.match(result.stderr, /^m01\/proof01: scored by fallback judge judge-b after judge judge-a: /m);
+      assert.match(
+        result.stderr,
+        /^m01\/proof01: scored by fallback judge judge-b after judge judge-a: /m,
+      );
       assert.equal(rowCount(ws.output), 1);
     });
   }
 
   test('model_env (JUDGE_MODEL) replaces the judge model in requests and in the log', async (t) => {
-    const { fake, ws, run } = await setupRun(t, {}, { judge: judgeEntry('judge-a', { model_env: 'JUDGE_MODEL' }) });
+    const { fake, ws, run } = await setupRun(
+      t,
+      {},
+      { judge: judgeEntry('judge-a', { model_env: 'JUDGE_MODEL' }) },
+    );
     const result = await run(ONE, { env: { JUDGE_MODEL: 'judge-override' } });
     assert.equal(result.code, 0, result.stderr);
     assert.deepEqual(fake.requests.map(modelOf), ['judge-override']);
@@ -1297,7 +1509,9 @@ describe('retries and fallbacks in a run', () => {
   test("--no-fallback uses the primary judge only: its failure is the transcript's, said when it fails and in the summary", async (t) => {
     const { fake, ws, run } = await setupRun(t, {
       responder: (req) =>
-        tagOf(req) === 'm01/proof01' ? apiError(500, 'api_error', 'Internal server error') : undefined,
+        tagOf(req) === 'm01/proof01'
+          ? apiError(500, 'api_error', 'Internal server error')
+          : undefined,
     });
     const result = await run(['--no-fallback']);
     assert.equal(result.code, 1, result.stderr);
@@ -1317,7 +1531,11 @@ describe('retries and fallbacks in a run', () => {
 describe('rate-limit pacing in a run: every bucket the API reports, as token buckets', () => {
   /** A run of 15 transcripts at --concurrency 15 against the fake's buckets; every row must come from judge-a. */
   async function pacedRun(t: TestContext, buckets: FakeOptions['buckets'], only: string[] = []) {
-    const { fake, ws, run, clock } = await setupRun(t, { buckets, latencyMs: 20, clock: true }, { models: 5 });
+    const { fake, ws, run, clock } = await setupRun(
+      t,
+      { buckets, latencyMs: 20, clock: true },
+      { models: 5 },
+    );
     const result = await run(['--concurrency', '15', ...only]);
     assert.equal(result.code, 0, result.stderr);
     assert.equal(rowCount(ws.output), only.length ? 1 : 15);
@@ -1338,10 +1556,15 @@ describe('rate-limit pacing in a run: every bucket the API reports, as token buc
 
   // How close a run keeps to the refill is measured by `npm run bench` (b), not here: these machines are shared.
   test('requests: a bucket of 5 refilling 20 a second: no 429, the requests paced to the refill', async (t) => {
-    const { fake, seconds, waitedS } = await pacedRun(t, { requests: { capacity: 5, perSecond: 20 } });
+    const { fake, seconds, waitedS } = await pacedRun(t, {
+      requests: { capacity: 5, perSecond: 20 },
+    });
     assert.equal(fake.count429, 0, 'the first burst and every request after fit the bucket');
     assert.ok(seconds >= (15 - 5) / 20 - 0.1, `paced: the last request started after ${seconds} s`);
-    assert.ok(waitedS <= 1.5 * ((15 - 5) / 20), `no slower than the refill: the pacer waited ${waitedS} s`);
+    assert.ok(
+      waitedS <= 1.5 * ((15 - 5) / 20),
+      `no slower than the refill: the pacer waited ${waitedS} s`,
+    );
   });
 
   test('input tokens: a bucket of 3 prompts refilling 20 prompts a second binds, not requests; no 429', async (t) => {
@@ -1355,8 +1578,14 @@ describe('rate-limit pacing in a run: every bucket the API reports, as token buc
       fake.count429 <= 1,
       `${fake.count429} rejected: the tokens a prompt takes are learned from the first answer`,
     );
-    assert.ok(seconds >= (15 - 3) / 20 - 0.1, `paced on tokens: the last request started after ${seconds} s`);
-    assert.ok(waitedS <= 1.5 * ((15 - 3) / 20), `no slower than the refill: the pacer waited ${waitedS} s`);
+    assert.ok(
+      seconds >= (15 - 3) / 20 - 0.1,
+      `paced on tokens: the last request started after ${seconds} s`,
+    );
+    assert.ok(
+      waitedS <= 1.5 * ((15 - 3) / 20),
+      `no slower than the refill: the pacer waited ${waitedS} s`,
+    );
   });
 });
 
@@ -1386,7 +1615,10 @@ describe('rate-limit pacing never stalls when later answers carry no headers', (
     const result = await run(['--concurrency', '1']).finally(() => clearTimeout(guard));
     assert.equal(result.code, 1, result.stderr);
     assert.equal(fake.requests.length, 6, 'every transcript was tried');
-    assert.ok(clock.jumpedMs() < 5000, `no stall passed as a wait: the clock jumped ${clock.jumpedMs()} ms`);
+    assert.ok(
+      clock.jumpedMs() < 5000,
+      `no stall passed as a wait: the clock jumped ${clock.jumpedMs()} ms`,
+    );
   });
 });
 
@@ -1404,20 +1636,34 @@ describe('a configuration error stops the whole run', () => {
             : rateLimited('0.2'),
         clock: true,
       },
-      { judge: judgeEntry('judge-a', { retry: { max_retries: 20, budget_s: 30, base_delay_s: 0.05 } }) },
+      {
+        judge: judgeEntry('judge-a', {
+          retry: { max_retries: 20, budget_s: 30, base_delay_s: 0.05 },
+        }),
+      },
     );
     const result = await run(['--concurrency', '4']);
     assert.equal(result.code, 2, result.stderr);
-    assert.match(result.stderr, /stopped: judge judge-a: HTTP 401 authentication_error: invalid x-api-key/);
+    assert.match(
+      result.stderr,
+      /stopped: judge judge-a: HTTP 401 authentication_error: invalid x-api-key/,
+    );
     assert.ok(
       fake.requests.every((req) => modelOf(req) === 'judge-a'),
       'no fallback judge after a configuration error',
     );
     const perTranscript = new Map<string, number>();
-    for (const req of fake.requests) perTranscript.set(tagOf(req)!, (perTranscript.get(tagOf(req)!) ?? 0) + 1);
-    assert.deepEqual([...perTranscript.keys()].sort(), ['m01/proof01', 'm01/proof02', 'm01/proof03', 'm02/proof01']);
+    for (const req of fake.requests)
+      perTranscript.set(tagOf(req)!, (perTranscript.get(tagOf(req)!) ?? 0) + 1);
+    assert.deepEqual([...perTranscript.keys()].sort(), [
+      'm01/proof01',
+      'm01/proof02',
+      'm01/proof03',
+      'm02/proof01',
+    ]);
     assert.equal(perTranscript.get('m01/proof01'), 2);
-    for (const [tag, count] of perTranscript) assert.ok(count <= 2, `${tag} kept retrying: ${count} requests`);
+    for (const [tag, count] of perTranscript)
+      assert.ok(count <= 2, `${tag} kept retrying: ${count} requests`);
     assert.equal(rowCount(ws.output), 0);
   });
 });
@@ -1442,7 +1688,10 @@ describe('rate-limit waits are bounded: a retry-after that is zero, negative, un
         const decision = decide(error, { attempt, msLeft: 60_000, policy });
         assert.equal(decision.action, 'retry');
         const { delayMs } = decision as { delayMs: number };
-        assert.ok(delayMs > 0 && delayMs >= 0.5 * ideal && delayMs <= 1.5 * ideal, `attempt ${attempt}: ${delayMs} ms`);
+        assert.ok(
+          delayMs > 0 && delayMs >= 0.5 * ideal && delayMs <= 1.5 * ideal,
+          `attempt ${attempt}: ${delayMs} ms`,
+        );
       }
     }
   });
@@ -1455,12 +1704,19 @@ describe('rate-limit waits are bounded: a retry-after that is zero, negative, un
       let caught: EvalErrorType | undefined;
       await assert.rejects(
         callWith(await judgeAt(fake.url)),
-        failure('EvalProviderError', { status: 429, retryAfterMs: undefined }, (error) => (caught = error)),
+        failure(
+          'EvalProviderError',
+          { status: 429, retryAfterMs: undefined },
+          (error) => (caught = error),
+        ),
       );
       const decision = decide(caught!, { attempt: 1, msLeft: 60_000, policy });
       assert.equal(decision.action, 'retry');
       const { delayMs } = decision as { delayMs: number };
-      assert.ok(delayMs >= 200 && delayMs <= 600, `backoff for attempt 1, base 0.2 s: ${delayMs} ms`);
+      assert.ok(
+        delayMs >= 200 && delayMs <= 600,
+        `backoff for attempt 1, base 0.2 s: ${delayMs} ms`,
+      );
     });
   }
 
@@ -1483,7 +1739,11 @@ describe('rate-limit waits are bounded: a retry-after that is zero, negative, un
       const { fake, ws, run } = await setupRun(
         t,
         { responder: (req) => (modelOf(req) === 'judge-a' ? rateLimited(value) : undefined) },
-        { judge: judgeEntry('judge-a', { retry: { max_retries: 5, budget_s: 1, base_delay_s: 10 } }) },
+        {
+          judge: judgeEntry('judge-a', {
+            retry: { max_retries: 5, budget_s: 1, base_delay_s: 10 },
+          }),
+        },
       );
       const result = await run(ONE);
       assert.equal(result.code, 0, result.stderr);
@@ -1538,7 +1798,10 @@ describe('the API key is never printed or logged, even when the server echoes it
   const keyOf = (req: RecordedRequest) =>
     String(req.headers['x-api-key'] ?? req.headers.authorization?.replace(/^Bearer /, ''));
   /** Everything a run printed or wrote. */
-  const outputsOf = (ws: { log: string; output: string }, result: { stdout: string; stderr: string }) => ({
+  const outputsOf = (
+    ws: { log: string; output: string },
+    result: { stdout: string; stderr: string },
+  ) => ({
     stdout: result.stdout,
     stderr: result.stderr,
     log: fs.readFileSync(ws.log, 'utf8'),
@@ -1549,7 +1812,8 @@ describe('the API key is never printed or logged, even when the server echoes it
     for (const [what, text] of Object.entries(outputs)) {
       assert.doesNotMatch(text, /ECHOEDSECRET|FALLBACKSECRET/, `${what} holds a key`);
     }
-    for (const what of redactedIn) assert.ok(outputs[what]!.includes('[redacted]'), `[redacted] in ${what}`);
+    for (const what of redactedIn)
+      assert.ok(outputs[what]!.includes('[redacted]'), `[redacted] in ${what}`);
   }
   const entryOf = (log: string, key: string) =>
     readLog(log).find((entry) => `${entry.model}/${entry.task_id}` === key)!;
@@ -1570,7 +1834,10 @@ describe('the API key is never printed or logged, even when the server echoes it
       'every request carried the key',
     );
     assertRedacted(outputsOf(ws, result), ['stderr', 'log']);
-    assert.match(result.stderr, /^m01\/proof01: scored by fallback judge judge-b after .*x-api-key \[redacted\]/m);
+    assert.match(
+      result.stderr,
+      /^m01\/proof01: scored by fallback judge judge-b after .*x-api-key \[redacted\]/m,
+    );
     assert.match(result.stderr, /^failed m01\/proof02: .*bad request for key \[redacted\]/m);
     assert.match(entryOf(ws.log, 'm01/proof01').attempts[0]!.message, /x-api-key \[redacted\]/);
     assert.match(entryOf(ws.log, 'm01/proof02').error!.message, /bad request for key \[redacted\]/);
@@ -1598,7 +1865,9 @@ describe('the API key is never printed or logged, even when the server echoes it
 
   test('a valid answer whose notes hold the key: the CSV notes cell and the log show [redacted]', async (t) => {
     const { fake, ws, run } = await setupRun(t, {
-      responder: (req) => ({ text: fake.validAnswer({}, `the tutor leaked ${keyOf(req)} in turn 3`) }),
+      responder: (req) => ({
+        text: fake.validAnswer({}, `the tutor leaked ${keyOf(req)} in turn 3`),
+      }),
     });
     const result = await run(ONE, { apiKey: KEY });
     assert.equal(result.code, 0, result.stderr);

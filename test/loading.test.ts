@@ -72,7 +72,12 @@ describe('loadJson', () => {
     assert.deepEqual(loadJson(fileIn(t, 'ok.json', { a: [1, 'x'] })), { a: [1, 'x'] });
   });
 
-  const failures: [string, string | undefined, typeof EvalConfigurationError | undefined, string[]][] = [
+  const failures: [
+    string,
+    string | undefined,
+    typeof EvalConfigurationError | undefined,
+    string[],
+  ][] = [
     ['a missing file', undefined, undefined, ['not found']],
     ['malformed JSON', '{"a": 1,', undefined, ['invalid JSON']],
     // Configuration files pass their own class, so a broken rubric.json stops the run as a configuration error.
@@ -82,7 +87,10 @@ describe('loadJson', () => {
     const name = ErrorClass?.name ?? 'EvalInputError';
     test(`${label} → ${name} naming the file${mentions.map((part) => `, ${part}`).join('')}`, (t) => {
       const file = fileIn(t, 'bad.json', content);
-      assert.throws(() => loadJson(file, ErrorClass), { name, message: mentioning(file, ...mentions) });
+      assert.throws(() => loadJson(file, ErrorClass), {
+        name,
+        message: mentioning(file, ...mentions),
+      });
     });
   }
 });
@@ -119,14 +127,18 @@ describe('loadRubric: a bad rubric.json is a configuration error naming the file
     },
     {
       label: 'a duplicate dimension name',
-      write: (t) => rubricFile(t, (json) => void (json.dimensions[1]!.name = json.dimensions[0]!.name)),
+      write: (t) =>
+        rubricFile(t, (json) => void (json.dimensions[1]!.name = json.dimensions[0]!.name)),
       mentions: ['duplicate', '"mathematical_correctness"'],
       field: 'dimensions[1].name',
     },
     ...badScores.map(([label, scores]) => ({
       label: `scores with ${label}`,
       write: (t: TestContext) =>
-        rubricFile(t, (json) => void (json.dimensions[2]!.scores = scores as Record<string, string>)),
+        rubricFile(
+          t,
+          (json) => void (json.dimensions[2]!.scores = scores as Record<string, string>),
+        ),
       mentions: ['error_diagnosis', 'scores'],
       field: 'dimensions[2].scores',
     })),
@@ -134,7 +146,11 @@ describe('loadRubric: a bad rubric.json is a configuration error naming the file
 });
 
 /** A models.json whose judge (and optional first fallback) is judgeConfig() with `judge`/`fallback` merged in. */
-const modelsWith = (t: TestContext, judge: Record<string, unknown>, fallback?: Record<string, unknown>) =>
+const modelsWith = (
+  t: TestContext,
+  judge: Record<string, unknown>,
+  fallback?: Record<string, unknown>,
+) =>
   fileIn(t, 'models.json', {
     judge: { ...judgeConfig(), ...judge },
     fallback_judges: fallback ? [{ ...judgeConfig(), ...fallback }] : [],
@@ -230,7 +246,8 @@ describe('loadModelsConfig: judge entries are strict, other objects are not', ()
       { where: 'judge', key: 'structured_outputs', known: 'structured_output' },
     ].map(({ where, key, known }) => ({
       label: `an unknown key "${key}" in ${where}`,
-      write: (t: TestContext) => (where === 'judge' ? modelsWith(t, { [key]: 0 }) : modelsWith(t, {}, { [key]: 0 })),
+      write: (t: TestContext) =>
+        where === 'judge' ? modelsWith(t, { [key]: 0 }) : modelsWith(t, {}, { [key]: 0 }),
       mentions: [where, key, `did you mean "${known}"`],
     })),
   );
@@ -249,7 +266,12 @@ describe('loadModelsConfig: judge entries are strict, other objects are not', ()
 describe('judgeModel', () => {
   const withEnvVar = judgeConfig({ model: 'base-model', model_env: 'RJ_JUDGE_MODEL' });
   const cases: [string, JudgeConfig, NodeJS.ProcessEnv, string][] = [
-    ['model_env set in the environment replaces model', withEnvVar, { RJ_JUDGE_MODEL: 'override' }, 'override'],
+    [
+      'model_env set in the environment replaces model',
+      withEnvVar,
+      { RJ_JUDGE_MODEL: 'override' },
+      'override',
+    ],
     ['model_env unset keeps model', withEnvVar, {}, 'base-model'],
     ['model_env blank keeps model', withEnvVar, { RJ_JUDGE_MODEL: '   ' }, 'base-model'],
     [
@@ -270,7 +292,10 @@ describe('judgeModel', () => {
 function transcriptTree(dir: string, layout: Record<string, string[]>): string {
   for (const [model, tasks] of Object.entries(layout)) {
     for (const task of tasks) {
-      writeJson(path.join(dir, model, `${task}.json`), makeTranscript({ metadata: { task_id: task, model } }));
+      writeJson(
+        path.join(dir, model, `${task}.json`),
+        makeTranscript({ metadata: { task_id: task, model } }),
+      );
     }
   }
   return dir;
@@ -284,7 +309,9 @@ describe('readTranscripts', () => {
     const layout = { mid: ['t2', 't3', 't1'], alpha: ['t3', 't1', 't2'], zeta: ['t1', 't3', 't2'] };
     const dir = transcriptTree(tempDir(t), layout);
     const refs = readTranscripts(dir);
-    const expected = ['alpha', 'mid', 'zeta'].flatMap((model) => ['t1', 't2', 't3'].map((task) => `${model}/${task}`));
+    const expected = ['alpha', 'mid', 'zeta'].flatMap((model) =>
+      ['t1', 't2', 't3'].map((task) => `${model}/${task}`),
+    );
     assert.deepEqual(pairsOf(refs), expected);
     assert.equal(refs[0]!.path, path.join(dir, 'alpha', 't1.json'));
   });
@@ -357,11 +384,17 @@ describe('readTranscripts: a link is followed when it stays inside the transcrip
 
   test('a linked transcript file (absolute link) is listed under its own name', (t) => {
     const { transcripts } = linkLayout(t);
-    fs.symlinkSync(path.join(transcripts, 'beta', 't1.json'), path.join(transcripts, 'beta', 't2.json'));
+    fs.symlinkSync(
+      path.join(transcripts, 'beta', 't1.json'),
+      path.join(transcripts, 'beta', 't2.json'),
+    );
     assert.deepEqual(pairsOf(readTranscripts(transcripts)), ['beta/t1', 'beta/t2']);
   });
 
-  const LEAVING: [string, (transcripts: string, outside: string) => [target: string, link: string]][] = [
+  const LEAVING: [
+    string,
+    (transcripts: string, outside: string) => [target: string, link: string],
+  ][] = [
     [
       'a model folder linked outside',
       (transcripts, outside) => [path.join(outside, 'x'), path.join(transcripts, 'evil')],
@@ -372,12 +405,23 @@ describe('readTranscripts: a link is followed when it stays inside the transcrip
     ],
     [
       'a transcript file linked outside',
-      (transcripts, outside) => [path.join(outside, 'x', 't1.json'), path.join(transcripts, 'beta', 't2.json')],
+      (transcripts, outside) => [
+        path.join(outside, 'x', 't1.json'),
+        path.join(transcripts, 'beta', 't2.json'),
+      ],
     ],
   ];
   const BROKEN: [string, (transcripts: string) => string, string][] = [
-    ['a link to nothing', (transcripts) => path.join(transcripts, 'beta', 'missing.json'), 'ENOENT'],
-    ['a link to itself (a loop)', (transcripts) => path.join(transcripts, 'beta', 'loop.json'), 'ELOOP'],
+    [
+      'a link to nothing',
+      (transcripts) => path.join(transcripts, 'beta', 'missing.json'),
+      'ENOENT',
+    ],
+    [
+      'a link to itself (a loop)',
+      (transcripts) => path.join(transcripts, 'beta', 'loop.json'),
+      'ELOOP',
+    ],
   ];
   for (const [label, linkAt, code] of BROKEN) {
     test(`${label} → EvalInputError naming the link, "a broken link (${code})", not a crash`, (t) => {
@@ -425,7 +469,10 @@ describe('readTranscripts: a folder it cannot list', () => {
   test('a model folder with mode 000 → EvalInputError naming the folder and "cannot be read"', (t) => {
     const root = tempDir(t);
     fs.chmodSync(root, 0o755); // so that an unprivileged user reaches the transcripts folder
-    const transcripts = transcriptTree(path.join(root, 'transcripts'), { alpha: ['t1'], beta: ['t1'] });
+    const transcripts = transcriptTree(path.join(root, 'transcripts'), {
+      alpha: ['t1'],
+      beta: ['t1'],
+    });
     const locked = path.join(transcripts, 'beta');
     fs.chmodSync(locked, 0o000);
     try {
@@ -484,14 +531,17 @@ describe('loadTranscript', () => {
     },
     {
       label: 'a bad role',
-      write: (t) => transcriptFile(t, 'stub', 'p1', { messages: [{ role: 'tutor', content: 'hi' }] }),
+      write: (t) =>
+        transcriptFile(t, 'stub', 'p1', { messages: [{ role: 'tutor', content: 'hi' }] }),
       mentions: ['"tutor"'],
       field: 'messages[0].role',
     },
     {
       label: 'an image block with neither a path nor a valid base64 source',
       write: (t) =>
-        transcriptFile(t, 'stub', 'p1', { messages: [{ role: 'user', content: [{ type: 'image', source: {} }] }] }),
+        transcriptFile(t, 'stub', 'p1', {
+          messages: [{ role: 'user', content: [{ type: 'image', source: {} }] }],
+        }),
       mentions: ['content'],
       field: 'messages[0].content',
     },
@@ -512,7 +562,10 @@ function layout(t: TestContext) {
   fs.writeFileSync(path.join(transcripts, 'm01', 'photo.png'), PNG);
   const transcriptPath = path.join(transcripts, 'm01', 't1.json');
   const imagesOf = (imagePath: string) =>
-    transcriptImages({ messages: [{ role: 'user', content: [{ type: 'image', path: imagePath }] }] }, transcriptPath);
+    transcriptImages(
+      { messages: [{ role: 'user', content: [{ type: 'image', path: imagePath }] }] },
+      transcriptPath,
+    );
   return { root, transcripts, transcriptPath, imagesOf };
 }
 
@@ -537,7 +590,10 @@ describe('transcriptImages: image paths stay inside the transcripts folder', () 
 
   test('an absolute path → EvalInputError naming the transcript, even when it points inside the folder', (t) => {
     const { root, transcripts, transcriptPath, imagesOf } = layout(t);
-    for (const absolute of [path.join(root, 'secret.png'), path.join(transcripts, 'm01', 'photo.png')]) {
+    for (const absolute of [
+      path.join(root, 'secret.png'),
+      path.join(transcripts, 'm01', 'photo.png'),
+    ]) {
       assert.throws(() => imagesOf(absolute), {
         name: 'EvalInputError',
         message: mentioning(transcriptPath, absolute),
@@ -565,7 +621,11 @@ describe('transcriptImages: image paths stay inside the transcripts folder', () 
 
 describe('transcriptImages: only a regular file within the 5 MB limit is read', () => {
   /** Each makes `file`, and returns what to check once it was refused. */
-  const SPECIAL: { label: string; also: string; make: (file: string, t: TestContext) => () => Promise<void> }[] = [
+  const SPECIAL: {
+    label: string;
+    also: string;
+    make: (file: string, t: TestContext) => () => Promise<void>;
+  }[] = [
     {
       label: 'a directory',
       also: '',
@@ -585,7 +645,11 @@ describe('transcriptImages: only a regular file within the 5 MB limit is read', 
         return async () => {
           await delay(50);
           const ended = [writer.exitCode, writer.signalCode];
-          assert.deepEqual(ended, [null, null], 'the writer still waits: the FIFO was never opened');
+          assert.deepEqual(
+            ended,
+            [null, null],
+            'the writer still waits: the FIFO was never opened',
+          );
         };
       },
     },
@@ -663,7 +727,9 @@ describe('loadRubric: a reserved dimension name is a configuration error naming 
 
   test('names that only contain a reserved word load (the control case)', (t) => {
     const names = ['task_id_2', 'model_quality', 'notes_taken', 'Constructor', 'proto'];
-    const file = rubricFile(t, (json) => names.forEach((name, i) => (json.dimensions[i]!.name = name)));
+    const file = rubricFile(t, (json) =>
+      names.forEach((name, i) => (json.dimensions[i]!.name = name)),
+    );
     assert.deepEqual(rubricDimensions(loadRubric(file)).slice(0, names.length), names);
   });
 
@@ -671,7 +737,11 @@ describe('loadRubric: a reserved dimension name is a configuration error naming 
     test(`a run with a dimension named ${JSON.stringify(name)}: exit 2 naming the file and the field, no request, nothing written`, async (t) => {
       const rubric = shippedRubricJson();
       rubric.dimensions[1]!.name = name;
-      const { fake, ws, run } = await setupRun(t, {}, { rubricText: JSON.stringify(rubric, null, 2) });
+      const { fake, ws, run } = await setupRun(
+        t,
+        {},
+        { rubricText: JSON.stringify(rubric, null, 2) },
+      );
       const before = snapshot(ws.dir);
       const result = await run();
       assert.equal(result.code, 2, result.stderr);
@@ -742,7 +812,8 @@ describe('deeply nested JSON is the usual error naming the file and the field, n
     },
     {
       label: "a fallback judge's media nested 100,000 levels deep",
-      write: (t) => deepen(modelsWith(t, {}, {}), (json) => (json.fallback_judges[0].media = 'DEEP')),
+      write: (t) =>
+        deepen(modelsWith(t, {}, {}), (json) => (json.fallback_judges[0].media = 'DEEP')),
       mentions: ['fallback_judges[0].media'],
     },
   ]);

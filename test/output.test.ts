@@ -54,14 +54,17 @@ function writeScores(file: string, rows: ScoreRow[], dimensions: string[]): void
 
 const modelOf = (req: RecordedRequest) => req.body?.model as string;
 /** The "model/task" of each request since `from`, sorted. */
-const judgedSince = (requests: RecordedRequest[], from: number) => requests.slice(from).map(tagOf).sort();
+const judgedSince = (requests: RecordedRequest[], from: number) =>
+  requests.slice(from).map(tagOf).sort();
 
 /** The pid of a process that has exited and been reaped. */
 const deadPid = () => spawnSync(process.execPath, ['-e', '']).pid!;
 
 /** The pid of another live process, killed after the test. */
 async function livePid(t: TestContext): Promise<number> {
-  const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60_000)'], { stdio: 'ignore' });
+  const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60_000)'], {
+    stdio: 'ignore',
+  });
   t.after(() => child.kill('SIGKILL'));
   await new Promise((resolve) => child.once('spawn', resolve));
   return child.pid!;
@@ -98,7 +101,9 @@ function afterReading<T>(file: string, after: () => void, fn: () => T): T {
 
 /** The pid of a zombie: a child that has exited but that its parent (a shell exec'd into sleep) never reaps. */
 async function zombiePid(t: TestContext): Promise<number> {
-  const parent = spawn('sh', ['-c', 'sleep 60 & echo $!; exec sleep 60'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  const parent = spawn('sh', ['-c', 'sleep 60 & echo $!; exec sleep 60'], {
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
   t.after(() => parent.kill('SIGKILL'));
   let out = '';
   parent.stdout!.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
@@ -123,7 +128,8 @@ const row = (task_id: string, notes = 'ok', model = 'stub'): ScoreRow => ({
   notes,
 });
 const dimensions = [...DIMENSIONS];
-const header = (dims: readonly string[] = DIMENSIONS) => `${['task_id', 'model', ...dims, 'notes'].join(',')}\n`;
+const header = (dims: readonly string[] = DIMENSIONS) =>
+  `${['task_id', 'model', ...dims, 'notes'].join(',')}\n`;
 
 // ---------------------------------------------------------------------------------------------
 // Writing the CSV
@@ -148,7 +154,14 @@ describe('guardCell: a notes cell a spreadsheet would run as a formula gets a le
   }
 
   test('text that only contains those characters later is untouched', () => {
-    for (const notes of ['Good scaffolding; 2 = 2 later.', 'a-b', 'score 1+1', '', 'email a@b.c', "it's fine"]) {
+    for (const notes of [
+      'Good scaffolding; 2 = 2 later.',
+      'a-b',
+      'score 1+1',
+      '',
+      'email a@b.c',
+      "it's fine",
+    ]) {
       assert.equal(guardCell(notes), notes);
     }
   });
@@ -210,7 +223,10 @@ describe('ScoreFile: rows appended under a header taken from the rubric', () => 
       'a file with a different header and CRLF line endings',
       'task_id,model,old_dimension,notes\r\np0,stub,2,"x, y"\r\n',
     ],
-    ['a foreign one-line file without a trailing newline (not cut off as a torn line)', 'name,amount'],
+    [
+      'a foreign one-line file without a trailing newline (not cut off as a torn line)',
+      'name,amount',
+    ],
   ];
   for (const [label, content] of foreign) {
     test(`${label} → EvalConfigurationError naming it; the file is byte-identical`, (t) => {
@@ -244,7 +260,10 @@ describe('reading the CSV: a torn tail is cut off at the last complete record', 
   const tails: [string, string | Buffer][] = [
     ['cut inside a quoted multi-line notes field', 'p3,stub,2,2,2,2,2,2,"line one\nline t'],
     // A complete last row without its line break is a row, not a tear: see "the CSV repair works on bytes" below.
-    ['cut inside a multi-byte character', Buffer.from([...Buffer.from('p3,stub,2,2,2,2,2,2,"caf'), 0xc3])],
+    [
+      'cut inside a multi-byte character',
+      Buffer.from([...Buffer.from('p3,stub,2,2,2,2,2,2,"caf'), 0xc3]),
+    ],
     ['cut after a few cells', 'p3,stub,2,'],
   ];
   for (const [label, tail] of tails) {
@@ -280,9 +299,17 @@ describe('reading the CSV: a torn tail is cut off at the last complete record', 
     scores.close();
     assert.equal(scores.torn, Buffer.byteLength(tail), 'the torn line is cut off');
     assert.equal(scores.done.size, 1, 'the torn row does not count as scored');
-    assert.equal(fs.readFileSync(file, 'utf8'), complete, 'the complete rows are kept, byte for byte');
+    assert.equal(
+      fs.readFileSync(file, 'utf8'),
+      complete,
+      'the complete rows are kept, byte for byte',
+    );
     writeScores(file, [row('p2')], dimensions);
-    assert.equal(ScoreFile.open(file, dimensions, { readOnly: true }).done.size, 2, 'rows append after the repair');
+    assert.equal(
+      ScoreFile.open(file, dimensions, { readOnly: true }).done.size,
+      2,
+      'rows append after the repair',
+    );
   });
 
   test('a torn header alone is replaced by the full header', (t) => {
@@ -296,7 +323,11 @@ describe('reading the CSV: a torn tail is cut off at the last complete record', 
 describe('reading the CSV: a file that is not a valid run-judge CSV is refused, untouched', () => {
   const first = 'p1,stub,2,2,2,2,2,2,ok\n';
   const malformed: { label: string; content: string; line: number }[] = [
-    { label: 'a middle line with too few fields', content: `${header()}${first}p2,stub,2,ok\n${first}`, line: 3 },
+    {
+      label: 'a middle line with too few fields',
+      content: `${header()}${first}p2,stub,2,ok\n${first}`,
+      line: 3,
+    },
     {
       // Line numbers count lines of the file, so a quoted note with a line break earlier shifts them.
       label: 'a short line after a note spanning two lines',
@@ -328,7 +359,10 @@ describe('reading the CSV: a file that is not a valid run-judge CSV is refused, 
     const file = path.join(tempDir(t), 'scores.csv');
     const content = `${header()}p1,stub,2,2,2,2,2,2,"a"b\n${first}`;
     fs.writeFileSync(file, content);
-    assert.throws(() => ScoreFile.open(file, dimensions), { name: 'EvalInputError', message: mentioning(file) });
+    assert.throws(() => ScoreFile.open(file, dimensions), {
+      name: 'EvalInputError',
+      message: mentioning(file),
+    });
     assert.equal(fs.readFileSync(file, 'utf8'), content);
   });
 });
@@ -338,14 +372,21 @@ describe('the CSV repair works on bytes: complete rows are kept, a BOM and trail
   const lastRows: [string, string][] = [
     ['a plain last row without its final newline', 'p3,stub,2,2,2,2,2,2,ok'],
     ['a quoted last row ending right after its closing quote', 'p3,stub,2,2,2,2,2,2,"say ""hi"""'],
-    ['a last row with multi-byte characters, without its final newline', 'p3,stub,2,2,2,2,2,2,naïve 😀'],
+    [
+      'a last row with multi-byte characters, without its final newline',
+      'p3,stub,2,2,2,2,2,2,naïve 😀',
+    ],
   ];
   for (const [label, last] of lastRows) {
     test(`${label} is a complete row: kept, and the next row appended lands on its own line`, (t) => {
       const file = path.join(tempDir(t), 'scores.csv');
       const content = complete + last;
       fs.writeFileSync(file, content);
-      assert.equal(ScoreFile.open(file, dimensions, { readOnly: true }).done.size, 3, 'read-only: the row counts');
+      assert.equal(
+        ScoreFile.open(file, dimensions, { readOnly: true }).done.size,
+        3,
+        'read-only: the row counts',
+      );
       const scores = ScoreFile.open(file, dimensions);
       scores.close();
       assert.equal(scores.torn, 0, 'nothing is torn');
@@ -365,7 +406,10 @@ describe('the CSV repair works on bytes: complete rows are kept, a BOM and trail
 
   test('a CRLF file whose last complete row lacks its CRLF keeps that row', (t) => {
     const file = path.join(tempDir(t), 'scores.csv');
-    fs.writeFileSync(file, `${EXPECTED_HEADER}\r\np1,stub,2,2,1,2,2,2,ok\r\np2,stub,2,2,1,2,2,2,ok`);
+    fs.writeFileSync(
+      file,
+      `${EXPECTED_HEADER}\r\np1,stub,2,2,1,2,2,2,ok\r\np2,stub,2,2,1,2,2,2,ok`,
+    );
     const scores = ScoreFile.open(file, dimensions);
     scores.close();
     assert.deepEqual([scores.torn, scores.done.size], [0, 2]);
@@ -390,7 +434,11 @@ describe('the CSV repair works on bytes: complete rows are kept, a BOM and trail
         rows + 1,
         'every row, the new one too, is read back',
       );
-      assert.doesNotMatch(fs.readFileSync(file, 'utf8'), /\n\r?\n/, 'no blank line left between the rows');
+      assert.doesNotMatch(
+        fs.readFileSync(file, 'utf8'),
+        /\n\r?\n/,
+        'no blank line left between the rows',
+      );
       if (content.includes('\r')) return; // the strict parser below would take CRLF as the only line break
       const records = readCsv(file);
       assert.equal(records.length, rows + 2, 'it parses strictly');
@@ -448,7 +496,10 @@ describe('the CSV repair works on bytes: complete rows are kept, a BOM and trail
       allKeys(ws).filter((key) => !key.endsWith('proof01')),
       `${lastKey} is not judged again`,
     );
-    assert.ok(fs.readFileSync(ws.output, 'utf8').startsWith(`${stripped}\n`), 'the row is kept, then ended');
+    assert.ok(
+      fs.readFileSync(ws.output, 'utf8').startsWith(`${stripped}\n`),
+      'the row is kept, then ended',
+    );
     assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws));
   });
 });
@@ -501,7 +552,11 @@ describe('resume and --rescore', () => {
     const result = await run();
     assert.equal(result.code, 0, result.stderr);
     assert.match(result.stderr, /skipping 6 transcript\(s\)/);
-    assert.deepEqual(fake.requests.map(tagOf).sort(), allKeys(ws), 'each transcript judged exactly once');
+    assert.deepEqual(
+      fake.requests.map(tagOf).sort(),
+      allKeys(ws),
+      'each transcript judged exactly once',
+    );
     assert.equal(fs.readFileSync(ws.output, 'utf8'), csv, 'the CSV is untouched');
     const cells = Object.fromEntries(csvRows(ws.output).map((r) => [r.key, r.record[8]]));
     assert.deepEqual(cells, notes);
@@ -511,10 +566,14 @@ describe('resume and --rescore', () => {
     // Notes with quotes, a comma and a line break (a quoted cell), or ending with a carriage return (an unquoted cell):
     // the rewrite must keep the other rows as they were.
     const note = (round: number, key = 'm01/proof01') =>
-      key.endsWith('proof03') ? `round ${round} ends with a CR\r` : `round ${round}: "quoted", a comma,\nline two`;
+      key.endsWith('proof03')
+        ? `round ${round} ends with a CR\r`
+        : `round ${round}: "quoted", a comma,\nline two`;
     let round = 1;
     const { fake, ws, run } = await setupRun(t, {
-      responder: (req) => ({ text: fake.validAnswer({ student_agency: round }, note(round, tagOf(req))) }),
+      responder: (req) => ({
+        text: fake.validAnswer({ student_agency: round }, note(round, tagOf(req))),
+      }),
     });
     assert.equal((await run()).code, 0);
     const otherBefore = csvRows(ws.output).filter((r) => r.record[0] !== 'proof01');
@@ -552,13 +611,21 @@ describe('resume and --rescore', () => {
 
 describe('task and model cells read back as written: formula guards are put on, and taken off on resume', () => {
   // A model folder and a task id a spreadsheet would run as formulas, and a task id that starts with the guard itself.
-  const guarded: Record<string, string> = { '-x': "'-x", '=t1': "'=t1", "'t2": "''t2", m01: 'm01', proof01: 'proof01' };
+  const guarded: Record<string, string> = {
+    '-x': "'-x",
+    '=t1': "'=t1",
+    "'t2": "''t2",
+    m01: 'm01',
+    proof01: 'proof01',
+  };
 
   test('the cells get a leading quote; a rerun skips them all; --rescore replaces their rows only', async (t) => {
     let round = 1;
     const { fake, ws, run } = await setupRun(
       t,
-      { responder: () => ({ text: fake.validAnswer({ student_agency: round }, `round ${round}`) }) },
+      {
+        responder: () => ({ text: fake.validAnswer({ student_agency: round }, `round ${round}`) }),
+      },
       { models: ['-x', 'm01'], tasks: ['=t1', "'t2", 'proof01'] },
     );
     addTaskFiles(ws, ['=t1', "'t2"]);
@@ -569,7 +636,10 @@ describe('task and model cells read back as written: formula guards are put on, 
       .slice(1)
       .map((record) => `${record[1]}/${record[0]}`)
       .sort();
-    assert.deepEqual(cells, ws.pairs.map((pair) => `${guarded[pair.model]}/${guarded[pair.task_id]}`).sort());
+    assert.deepEqual(
+      cells,
+      ws.pairs.map((pair) => `${guarded[pair.model]}/${guarded[pair.task_id]}`).sort(),
+    );
 
     const csv = fs.readFileSync(ws.output, 'utf8');
     const rerun = await run();
@@ -596,7 +666,11 @@ describe('a torn last line is cut off, said so, and its transcript judged again'
   // Every note spans two lines and holds quotes and a comma, so a cut can fall inside a quoted field.
   const noteOf = (key: string) => `${key} said "hi", then\nline two`;
   /** Each case tears the CSV after a run; `last` is the last row's text (newline included), `key` its pair. */
-  const cases: { label: string; tear: (last: string, key: string) => string; rejudged: (key: string) => string[] }[] = [
+  const cases: {
+    label: string;
+    tear: (last: string, key: string) => string;
+    rejudged: (key: string) => string[];
+  }[] = [
     { label: 'cut after a few cells', tear: (last) => last.slice(0, 15), rejudged: (key) => [key] },
     {
       label: 'cut inside its quoted multi-line notes field',
@@ -627,10 +701,17 @@ describe('a torn last line is cut off, said so, and its transcript judged again'
 
       const result = await run();
       assert.equal(result.code, 0, result.stderr);
-      assert.ok(result.stderr.includes(`repaired ${ws.output}: removed a torn last line`), result.stderr);
+      assert.ok(
+        result.stderr.includes(`repaired ${ws.output}: removed a torn last line`),
+        result.stderr,
+      );
       const again = rejudged(lastKey);
       assert.match(result.stderr, new RegExp(`skipping ${9 - again.length} transcript\\(s\\)`));
-      assert.deepEqual(judgedSince(fake.requests, before), again, 'only the torn row is judged again');
+      assert.deepEqual(
+        judgedSince(fake.requests, before),
+        again,
+        'only the torn row is judged again',
+      );
       assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws));
       const after = fs.readFileSync(ws.output, 'utf8');
       assert.ok(after.startsWith(kept), 'the complete rows before the tear are unchanged');
@@ -691,7 +772,10 @@ describe('crash safety', () => {
     child.kill('SIGKILL');
     assert.equal((await done).signal, 'SIGKILL');
     const afterKill = wellFormedCsv(ws.output);
-    assert.ok(afterKill.length >= 3 && afterKill.length < 15, `rows after the kill: ${afterKill.length}`);
+    assert.ok(
+      afterKill.length >= 3 && afterKill.length < 15,
+      `rows after the kill: ${afterKill.length}`,
+    );
     assert.ok(fs.existsSync(`${ws.output}.lock`), 'the killed run left its lock behind');
 
     const before = fake.requests.length;
@@ -701,7 +785,11 @@ describe('crash safety', () => {
     const missing = allKeys(ws).filter((key) => !afterKill.includes(key));
     assert.deepEqual(judgedSince(fake.requests, before), missing, 'only what was missing');
     assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws));
-    assert.equal(fs.existsSync(`${ws.output}.lock`), false, 'the stale lock was taken over, then released');
+    assert.equal(
+      fs.existsSync(`${ws.output}.lock`),
+      false,
+      'the stale lock was taken over, then released',
+    );
   });
 });
 
@@ -727,7 +815,10 @@ describe('acquireLock', () => {
 
   const staleCases: [string, (t: TestContext, takeover: string) => Promise<string>][] = [
     ['a lock holding a dead pid is taken over', async () => `${deadPid()}\n`],
-    ['a lock holding a zombie (killed, not yet reaped) is taken over', async (t) => `${await zombiePid(t)}\n`],
+    [
+      'a lock holding a zombie (killed, not yet reaped) is taken over',
+      async (t) => `${await zombiePid(t)}\n`,
+    ],
     [
       'a takeover file left by a run that died does not block the takeover',
       async (_t, takeover) => {
@@ -773,12 +864,24 @@ describe('acquireLock', () => {
       name: 'EvalConfigurationError',
       message: mentioning('locked by another run', lock),
     });
-    assert.equal(fs.readFileSync(lock, 'utf8'), `${dead}\n`, 'not removed without the takeover file');
-    assert.equal(fs.readFileSync(takeover, 'utf8'), `${taker}\n`, "the live taker's file is not removed");
+    assert.equal(
+      fs.readFileSync(lock, 'utf8'),
+      `${dead}\n`,
+      'not removed without the takeover file',
+    );
+    assert.equal(
+      fs.readFileSync(takeover, 'utf8'),
+      `${taker}\n`,
+      "the live taker's file is not removed",
+    );
   });
 
   const refused: [string, (lock: string) => void, string[]][] = [
-    ['a lock path that is a folder (cannot be read)', (lock) => fs.mkdirSync(lock), ['cannot be read']],
+    [
+      'a lock path that is a folder (cannot be read)',
+      (lock) => fs.mkdirSync(lock),
+      ['cannot be read'],
+    ],
   ];
   for (const [label, prepare, mentions] of refused) {
     test(`${label} → EvalConfigurationError naming it at once; left in place`, (t) => {
@@ -796,8 +899,16 @@ describe('acquireLock', () => {
   // A second run B (a live pid) follows the same takeover protocol, injected synchronously at the worst moment of this
   // run A: right after one of A's reads of the lock file. Whatever the interleaving, exactly one of them may win.
   const interleavings: [string, number, 'A' | 'B'][] = [
-    ["after A read the stale pid, before A holds the takeover file: B takes over, A must not remove B's lock", 1, 'B'],
-    ['after A, holding the takeover file, re-read the stale pid: B is kept out and A takes over', 2, 'A'],
+    [
+      "after A read the stale pid, before A holds the takeover file: B takes over, A must not remove B's lock",
+      1,
+      'B',
+    ],
+    [
+      'after A, holding the takeover file, re-read the stale pid: B is kept out and A takes over',
+      2,
+      'A',
+    ],
   ];
   for (const [label, readNumber, winner] of interleavings) {
     test(`B acts ${label}`, async (t) => {
@@ -865,9 +976,13 @@ describe('acquireLock', () => {
       if (won) while (read() > 0);`;
     const said: string[] = Array(8).fill('');
     const racers = said.map((_, i) => {
-      const child = spawn(process.execPath, ['--import', TSX_LOADER, '--input-type=module', '-e', script, output], {
-        stdio: ['pipe', 'pipe', 'inherit'],
-      });
+      const child = spawn(
+        process.execPath,
+        ['--import', TSX_LOADER, '--input-type=module', '-e', script, output],
+        {
+          stdio: ['pipe', 'pipe', 'inherit'],
+        },
+      );
       t.after(() => child.kill('SIGKILL'));
       child.stdin!.on('error', () => {}); // a loser may be gone when its stdin is closed
       child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (said[i] += chunk));
@@ -918,7 +1033,8 @@ describe('one writer per output: a run and the lock', () => {
       run,
       spawn: spawnCli,
     } = await setupRun(t, {
-      responder: (_req, index) => (index === 0 ? { text: fake.validAnswer(), until: firstAnswer.until } : undefined),
+      responder: (_req, index) =>
+        index === 0 ? { text: fake.validAnswer(), until: firstAnswer.until } : undefined,
     });
     const first = spawnCli(['--concurrency', '1']);
     await waitFor(() => fake.requests.length >= 1, 20_000, 'the first run to send a request');
@@ -944,10 +1060,19 @@ describe("cost: each judgement's from its answers' usage at the judge's list pri
   const ONE = ['--task', 'proof01', '--model', 'm01'];
 
   test('input, cache writes (1.25x input), cache reads (0.1x input) and output: cost_usd in the log, tokens by kind', async (t) => {
-    const usage = { input_tokens: 1000, cache_creation_input_tokens: 2000, cache_read_input_tokens: 10_000 };
+    const usage = {
+      input_tokens: 1000,
+      cache_creation_input_tokens: 2000,
+      cache_read_input_tokens: 10_000,
+    };
     const { fake, ws, run } = await setupRun(
       t,
-      { responder: () => ({ text: fake.validAnswer(), usage: { ...usage, output_tokens: 400 } as never }) },
+      {
+        responder: () => ({
+          text: fake.validAnswer(),
+          usage: { ...usage, output_tokens: 400 } as never,
+        }),
+      },
       { judge: priced('judge-a', 5, 25), fallbacks: [priced('judge-b', 3, 15)] },
     );
     const result = await run(ONE);
@@ -956,7 +1081,10 @@ describe("cost: each judgement's from its answers' usage at the judge's list pri
     const expected = ((1000 + 1.25 * 2000 + 0.1 * 10_000) * 5 + 400 * 25) / 1e6; // $0.0325
     assert.ok(Math.abs(entry!.cost_usd - expected) < 1e-12, `${entry!.cost_usd}`);
     assert.deepEqual(entry!.usage, { ...usage, output_tokens: 400 });
-    assert.match(result.stderr, /tokens in 1000 \(cache write 2000, cache read 10000\), out 400; cost \$0\.0325;/);
+    assert.match(
+      result.stderr,
+      /tokens in 1000 \(cache write 2000, cache read 10000\), out 400; cost \$0\.0325;/,
+    );
   });
 
   test("a fallback: each answer at its own judge's prices, summed", async (t) => {
@@ -984,7 +1112,9 @@ describe('audit log', () => {
     const body = '{"id":"msg_1","content":[{"type":"text","text":"{\\"scores\\"';
     const { ws, run } = await setupRun(t, {
       responder: (req) =>
-        modelOf(req) === 'judge-a' && tagOf(req) === 'm01/proof01' ? { kind: 'raw', status: 200, body } : undefined,
+        modelOf(req) === 'judge-a' && tagOf(req) === 'm01/proof01'
+          ? { kind: 'raw', status: 200, body }
+          : undefined,
     });
     assert.equal((await run()).code, 0);
     const entry = readLog(ws.log).find((e) => e.model === 'm01' && e.task_id === 'proof01')!;
@@ -1018,7 +1148,11 @@ describe('audit log', () => {
       assert.equal(entry.rubric_sha256, rubricSha);
       assert.equal(typeof entry.latency_ms, 'number');
       const req = fake.requests.find((r) => tagOf(r) === `${entry.model}/${entry.task_id}`)!;
-      assert.equal(entry.prompt_sha256, sha256(req.body.messages[0].content), 'the sha256 of the prompt sent');
+      assert.equal(
+        entry.prompt_sha256,
+        sha256(req.body.messages[0].content),
+        'the sha256 of the prompt sent',
+      );
     }
     const fallback = log.find((e) => e.model === 'm01' && e.task_id === 'proof01')!;
     assert.equal(fallback.judge, 'judge-b');
@@ -1037,7 +1171,12 @@ describe('audit log', () => {
     assert.deepEqual(fallback.answers[0]!.usage, { input_tokens: 7, output_tokens: 3 });
     assert.match(fallback.answers[0]!.request_id!, /^req_fake_\d+$/);
     assert.equal(typeof fallback.answers[0]!.latency_ms, 'number');
-    const usage = { input_tokens: 107, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 23 };
+    const usage = {
+      input_tokens: 107,
+      cache_creation_input_tokens: 0,
+      cache_read_input_tokens: 0,
+      output_tokens: 23,
+    };
     assert.deepEqual(fallback.usage, usage, 'usage sums every answer, by kind');
     const direct = log.find((e) => e.model === 'm02' && e.task_id === 'proof03')!;
     assert.equal(direct.judge, 'judge-a');
@@ -1099,7 +1238,8 @@ describe('audit log', () => {
     assert.equal(result.code, 1, result.stderr);
     assert.ok(
       fake.requests.every(
-        (req) => req.headers.authorization === `Bearer ${secret}` || req.headers['x-api-key'] === secret,
+        (req) =>
+          req.headers.authorization === `Bearer ${secret}` || req.headers['x-api-key'] === secret,
       ),
       'the key is sent, from api_key_env',
     );
@@ -1109,7 +1249,8 @@ describe('audit log', () => {
       stdout: result.stdout,
       stderr: result.stderr,
     };
-    for (const [what, text] of Object.entries(outputs)) assert.ok(!text.includes('SECRET'), `${what} holds the key`);
+    for (const [what, text] of Object.entries(outputs))
+      assert.ok(!text.includes('SECRET'), `${what} holds the key`);
     assert.equal(readLog(ws.log).filter((e) => e.status === 'failed').length, 1);
   });
 });
@@ -1137,8 +1278,12 @@ describe('CSV formula injection', () => {
     const result = await run();
     assert.equal(result.code, 0, result.stderr);
     const cells = Object.fromEntries(csvRows(ws.output).map((r) => [r.key, r.record[8]]));
-    assert.deepEqual(cells, Object.fromEntries(cases.map(([key, raw, escaped]) => [key, escaped ? `'${raw}` : raw])));
-    for (const entry of readLog(ws.log)) assert.equal(entry.notes, notes[`${entry.model}/${entry.task_id}`]);
+    assert.deepEqual(
+      cells,
+      Object.fromEntries(cases.map(([key, raw, escaped]) => [key, escaped ? `'${raw}` : raw])),
+    );
+    for (const entry of readLog(ws.log))
+      assert.equal(entry.notes, notes[`${entry.model}/${entry.task_id}`]);
   });
 });
 
@@ -1180,12 +1325,18 @@ describe('an output path that cannot be created', () => {
 
 describe('a disk that fills up or fails: the run stops naming the file, and both files stay whole', () => {
   /** Runs `fn` while writes whose text `matches` fail with `code` after `skip` of them: half the bytes land first. */
-  async function withFailingWrites<T>(matches: (text: string) => boolean, code: string, skip: number, fn: () => T) {
+  async function withFailingWrites<T>(
+    matches: (text: string) => boolean,
+    code: string,
+    skip: number,
+    fn: () => T,
+  ) {
     const fsModule = createRequire(import.meta.url)('node:fs') as typeof fs;
     const original = fsModule.writeSync;
     let left = skip;
     fsModule.writeSync = ((fd: number, buffer: Buffer, offset?: number) => {
-      if (!Buffer.isBuffer(buffer) || !matches(buffer.toString()) || left-- > 0) return original(fd, buffer, offset);
+      if (!Buffer.isBuffer(buffer) || !matches(buffer.toString()) || left-- > 0)
+        return original(fd, buffer, offset);
       if (!offset) return original(fd, buffer, 0, Math.floor(buffer.length / 2));
       throw Object.assign(new Error(`${code}: simulated`), { code });
     }) as typeof original;
@@ -1240,7 +1391,11 @@ describe('a disk that fills up or fails: the run stops naming the file, and both
       assert.equal(result.code, 2, result.stderr);
       assert.ok(result.stderr.includes(`run-judge: ${file}: not a regular file`), result.stderr);
       assert.equal(fake.requests.length, 0);
-      assert.deepEqual(new Set(fs.readdirSync(path.dirname(file))), beside, 'no lock or CSV created beside it');
+      assert.deepEqual(
+        new Set(fs.readdirSync(path.dirname(file))),
+        beside,
+        'no lock or CSV created beside it',
+      );
     });
   }
   function fifoIn(dir: string): string {
@@ -1253,7 +1408,10 @@ describe('a disk that fills up or fails: the run stops naming the file, and both
 describe('a torn audit line (a crash mid-write) is cut off on the next run, said so', () => {
   const tails: [string, string][] = [
     ['a short torn line', '{"run_id":"x","task'],
-    ['a torn line longer than the 64 KiB read-back chunk', `{"run_id":"x","notes":"${'n'.repeat(200_000)}`],
+    [
+      'a torn line longer than the 64 KiB read-back chunk',
+      `{"run_id":"x","notes":"${'n'.repeat(200_000)}`,
+    ],
   ];
   for (const [label, tail] of tails) {
     test(`${label}: removed, every line then parses, and the complete lines before it are unchanged`, async (t) => {
@@ -1263,7 +1421,11 @@ describe('a torn audit line (a crash mid-write) is cut off on the next run, said
       fs.appendFileSync(ws.log, tail);
       const result = await run();
       assert.equal(result.code, 0, result.stderr);
-      assert.ok(result.stderr.includes(`repaired ${ws.log}: removed a torn last line (${tail.length} bytes)`));
+      assert.ok(
+        result.stderr.includes(
+          `repaired ${ws.log}: removed a torn last line (${tail.length} bytes)`,
+        ),
+      );
       assert.ok(fs.readFileSync(ws.log, 'utf8').startsWith(complete));
       assert.equal(readLog(ws.log).length, 6);
     });

@@ -45,14 +45,20 @@ describe('parseJudgeResponse: accepted answers', () => {
   const accepted: [string, string][] = [
     ['plain JSON', json],
     ['plain JSON with surrounding whitespace', `\n\n  ${json}  \n\t`],
-    ['a ```json fence with prose around it', `Here are my scores:\n${fence(json)}\nHope this helps.`],
+    [
+      'a ```json fence with prose around it',
+      `Here are my scores:\n${fence(json)}\nHope this helps.`,
+    ],
     ['an unlabelled ``` fence', fence(json, '')],
     ['a ```json fence opening after prose on the same line', `Here you go: ${fence(json)}`],
     [
       'scores written with a ".0" fraction (2.0) as integers',
       JSON.stringify(expected).replace(/(\d)(?=[,}])/g, '$1.0'),
     ],
-    ['extra top-level keys, which are dropped', JSON.stringify({ ...expected, confidence: 0.9, reasoning: ['a'] })],
+    [
+      'extra top-level keys, which are dropped',
+      JSON.stringify({ ...expected, confidence: 0.9, reasoning: ['a'] }),
+    ],
     ...[DEEP_ARRAY, DEEP_OBJECT].map((deep, i): [string, string] => [
       `an extra top-level key holding 100,000 nested ${i ? 'objects' : 'arrays'}, which is dropped`,
       withRaw({ ...expected, extra: 'RAW' }, deep),
@@ -73,8 +79,13 @@ describe('parseJudgeResponse: accepted answers', () => {
   });
 
   test('the allowed scores come from the rubric: a dimension with scores {0, 1} rejects 2', (t) => {
-    const small = loadRubric(rubricFile(t, (rubricJson) => delete rubricJson.dimensions[0]!.scores['2']));
-    const verdict = parseJudgeResponse(answerJson(goodScores({ mathematical_correctness: 1 })), small);
+    const small = loadRubric(
+      rubricFile(t, (rubricJson) => delete rubricJson.dimensions[0]!.scores['2']),
+    );
+    const verdict = parseJudgeResponse(
+      answerJson(goodScores({ mathematical_correctness: 1 })),
+      small,
+    );
     assert.equal(verdict.scores.mathematical_correctness, 1);
     assert.throws(() => parseJudgeResponse(answerJson(goodScores()), small), {
       name: 'EvalJudgeResponseError',
@@ -92,9 +103,15 @@ describe('parseJudgeResponse: a fenced answer whose notes quote code', () => {
 
   for (const [label, text] of [
     ['a ```json fence, one line', fence(answer)],
-    ['an unlabelled fence, pretty-printed, with prose around it', `My verdict:\n${fence(pretty, '')}\nDone.`],
+    [
+      'an unlabelled fence, pretty-printed, with prose around it',
+      `My verdict:\n${fence(pretty, '')}\nDone.`,
+    ],
     ['a ```json fence opening after prose on the same line', `Here you go: ${fence(answer)}`],
-    ['a pretty-printed fence opening after prose on the same line', `My verdict: ${fence(pretty)}\nDone.`],
+    [
+      'a pretty-printed fence opening after prose on the same line',
+      `My verdict: ${fence(pretty)}\nDone.`,
+    ],
   ]) {
     test(`${label}: parses to the verdict with the notes intact`, () => {
       assert.deepEqual(parseJudgeResponse(text!, rubric), { scores, notes });
@@ -122,13 +139,37 @@ describe('parseJudgeResponse: rejected answers say what is wrong', () => {
       [/not JSON/, /no Markdown JSON fence/],
     ],
     ['truncated plain JSON', good.slice(0, 60), [/not JSON/]],
-    ['truncated fenced JSON (fence closed)', fence(good.slice(0, 60)), [/fenced block is not valid JSON/]],
+    [
+      'truncated fenced JSON (fence closed)',
+      fence(good.slice(0, 60)),
+      [/fenced block is not valid JSON/],
+    ],
     ['truncated fenced JSON (fence cut off)', `\`\`\`json\n${good.slice(0, 60)}`, [/not JSON/]],
-    ['scores as strings', answerJson(goodScores({ error_diagnosis: '2' })), [/scores\.error_diagnosis/, /"2"/]],
-    ['out of range 3', answerJson(goodScores({ student_agency: 3 })), [/scores\.student_agency/, /got 3\b/]],
-    ['out of range -1', answerJson(goodScores({ student_agency: -1 })), [/scores\.student_agency/, /got -1\b/]],
-    ['fractional 1.5', answerJson(goodScores({ proof_scaffolding: 1.5 })), [/scores\.proof_scaffolding/, /1\.5/]],
-    ['a missing dimension', answerJson(goodScores({ integrity_boundary: undefined })), [/scores\.integrity_boundary/]],
+    [
+      'scores as strings',
+      answerJson(goodScores({ error_diagnosis: '2' })),
+      [/scores\.error_diagnosis/, /"2"/],
+    ],
+    [
+      'out of range 3',
+      answerJson(goodScores({ student_agency: 3 })),
+      [/scores\.student_agency/, /got 3\b/],
+    ],
+    [
+      'out of range -1',
+      answerJson(goodScores({ student_agency: -1 })),
+      [/scores\.student_agency/, /got -1\b/],
+    ],
+    [
+      'fractional 1.5',
+      answerJson(goodScores({ proof_scaffolding: 1.5 })),
+      [/scores\.proof_scaffolding/, /1\.5/],
+    ],
+    [
+      'a missing dimension',
+      answerJson(goodScores({ integrity_boundary: undefined })),
+      [/scores\.integrity_boundary/],
+    ],
     ['an unknown dimension', answerJson(goodScores({ elegance: 2 })), [/unknown/, /"elegance"/]],
     ['notes not a string', answerJson(goodScores(), 5), [/notes/, /string/]],
     ['scores missing', JSON.stringify({ notes: 'x' }), [/scores/]],
@@ -165,7 +206,10 @@ describe('parseJudgeResponse: a score counts only when the answer writes it as a
   }
 
   test('a score-like text inside the notes is no score: the answer is accepted with its notes intact', () => {
-    for (const notes of ['I first wrote "scores": {"x": 1.5}', '{"scores": {"error_diagnosis": 2e0, "x": -0}}']) {
+    for (const notes of [
+      'I first wrote "scores": {"x": 1.5}',
+      '{"scores": {"error_diagnosis": 2e0, "x": -0}}',
+    ]) {
       for (const text of [
         answerJson(goodScores(), notes),
         fence(JSON.stringify({ scores: goodScores(), notes }, null, 2)),
@@ -182,8 +226,15 @@ describe('parseJudgeResponse: a score counts only when the answer writes it as a
   test('a nested object holding "scores" is not the scores: an extra key like it is dropped, the answer accepted', () => {
     const draft = '"draft": {"scores": {"x": 1.5}}';
     const scores = `"scores": ${JSON.stringify(goodScores())}`;
-    for (const text of [`{${scores}, "notes": "x", ${draft}}`, `{${draft}, ${scores}, "notes": "x"}`]) {
-      assert.deepEqual(parseJudgeResponse(text, rubric), { scores: goodScores(), notes: 'x' }, text);
+    for (const text of [
+      `{${scores}, "notes": "x", ${draft}}`,
+      `{${draft}, ${scores}, "notes": "x"}`,
+    ]) {
+      assert.deepEqual(
+        parseJudgeResponse(text, rubric),
+        { scores: goodScores(), notes: 'x' },
+        text,
+      );
     }
   });
 });
@@ -197,7 +248,11 @@ describe('parseJudgeResponse: a repeated key is rejected, naming it', () => {
       `{"scores": {${dimensionsJson}, "mathematical_correctness": 0}, "notes": "x"}`,
       'mathematical_correctness',
     ],
-    ['"notes" repeated at the top level', `{"scores": {${dimensionsJson}}, "notes": "good", "notes": "bad"}`, 'notes'],
+    [
+      '"notes" repeated at the top level',
+      `{"scores": {${dimensionsJson}}, "notes": "good", "notes": "bad"}`,
+      'notes',
+    ],
     [
       '"scores" repeated at the top level',
       `{"scores": {${dimensionsJson}}, "notes": "x", "scores": {${dimensionsJson}}}`,
@@ -212,12 +267,14 @@ describe('parseJudgeResponse: a repeated key is rejected, naming it', () => {
   for (const [label, text, key] of topLevel) {
     test(`${label}, plain or in a Markdown fence`, () => {
       assert.equal(typeof JSON.parse(text), 'object', 'the text is valid JSON');
-      for (const answer of [text, `Scores:\n${fence(text)}`]) assertRejected(answer, new RegExp(`"${key}"`), /repeat/);
+      for (const answer of [text, `Scores:\n${fence(text)}`])
+        assertRejected(answer, new RegExp(`"${key}"`), /repeat/);
     });
   }
 
   /** An answer carrying `json` as an extra top-level key, which the schema ignores: only the duplicate check can refuse it. */
-  const carrying = (json: string) => `{"scores": {${dimensionsJson}}, "notes": "fine", "extra": ${json}}`;
+  const carrying = (json: string) =>
+    `{"scores": {${dimensionsJson}}, "notes": "fine", "extra": ${json}}`;
 
   const repeated: [string, string, RegExp][] = [
     ['after a nested object closes', '{"a": {"b": 1, "c": {}}, "a": 2}', /"a"/],
@@ -242,14 +299,20 @@ describe('parseJudgeResponse: a repeated key is rejected, naming it', () => {
     ['an empty object', '{}'],
     ['a plain string', '"just a string"'],
     ['a string value equal to a later key', '{"a": "b", "b": 1}'],
-    ['quotes and braces inside a string', '{"note": "say \\"note\\": again, {\\"note\\": 1}", "x": 1}'],
+    [
+      'quotes and braces inside a string',
+      '{"note": "say \\"note\\": again, {\\"note\\": 1}", "x": 1}',
+    ],
     ['an escaped backslash ending a string', '{"a": "\\\\", "b": "}, \\"a\\": 1"}'],
     ['escaped quotes and brackets inside strings', '{"a": "x,\\"a\\"", "c": "[{\\"a\\": 2}]"}'],
     ['keys that differ only in case ("\\u0061" is "a", not "A")', '{"A": 1, "\\u0061": 2}'],
   ];
   for (const [label, json] of distinct) {
     test(`not a repeat: ${label}`, () => {
-      assert.deepEqual(parseJudgeResponse(carrying(json), rubric), { scores: goodScores(), notes: 'fine' });
+      assert.deepEqual(parseJudgeResponse(carrying(json), rubric), {
+        scores: goodScores(),
+        notes: 'fine',
+      });
     });
   }
 });
@@ -266,11 +329,21 @@ describe('verdictFromAnswer: only a finished turn is a usable answer', () => {
 
   for (const stopReason of ['end_turn', 'stop_sequence']) {
     test(`stop_reason "${stopReason}" with a good answer becomes a verdict`, () => {
-      assert.deepEqual(verdictFromAnswer(answer({ stopReason }), rubric), { scores: goodScores(), notes: 'fine' });
+      assert.deepEqual(verdictFromAnswer(answer({ stopReason }), rubric), {
+        scores: goodScores(),
+        notes: 'fine',
+      });
     });
   }
 
-  for (const stopReason of ['max_tokens', 'pause_turn', 'tool_use', 'refusal', 'model_context_window_exceeded', null]) {
+  for (const stopReason of [
+    'max_tokens',
+    'pause_turn',
+    'tool_use',
+    'refusal',
+    'model_context_window_exceeded',
+    null,
+  ]) {
     test(`stop_reason ${JSON.stringify(stopReason)} is unusable although the text parses; the raw text is kept`, () => {
       assert.deepEqual(
         parseJudgeResponse(answerJson(), rubric).scores,
@@ -299,7 +372,10 @@ describe('verdictFromAnswer: only a finished turn is a usable answer', () => {
 describe("a judge answer nested 100,000 levels deep is that attempt's failure: the fallback judge scores", () => {
   // Answers whose body is not JSON, or whose content is [null], are covered in judge.test.ts.
   const message = (content: string) =>
-    withRaw({ type: 'message', role: 'assistant', content: 'RAW', stop_reason: 'end_turn' }, content);
+    withRaw(
+      { type: 'message', role: 'assistant', content: 'RAW', stop_reason: 'end_turn' },
+      content,
+    );
   const BODIES: [string, string][] = [
     ['a body of nested arrays', DEEP_ARRAY],
     ['a body of nested objects', DEEP_OBJECT],
@@ -308,13 +384,19 @@ describe("a judge answer nested 100,000 levels deep is that attempt's failure: t
       'a message whose text block holds nested arrays instead of a string',
       message(`[{"type": "text", "text": ${DEEP_ARRAY}}]`),
     ],
-    ['a message whose answer text is nested arrays', message(JSON.stringify([{ type: 'text', text: DEEP_ARRAY }]))],
+    [
+      'a message whose answer text is nested arrays',
+      message(JSON.stringify([{ type: 'text', text: DEEP_ARRAY }])),
+    ],
   ];
   for (const [label, body] of BODIES) {
     test(`${label}: no crash, no stack trace; judge-b scores`, async (t) => {
       const { fake, ws, run } = await setupRun(
         t,
-        { responder: (req) => (req.body?.model === 'judge-a' ? { kind: 'raw', status: 200, body } : undefined) },
+        {
+          responder: (req) =>
+            req.body?.model === 'judge-a' ? { kind: 'raw', status: 200, body } : undefined,
+        },
         { models: 1, tasks: ['proof01'] },
       );
       const result = await run();
@@ -331,7 +413,10 @@ describe("a judge answer nested 100,000 levels deep is that attempt's failure: t
         ['judge-a'],
       );
       assert.match(entry!.attempts[0]!.error, /^Eval\w+Error$/);
-      assert.match(result.stderr, /^m01\/proof01: scored by fallback judge judge-b after judge judge-a: /m);
+      assert.match(
+        result.stderr,
+        /^m01\/proof01: scored by fallback judge judge-b after judge judge-a: /m,
+      );
       assert.equal(rowCount(ws.output), 1);
     });
   }

@@ -37,7 +37,8 @@ type Entry = Omit<LogEntry, 'answers' | 'usage'> & {
   sample_scores?: Scores[];
 };
 const entries = (ws: Workspace) => readLog(ws.log) as unknown as Entry[];
-const entryOf = (ws: Workspace, key: string) => entries(ws).find((entry) => `${entry.model}/${entry.task_id}` === key)!;
+const entryOf = (ws: Workspace, key: string) =>
+  entries(ws).find((entry) => `${entry.model}/${entry.task_id}` === key)!;
 
 const [MC, PS] = [DIMENSIONS[0], DIMENSIONS[1]]; // mathematical_correctness, proof_scaffolding
 /** Every dimension `score`, with `overrides`. */
@@ -151,7 +152,10 @@ describe('--samples 3 end to end: the row is the median, the audit log keeps eve
     assert.equal(result.code, 0, result.stderr);
     assert.equal(fake.requests.length, 3);
     const median = all(2, { [MC]: 1, [PS]: 1 });
-    assert.deepEqual(rowOf(ws, 'm01/proof01'), { scores: median, notes: 'NOTES-1 (median of 3 samples)' });
+    assert.deepEqual(rowOf(ws, 'm01/proof01'), {
+      scores: median,
+      notes: 'NOTES-1 (median of 3 samples)',
+    });
 
     const [entry, ...others] = entries(ws);
     assert.equal(others.length, 0, 'one audit line for the transcript');
@@ -160,7 +164,8 @@ describe('--samples 3 end to end: the row is the median, the audit log keeps eve
     assert.deepEqual(entry!.sample_scores![0], sampled[0], 'sample 1 first');
     assert.deepEqual(unordered(entry!.sample_scores!), unordered(sampled));
     assert.equal(entry!.answers.length, 3);
-    for (const answer of entry!.answers) assert.deepEqual(answer.scores, JSON.parse(answer.text).scores);
+    for (const answer of entry!.answers)
+      assert.deepEqual(answer.scores, JSON.parse(answer.text).scores);
     assert.deepEqual(unordered(entry!.answers.map((answer) => answer.scores)), unordered(sampled));
   });
 
@@ -189,18 +194,35 @@ describe('--samples 3 end to end: the row is the median, the audit log keeps eve
 describe('the prompt cache: samples 2..k read sample 1 from it', () => {
   test('--samples 3: every request marks the prompt with cache_control; 2 and 3 wait for the answer to 1', async (t) => {
     const FIRST_ANSWER_MS = 150;
-    const responder = perTranscript((n) => ({ text: answerJson(all(2)), delayMs: n === 1 ? FIRST_ANSWER_MS : 0 }));
-    const { fake, ws, run } = await setup(t, { responder }, { models: 1, tasks: ['proof01', 'proof02'] });
+    const responder = perTranscript((n) => ({
+      text: answerJson(all(2)),
+      delayMs: n === 1 ? FIRST_ANSWER_MS : 0,
+    }));
+    const { fake, ws, run } = await setup(
+      t,
+      { responder },
+      { models: 1, tasks: ['proof01', 'proof02'] },
+    );
     const result = await run(['--samples', '3', '--concurrency', '2']);
     assert.equal(result.code, 0, result.stderr);
     assert.equal(fake.requests.length, 6);
-    for (const req of fake.requests) assert.deepEqual(lastBlock(req.body)?.cache_control, { type: 'ephemeral' });
+    for (const req of fake.requests)
+      assert.deepEqual(lastBlock(req.body)?.cache_control, { type: 'ephemeral' });
     for (const key of allKeys(ws)) {
-      const [first, ...rest] = fake.requests.filter((req) => tagOf(req) === key).sort((a, b) => a.at - b.at);
+      const [first, ...rest] = fake.requests
+        .filter((req) => tagOf(req) === key)
+        .sort((a, b) => a.at - b.at);
       assert.equal(rest.length, 2, key);
       for (const later of rest) {
-        assert.ok(later.at >= first!.at + FIRST_ANSWER_MS, `${key}: sent ${later.at - first!.at} ms after sample 1`);
-        assert.deepEqual(later.body, first!.body, `${key}: the same request, so the same cached prefix`);
+        assert.ok(
+          later.at >= first!.at + FIRST_ANSWER_MS,
+          `${key}: sent ${later.at - first!.at} ms after sample 1`,
+        );
+        assert.deepEqual(
+          later.body,
+          first!.body,
+          `${key}: the same request, so the same cached prefix`,
+        );
       }
     }
   });
@@ -214,7 +236,9 @@ describe('the prompt cache: samples 2..k read sample 1 from it', () => {
 
   test("the audit log records each answer's cache tokens: a write on sample 1, reads on samples 2 and 3", async (t) => {
     // With buckets the fake computes the prompt cache; a roomy one never refuses.
-    const { fake, ws, run } = await setup(t, { buckets: { requests: { capacity: 1000, perSecond: 1000 } } });
+    const { fake, ws, run } = await setup(t, {
+      buckets: { requests: { capacity: 1000, perSecond: 1000 } },
+    });
     const result = await run(['--samples', '3']);
     assert.equal(result.code, 0, result.stderr);
     const { answers, usage } = entries(ws)[0]!;
@@ -230,7 +254,10 @@ describe('the prompt cache: samples 2..k read sample 1 from it', () => {
       [0, written],
     ]);
     assert.equal(fake.charged.cacheReadTokens, 2 * written);
-    assert.deepEqual([usage.cache_creation_input_tokens, usage.cache_read_input_tokens], [written, 2 * written]);
+    assert.deepEqual(
+      [usage.cache_creation_input_tokens, usage.cache_read_input_tokens],
+      [written, 2 * written],
+    );
     assert.match(result.stderr, new RegExp(`cache write ${written}, cache read ${2 * written}\\b`));
   });
 
@@ -293,7 +320,10 @@ describe("a judge's attempt is all k samples: one unusable sample sends the tran
       const result = await run(['--samples', '3']);
       assert.equal(result.code, 0, result.stderr);
       assert.equal(fake.requests.filter((req) => modelOf(req) === 'judge-b').length, 3);
-      assert.deepEqual(rowOf(ws, 'm01/proof01'), { scores: all(1), notes: 'from b (median of 3 samples)' });
+      assert.deepEqual(rowOf(ws, 'm01/proof01'), {
+        scores: all(1),
+        notes: 'from b (median of 3 samples)',
+      });
       const entry = entryOf(ws, 'm01/proof01');
       assert.equal(entry.judge, 'judge-b');
       assert.deepEqual(entry.sample_scores, [all(1), all(1), all(1)]);
@@ -315,7 +345,10 @@ describe("a judge's attempt is all k samples: one unusable sample sends the tran
     const { fake, ws, run } = await setup(t, { responder: responderFor(2, { text: 'not JSON' }) });
     const result = await run(['--samples', '3', '--no-fallback']);
     assert.equal(result.code, 1, result.stderr);
-    assert.match(result.stderr, /failed m01\/proof01: judge judge-a: unusable answer: the answer is not JSON/);
+    assert.match(
+      result.stderr,
+      /failed m01\/proof01: judge judge-a: unusable answer: the answer is not JSON/,
+    );
     assert.equal(rowCount(ws.output), 0);
     assert.ok(fake.requests.every((req) => modelOf(req) === 'judge-a'));
     const entry = entryOf(ws, 'm01/proof01');
@@ -355,8 +388,13 @@ describe("--batch --samples 2: a transcript's samples go in the same batch", () 
       const key = `${pair.model}/${pair.task_id}`;
       const mine = requests.filter((request) => tagOfParams(request.params) === key);
       const id = batchCustomId(pair.task_id, pair.model);
-      assert.deepEqual(mine.map((request) => request.custom_id).sort(), [`${id}_s1`, `${id}_s2`], key);
-      for (const request of mine) assert.deepEqual(lastBlock(request.params)?.cache_control, { type: 'ephemeral' });
+      assert.deepEqual(
+        mine.map((request) => request.custom_id).sort(),
+        [`${id}_s1`, `${id}_s2`],
+        key,
+      );
+      for (const request of mine)
+        assert.deepEqual(lastBlock(request.params)?.cache_control, { type: 'ephemeral' });
       assert.deepEqual(rowOf(ws, key), { scores: median, notes: 'S2 (median of 2 samples)' });
       assert.deepEqual(entryOf(ws, key).sample_scores, sampled);
     }
@@ -366,7 +404,11 @@ describe("--batch --samples 2: a transcript's samples go in the same batch", () 
   test("one sample's result errored: that transcript is judged again synchronously, all 2 samples, and gets its row", async (t) => {
     const errored = { key: 'm02/proof03', sample: '_s2' };
     const responder = () => ({ text: answerJson(all(0), 'sync') });
-    const { fake, ws, run } = await setup(t, { responder, batch: { result: batchResult(errored) } }, {});
+    const { fake, ws, run } = await setup(
+      t,
+      { responder, batch: { result: batchResult(errored) } },
+      {},
+    );
     const result = await run([...BATCH, '--samples', '2']);
     assert.equal(result.code, 0, result.stderr);
     assert.equal(fake.batches.length, 1);
@@ -377,7 +419,10 @@ describe("--batch --samples 2: a transcript's samples go in the same batch", () 
         [errored.key, 'judge-a'],
       ],
     );
-    assert.deepEqual(rowOf(ws, errored.key), { scores: all(0), notes: 'sync (median of 2 samples)' });
+    assert.deepEqual(rowOf(ws, errored.key), {
+      scores: all(0),
+      notes: 'sync (median of 2 samples)',
+    });
     const entry = entryOf(ws, errored.key);
     assert.deepEqual(entry.sample_scores, [all(0), all(0)]);
     assert.equal(entry.answers.length, 3, "the batch's usable sample and the two synchronous ones");
@@ -396,13 +441,20 @@ describe("--batch --samples 2: a transcript's samples go in the same batch", () 
       const { fake, run } = await setup(t, {}, {});
       const result = await run(['--dry-run', ...BATCH, ...samples]);
       assert.equal(result.code, 0, result.stderr);
-      assert.match(result.stderr, new RegExp(`would send ${requests} request\\(s\\) in 1 batch\\(es\\)`));
+      assert.match(
+        result.stderr,
+        new RegExp(`would send ${requests} request\\(s\\) in 1 batch\\(es\\)`),
+      );
       assert.equal(fake.requests.length + fake.batches.length, 0);
     });
   }
   test('a batch holds at most maxRequests requests, counting each of the k samples', () => {
     // As batchRequests yields them: one item a transcript, with its k = 2 requests.
-    const items = Array.from({ length: 5 }, (_, i) => ({ id: i, bytes: 1, requests: [`t${i}_s1`, `t${i}_s2`] }));
+    const items = Array.from({ length: 5 }, (_, i) => ({
+      id: i,
+      bytes: 1,
+      requests: [`t${i}_s1`, `t${i}_s2`],
+    }));
     const batches = [...splitIntoBatches(items, { maxRequests: 4, maxBytes: 1_000 })];
     assert.deepEqual(
       batches.map((batch) => batch.flatMap((item) => item.requests).length),
@@ -417,13 +469,17 @@ describe("--batch --samples 2: a transcript's samples go in the same batch", () 
     const estimate = async (k: string) => {
       const { code, stderr } = await run(['--dry-run', '--samples', k]);
       assert.equal(code, 0, stderr);
-      const [, input, ceiling] = /list price \$([\d.]+) for the input, at most \$([\d.]+)/.exec(stderr) ?? [];
+      const [, input, ceiling] =
+        /list price \$([\d.]+) for the input, at most \$([\d.]+)/.exec(stderr) ?? [];
       return { input: Number(input), ceiling: Number(ceiling) };
     };
     const one = await estimate('1');
     const three = await estimate('3');
     const outputs = (3 * judge.max_tokens * price.output) / 1e6;
-    assert.ok(three.ceiling >= one.input + outputs, `at most $${three.ceiling}: below $${one.input + outputs}`);
+    assert.ok(
+      three.ceiling >= one.input + outputs,
+      `at most $${three.ceiling}: below $${one.input + outputs}`,
+    );
   });
 });
 
