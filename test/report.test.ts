@@ -5,7 +5,8 @@ import * as path from 'node:path';
 import { describe, test } from 'node:test';
 import { RUBRIC_FILE, makeWorkspace, mentioning, tempDir } from './helpers.ts';
 
-const { agreement, bootstrapCi, confusionMatrix, quadraticWeightedKappa, spearman } = await import('../report-analysis.ts');
+const { agreement, bootstrapCi, confusionMatrix, quadraticWeightedKappa, spearman } =
+  await import('../report-analysis.ts');
 const { analyse } = await import('../report-analysis.ts');
 const { main, readJudgeScores, scoringSheet } = await import('../report.ts');
 const { isComplete, loadRubric, readHumanScores } = await import('../run-judge.ts');
@@ -13,7 +14,10 @@ const rubric = loadRubric(RUBRIC_FILE);
 const DIMENSIONS = rubric.dimensions.map((dimension) => dimension.name);
 
 const close = (actual: number | null, expected: number, what: string) =>
-  assert.ok(actual !== null && Math.abs(actual - expected) < 1e-12, `${what}: ${actual}, expected ${expected}`);
+  assert.ok(
+    actual !== null && Math.abs(actual - expected) < 1e-12,
+    `${what}: ${actual}, expected ${expected}`,
+  );
 
 describe('agreement of two raters on one dimension: exact, within one, quadratic-weighted kappa', () => {
   test('a perfect judge: exact 1, within one 1, kappa 1', () => {
@@ -84,13 +88,18 @@ describe('agreement of two raters on one dimension: exact, within one, quadratic
       [0, 0, 0],
       [0, 2, 1],
     ]);
-    assert.throws(() => confusionMatrix([[3, 0]], [0, 1, 2]), /score 3 is not one of the labels 0, 1, 2/);
+    assert.throws(
+      () => confusionMatrix([[3, 0]], [0, 1, 2]),
+      /score 3 is not one of the labels 0, 1, 2/,
+    );
   });
 });
 
 describe('bootstrapCi: a percentile interval over transcripts, the same for the same input', () => {
   // Ten transcripts, each with one (human, judge) pair: the judge agrees on eight.
-  const units = Array.from({ length: 10 }, (_, i) => [[i % 3, i < 8 ? i % 3 : (i + 1) % 3] as const]);
+  const units = Array.from({ length: 10 }, (_, i) => [
+    [i % 3, i < 8 ? i % 3 : (i + 1) % 3] as const,
+  ]);
   const exact = (sample: (readonly [number, number])[]) => agreement(sample, [0, 1, 2]).exact;
 
   test('seeded: the same units give the same interval; it holds the point estimate and lies in [0, 1]', () => {
@@ -128,8 +137,14 @@ describe('the scoring sheet: one row per transcript, scores empty, blind to the 
     const ws = makeWorkspace({ models: 2, tasks: ['proof02', 'proof01'] });
     t.after(() => ws.remove());
     let out = '';
-    const io = { stdout: { write: (text: string) => (out += text) }, stderr: process.stderr } as never;
-    assert.equal(await main(['sheet', '--transcripts', ws.transcripts, '--rubric', ws.rubric], io), 0);
+    const io = {
+      stdout: { write: (text: string) => (out += text) },
+      stderr: process.stderr,
+    } as never;
+    assert.equal(
+      await main(['sheet', '--transcripts', ws.transcripts, '--rubric', ws.rubric], io),
+      0,
+    );
     const empty = DIMENSIONS.map(() => '').join(',');
     assert.equal(
       out,
@@ -159,7 +174,10 @@ describe('readHumanScores: every cell checked, a bad one named by file, line and
 
   test('rows in any column order; a multi-line note; an empty score is a row not yet complete', (t) => {
     const partial = ['', ...DIMENSIONS.slice(1).map(() => '1')].join(',');
-    const file = fileWith(t, `${header}\nalice,m1,p1,${full},"two\nlines"\nbob,m1,p1,${partial},\n`);
+    const file = fileWith(
+      t,
+      `${header}\nalice,m1,p1,${full},"two\nlines"\nbob,m1,p1,${partial},\n`,
+    );
     const rows = readHumanScores(file, rubric);
     assert.deepEqual(
       rows.map((row) => [row.scorer, row.model, row.task_id, row.notes]),
@@ -186,7 +204,11 @@ describe('readHumanScores: every cell checked, a bad one named by file, line and
       () => `${header}\nal,m1,p1,${full},\nal,m1,p1,${full},\n`,
       ['line 3', 'scored twice by "al"'],
     ],
-    ['a missing column', () => `task_id,model,notes\np1,m1,\n`, ['header: missing', DIMENSIONS[0]!]],
+    [
+      'a missing column',
+      () => `task_id,model,notes\np1,m1,\n`,
+      ['header: missing', DIMENSIONS[0]!],
+    ],
     ['an empty task_id', () => `${header}\nal,m1,,${full},\n`, ['line 2', 'task_id is empty']],
   ];
   for (const [label, text, mentions] of bad) {
@@ -229,7 +251,11 @@ describe('readJudgeScores: a judge CSV cell that is not an allowed score is an e
 
 describe('analyse: the judge against the humans, per dimension and per model; what is missing', () => {
   const all = (score: number) => Object.fromEntries(DIMENSIONS.map((name) => [name, score]));
-  const judge = (model: string, task_id: string, score: number) => ({ model, task_id, scores: all(score) });
+  const judge = (model: string, task_id: string, score: number) => ({
+    model,
+    task_id,
+    scores: all(score),
+  });
   const human = (model: string, task_id: string, scorer: string, score: number) => ({
     ...{ model, task_id, scorer, notes: '' },
     scores: all(score),
@@ -238,11 +264,16 @@ describe('analyse: the judge against the humans, per dimension and per model; wh
   test('a judge that agrees with two agreeing scorers: kappa 1 against them and between them; n counts each row', () => {
     const judged = [judge('m1', 'p1', 0), judge('m1', 'p2', 1), judge('m1', 'p3', 2)];
     const humans = judged.flatMap((row) =>
-      ['bob', 'alice'].map((scorer) => human(row.model, row.task_id, scorer, row.scores[DIMENSIONS[0]!]!)),
+      ['bob', 'alice'].map((scorer) =>
+        human(row.model, row.task_id, scorer, row.scores[DIMENSIONS[0]!]!),
+      ),
     );
     const report = analyse(judged, humans, rubric);
     const [first] = report.dimensions;
-    assert.deepEqual([report.pairs, first!.judge_vs_human.n, first!.judge_vs_human.kappa], [6, 6, 1]);
+    assert.deepEqual(
+      [report.pairs, first!.judge_vs_human.n, first!.judge_vs_human.kappa],
+      [6, 6, 1],
+    );
     assert.deepEqual(
       [first!.human_vs_human!.n, first!.human_vs_human!.kappa],
       [3, 1],
@@ -253,11 +284,19 @@ describe('analyse: the judge against the humans, per dimension and per model; wh
   });
 
   test('three scorers on a transcript: three pairs, the name sorting first as the first rater', () => {
-    const humans = [human('m1', 'p1', 'carol', 2), human('m1', 'p1', 'alice', 0), human('m1', 'p1', 'bob', 1)];
+    const humans = [
+      human('m1', 'p1', 'carol', 2),
+      human('m1', 'p1', 'alice', 0),
+      human('m1', 'p1', 'bob', 1),
+    ];
     const report = analyse([judge('m1', 'p1', 1)], humans, rubric);
     const ceiling = report.dimensions[0]!.human_vs_human!;
     assert.equal(ceiling.n, 3);
-    assert.deepEqual([ceiling.exact, ceiling.within_one], [0, 2 / 3], 'alice-bob 0/1, alice-carol 0/2, bob-carol 1/2');
+    assert.deepEqual(
+      [ceiling.exact, ceiling.within_one],
+      [0, 2 / 3],
+      'alice-bob 0/1, alice-carol 0/2, bob-carol 1/2',
+    );
   });
 
   test('missing: judge rows without a human row, and human rows without a judge row, listed; an incomplete row is none', () => {
@@ -276,7 +315,11 @@ describe('analyse: the judge against the humans, per dimension and per model; wh
     const humans = ['a', 'b', 'c'].map((model, i) => human(model, 'p1', 'al', Math.min(2, i + 1)));
     const report = analyse(judged, humans, rubric);
     assert.deepEqual(
-      report.models.map((row) => [row.model, row.judge_mean[DIMENSIONS[0]!], row.human_mean[DIMENSIONS[0]!]]),
+      report.models.map((row) => [
+        row.model,
+        row.judge_mean[DIMENSIONS[0]!],
+        row.human_mean[DIMENSIONS[0]!],
+      ]),
       [
         ['a', 0, 1],
         ['b', 1, 2],
@@ -284,7 +327,10 @@ describe('analyse: the judge against the humans, per dimension and per model; wh
       ],
     );
     close(report.ranking[DIMENSIONS[0]!]!, Math.sqrt(3) / 2, 'ties in the human means'); // ranks 1,2,3 vs 1,2.5,2.5
-    assert.equal(analyse(judged.slice(0, 2), humans.slice(0, 2), rubric).ranking[DIMENSIONS[0]!], null);
+    assert.equal(
+      analyse(judged.slice(0, 2), humans.slice(0, 2), rubric).ranking[DIMENSIONS[0]!],
+      null,
+    );
   });
 
   test('`report.ts` prints exactly one JSON object; the audit log says which judge scored each row', async (t) => {
@@ -295,22 +341,51 @@ describe('analyse: the judge against the humans, per dimension and per model; wh
       path.join(dir, 'log.jsonl'),
     ];
     const row = (score: number) => DIMENSIONS.map(() => score).join(',');
-    fs.writeFileSync(scores, `task_id,model,${DIMENSIONS.join(',')},notes\np1,m1,${row(2)},ok\np2,m1,${row(1)},ok\n`);
+    fs.writeFileSync(
+      scores,
+      `task_id,model,${DIMENSIONS.join(',')},notes\np1,m1,${row(2)},ok\np2,m1,${row(1)},ok\n`,
+    );
     fs.writeFileSync(
       humans,
       `task_id,model,${DIMENSIONS.join(',')},notes,scorer\np1,m1,${row(2)},,al\np2,m1,${row(1)},,al\n`,
     );
     const entry = (task_id: string, judge: string, status = 'scored') =>
       JSON.stringify({ task_id, model: 'm1', judge, status });
-    fs.writeFileSync(log, [entry('p1', 'judge-a'), entry('p2', 'judge-a'), entry('p2', 'judge-b')].join('\n') + '\n');
+    fs.writeFileSync(
+      log,
+      [entry('p1', 'judge-a'), entry('p2', 'judge-a'), entry('p2', 'judge-b')].join('\n') + '\n',
+    );
     let out = '';
-    const io = { stdout: { write: (text: string) => (out += text) }, stderr: process.stderr } as never;
-    const args = ['--scores', scores, '--human-scores', humans, '--rubric', RUBRIC_FILE, '--log', log];
+    const io = {
+      stdout: { write: (text: string) => (out += text) },
+      stderr: process.stderr,
+    } as never;
+    const args = [
+      '--scores',
+      scores,
+      '--human-scores',
+      humans,
+      '--rubric',
+      RUBRIC_FILE,
+      '--log',
+      log,
+    ];
     assert.equal(await main([...args, '--format', 'json'], io), 0);
     const report = JSON.parse(out);
     assert.equal(report.pairs, 2);
-    assert.deepEqual(report.judges, { 'judge-a': 1, 'judge-b': 1 }, 'the last scored entry of each transcript');
-    assert.deepEqual(Object.keys(report), ['pairs', 'missing', 'dimensions', 'models', 'ranking', 'judges']);
+    assert.deepEqual(
+      report.judges,
+      { 'judge-a': 1, 'judge-b': 1 },
+      'the last scored entry of each transcript',
+    );
+    assert.deepEqual(Object.keys(report), [
+      'pairs',
+      'missing',
+      'dimensions',
+      'models',
+      'ranking',
+      'judges',
+    ]);
 
     // The same report as a table (the default) and as Markdown; a format it does not know is a usage error. With two
     // transcripts most resamples have one kind of score, kappa is undefined there, so no interval is printed.
