@@ -1980,6 +1980,7 @@ class RateGate {
   };
   private readonly buckets: Partial<Record<Family, Bucket>> = {};
   private readonly learned = { chars: 0, tokens: 0, outputTokens: 0, answers: 0 };
+  private readonly sleepers = new Set<AbortController>(); // woken by each answer
 
   constructor(private readonly clock: Clock) {
     this.firstAnswer = new Promise((resolve) => {
@@ -2014,7 +2015,7 @@ class RateGate {
         this.take(cost);
         return;
       }
-      await sleepUnlessAborted(this.clock, Math.min(wait, 1000), signal);
+      await this.sleepUntilAnswer(Math.min(wait, 1000), signal);
     }
     const message = 'rate limited: its requests are paused beyond the retry budget';
     const refusal = new EvalProviderError(message, { judge });
@@ -2033,6 +2034,7 @@ class RateGate {
     this.abandon(cost);
     this.answered = true;
     setImmediate(this.resolveFirstAnswer); // once this answer is handled: a 401 stops the run first
+    setImmediate(() => this.wakeSleepers());
     if (usage && usage.input_tokens > 0) {
       const written = usage.cache_creation_input_tokens ?? 0;
       const read = usage.cache_read_input_tokens ?? 0;
@@ -2052,6 +2054,25 @@ class RateGate {
     this.inFlight--;
     for (const family of RATE_FAMILIES) {
       this.inFlightCost[family] -= cost[family];
+    }
+  }
+
+  /** Sleeps for `ms`, or until an answer may have taught a faster refill; an abort throws. */
+  private async sleepUntilAnswer(ms: number, signal: AbortSignal): Promise<void> {
+    const waker = new AbortController();
+    this.sleepers.add(waker);
+    try {
+      await this.clock.sleep(ms, AbortSignal.any([signal, waker.signal]));
+    } catch {
+      signal.throwIfAborted(); // woken by an answer: look again
+    } finally {
+      this.sleepers.delete(waker);
+    }
+  }
+
+  private wakeSleepers(): void {
+    for (const sleeper of this.sleepers) {
+      sleeper.abort();
     }
   }
 
