@@ -498,7 +498,10 @@ function dryRun(options: RunOptions, io: IO): number {
   return 0;
 }
 
-/** The dry-run with --batch: the first request's prompt, how many requests and batches, the estimate. */
+/**
+ * The dry-run with --batch: the first request's prompt, how many requests and batches, the
+ * estimate.
+ */
 function dryRunBatches(
   options: RunOptions,
   io: IO,
@@ -1952,7 +1955,9 @@ async function withRetries<T>(
 /** What a request takes from each bucket; `chars` is what its input-token estimate came from. */
 type Cost = Record<Family, number> & { chars: number; startedAt?: number };
 
-/** Our picture of one bucket: its level at `at`, refilling at `rate` a millisecond up to `limit`. */
+/**
+ * Our picture of one bucket: its level at `at`, refilling at `rate` a millisecond up to `limit`.
+ */
 type Bucket = { limit: number; level: number; rate: number; at: number };
 
 /**
@@ -1988,7 +1993,9 @@ class RateGate {
     });
   }
 
-  /** What a request will take from each bucket: input tokens from its characters, as answers taught. */
+  /**
+   * What a request will take from each bucket: input tokens from its characters, as answers taught.
+   */
   estimate(request?: Request): Cost {
     const chars = request ? requestChars(request) : 0;
     const learned = this.learned;
@@ -2003,7 +2010,10 @@ class RateGate {
     };
   }
 
-  /** Waits until the request fits every bucket, then takes its cost; a hold past `deadline` is a 429. */
+  /**
+   * Waits until the request fits every bucket, then takes its cost; a hold past `deadline` is a
+   * 429.
+   */
   async acquire(deadline: number, signal: AbortSignal, judge: string, cost: Cost): Promise<void> {
     while (this.pausedUntil <= deadline) {
       if (!this.answered && this.startedBeforeAnswer >= FIRST_BURST) {
@@ -3011,7 +3021,9 @@ function readScoreRows(file: string, content: Buffer, columns: string[]) {
   return { rows: rows.map((row) => row.fields), completeBytes };
 }
 
-/** A CSV's records as csv-parse reads them; an open quote or a malformed last line is a torn end. */
+/**
+ * A CSV's records as csv-parse reads them; an open quote or a malformed last line is a torn end.
+ */
 function csvRecords(file: string, content: Buffer) {
   const records: { fields: string[]; line: number; end: number }[] = [];
   let line = 1;
@@ -3583,7 +3595,8 @@ async function collectBatchResults(run: Run, entry: BatchEntry, download = true)
   const groups = resultGroups(entry);
   const rejudge: PendingItem[] = [];
   if (download) {
-    await readBatchResults(run, entry, groups, rejudge); // not after 3 failed downloads: all missing
+    // not after 3 failed downloads: all missing
+    await readBatchResults(run, entry, groups, rejudge);
   }
   for (const group of groups.values()) {
     settleBatchGroup(run, entry, group, rejudge); // those missing a result
@@ -3620,7 +3633,8 @@ async function readBatchResults(
   try {
     const results = await classified(primary, primary.client.messages.batches.results(entry.id!));
     for await (const line of results) {
-      const { custom_id = '', result } = (line ?? {}) as Partial<typeof line>; // null, or not an object
+      // null, or not an object
+      const { custom_id = '', result } = (line ?? {}) as Partial<typeof line>;
       if (!Object.hasOwn(entry.requests, custom_id)) {
         run.progress.log(
           `batch ${entry.id}: ignoring a result with unknown custom_id ${custom_id}`,
