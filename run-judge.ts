@@ -21,8 +21,8 @@ import { stringify as stringifyCsv } from 'csv-stringify/sync';
 import { z } from 'zod';
 
 /**
- * Every marker of the template is a <<<...>>> line, so defusing those runs in inserted text covers
- * them all.
+ * Every marker of the template is a <<<...>>> line, so
+ * defusing those runs in inserted text covers them all.
  */
 const JUDGE_PROMPT_TEMPLATE = `You are an expert evaluator of proof tutoring. You are judging the quality of \
 the TUTORING in the transcript below: how well the Assistant (the tutor) helped the Student toward a proof. You are \
@@ -91,8 +91,8 @@ const IMAGE_TOKENS = 1600; // what an image costs the judge, as if it were text
 const BATCH_LIMITS = { maxRequests: 100_000, maxBytes: 256 * 1024 * 1024 };
 
 /**
- * A finished turn; anything else (max_tokens, refusal, pause_turn, tool_use, a full context window)
- * is unusable.
+ * A finished turn; anything else (max_tokens, refusal,
+ * pause_turn, tool_use, a full context window) is unusable.
  */
 const USABLE_STOP_REASONS = ['end_turn', 'stop_sequence'];
 
@@ -100,8 +100,8 @@ const USABLE_STOP_REASONS = ['end_turn', 'stop_sequence'];
 const RESERVED_NAMES = ['task_id', 'model', 'notes', 'scorer'];
 
 /**
- * A Markdown fence (```json or ```) around an answer; it closes only at a line end, so backticks in
- * notes cannot.
+ * A Markdown fence (```json or ```) around an answer; it
+ * closes only at a line end, so backticks in notes cannot.
  */
 const MARKDOWN_FENCE = /```[ \t]*(?:json)?[ \t]*\r?\n([\s\S]*?)```[ \t]*\r?$/gim;
 
@@ -110,8 +110,8 @@ const MARKDOWN_FENCE = /```[ \t]*(?:json)?[ \t]*\r?\n([\s\S]*?)```[ \t]*\r?$/gim
 type EvalErrorOptions = { cause?: unknown; judge?: string; rawText?: string };
 
 /**
- * Every failure run-judge reports. `decide` (the failure policy) says what each class means for the
- * run.
+ * Every failure run-judge reports. `decide` (the failure
+ * policy) says what each class means for the run.
  */
 export class EvalError extends Error {
   // the judge (model id) an attempt failed on; given to the constructor, it also starts the message
@@ -168,8 +168,8 @@ export class EvalJudgesExhaustedError extends EvalError {
 type Stream = NodeJS.WritableStream & { isTTY?: boolean };
 
 /**
- * Time, injectable: backoff, pacing, polls, lock waits and progress read it, so tests need not wait
- * for real.
+ * Time, injectable: backoff, pacing, polls, lock waits
+ * and progress read it, so tests need not wait for real.
  */
 export type Clock = { now(): number; sleep(ms: number, signal?: AbortSignal): Promise<void> };
 
@@ -208,8 +208,8 @@ type Run = {
 // ---- The entry point ----------------------------------------------------------------------------
 
 /**
- * Runs the CLI on the user's arguments and returns its exit status; importing this file runs
- * nothing.
+ * Runs the CLI on the user's arguments and returns
+ * its exit status; importing this file runs nothing.
  */
 export async function main(argv: string[], io: IO): Promise<number> {
   const controller = new AbortController();
@@ -407,8 +407,8 @@ function positiveNumber(value: string): number {
 // ---- The run ------------------------------------------------------------------------------------
 
 /**
- * Judges every selected transcript that has no row yet, appending rows as they come; returns the
- * summary.
+ * Judges every selected transcript that has no row yet,
+ * appending rows as they come; returns the summary.
  */
 async function runJudge(
   options: RunOptions,
@@ -467,8 +467,8 @@ async function runJudge(
 }
 
 /**
- * Prints the first prompt (with --batch: of the first request, and how many requests and batches);
- * sends nothing.
+ * Prints the first prompt (with --batch: of the first
+ * request, and how many requests and batches); sends nothing.
  */
 function dryRun(options: RunOptions, io: IO): number {
   // 1. Load what a run would: the inputs, the primary judge, which transcripts already have a row.
@@ -499,8 +499,8 @@ function dryRun(options: RunOptions, io: IO): number {
 }
 
 /**
- * The dry-run with --batch: the first request's prompt, how many requests and batches, the
- * estimate.
+ * The dry-run with --batch: the first request's
+ * prompt, how many requests and batches, the estimate.
  */
 function dryRunBatches(
   options: RunOptions,
@@ -557,7 +557,7 @@ function showPrompt({ prompt, images }: PreparedTranscript, io: IO): void {
 const printedFor = (ref: TranscriptRef) =>
   `printed the prompt for ${pairLabel(ref)}; nothing was sent or written`;
 
-// ---- The inputs: every file is a zod schema; the rubric also decides the columns and the answer's
+// ---- The inputs: each file a zod schema; the rubric also decides the columns and answer schema
 
 const text = z.string().refine((value) => value.trim() !== '', 'must be a non-empty string');
 const texts = z.array(z.string());
@@ -694,8 +694,8 @@ export type TranscriptImage = {
 type PreparedTranscript = { prompt: string; promptSha: string; images: TranscriptImage[] };
 
 /**
- * The rubric, the selected transcripts, and how to prepare one (each task's files read once, when
- * needed).
+ * The rubric, the selected transcripts, and how to
+ * prepare one (each task's files read once, when needed).
  */
 type Inputs = Pick<Run, 'rubric' | 'selected' | 'prepare'>;
 
@@ -777,8 +777,8 @@ function issuePath(keys: PropertyKey[]): string {
 }
 
 /**
- * ` (did you mean "x"?)` for the known key closest to a misspelt one (fewest letters apart), else
- * the known keys.
+ * ` (did you mean "x"?)` for the known key closest to a
+ * misspelt one (fewest letters apart), else the known keys.
  */
 function nearestKeyHint(key: string, known: string[]): string {
   if (known.length === 0) return '';
@@ -830,8 +830,8 @@ export function allowedScores(dimension: Dimension): number[] {
 }
 
 /**
- * Finds transcripts at {model}/{task_id}.json, sorted by model then task, filtered; nothing is read
- * yet.
+ * Finds transcripts at {model}/{task_id}.json, sorted
+ * by model then task, filtered; nothing is read yet.
  */
 export function readTranscripts(
   inputDir: string,
@@ -926,11 +926,12 @@ function findMisplacedJson(inputDir: string): string | undefined {
       .filter((entry) => entry.isDirectory())
       .map((entry) => path.join(dir, entry.name));
   const folders = [inputDir, ...subfolders(inputDir).flatMap(subfolders)];
+  const found: string[] = [];
   for (const folder of folders) {
     const json = listDir(folder).find((entry) => entry.isFile() && entry.name.endsWith('.json'));
-    if (json) return path.join(folder, json.name);
+    if (json) found.push(path.join(folder, json.name)); // every folder is read: one unreadable fails
   }
-  return undefined;
+  return found[0];
 }
 
 /** Loads a task or reference key, whose task_id must match its file name. */
@@ -964,8 +965,8 @@ export function loadTranscript(ref: TranscriptRef): Transcript {
 }
 
 /**
- * The rubric, the selected transcripts, and how to prepare one for judging (tasks are read once
- * each).
+ * The rubric, the selected transcripts, and how to
+ * prepare one for judging (tasks are read once each).
  */
 function loadInputs(options: RunOptions): Inputs {
   const rubric = loadRubric(options.rubric);
@@ -992,8 +993,8 @@ function loadInputs(options: RunOptions): Inputs {
 // ---- The human-scores gate: people score first, blind to the judge ------------------------------
 
 /**
- * One person's scores of one transcript; a score left empty (not scored yet) is absent, and the row
- * incomplete.
+ * One person's scores of one transcript; a score left
+ * empty (not scored yet) is absent, and the row incomplete.
  */
 export type HumanRow = ScoreRow & { scorer: string };
 
@@ -1029,8 +1030,8 @@ function checkHumanScoringDone(
 }
 
 /**
- * Reads the filled-in scoring sheet: columns in any order, `scorer` optional; a bad cell or repeat
- * names its line.
+ * Reads the filled-in scoring sheet: columns in any order,
+ * `scorer` optional; a bad cell or repeat names its line.
  */
 export function readHumanScores(file: string, rubric: Rubric): HumanRow[] {
   const required = scoreColumns(rubric);
@@ -1051,7 +1052,7 @@ export function readHumanScores(file: string, rubric: Rubric): HumanRow[] {
   return records.map(({ record, info }) => {
     const at = `${file}: line ${info.lines}`;
     const row = humanRowOf(record, rubric, at);
-    const key = `${pairKey(row.task_id, row.model)}\u0000${row.scorer}`;
+    const key = JSON.stringify([pairKey(row.task_id, row.model), row.scorer]);
     if (seen.has(key)) {
       throw new EvalInputError(`${at}: ${pairLabel(row)} scored twice by "${row.scorer}"`);
     }
@@ -1065,8 +1066,9 @@ function humanRowOf(record: Record<string, string>, rubric: Rubric, at: string):
   const scores: Record<string, number> = {};
   for (const dimension of rubric.dimensions) {
     const cell = record[dimension.name]!.trim();
+    // An empty cell is not scored yet: the row is incomplete.
     if (cell !== '') {
-      scores[dimension.name] = allowedScore(dimension, cell, at); // empty: not scored yet
+      scores[dimension.name] = allowedScore(dimension, cell, at);
     }
   }
   const task_id = unguard(record.task_id!);
@@ -1082,8 +1084,8 @@ export function isComplete(row: HumanRow, rubric: Rubric): boolean {
 }
 
 /**
- * A score cell's number, when it is one of its dimension's allowed scores; else an error naming the
- * cell.
+ * A score cell's number, when it is one of its dimension's
+ * allowed scores; else an error naming the cell.
  */
 export function allowedScore(dimension: Dimension, value: string, at: string): number {
   if (Object.hasOwn(dimension.scores, value) && integerKey.test(value)) return Number(value);
@@ -1094,8 +1096,8 @@ export function allowedScore(dimension: Dimension, value: string, at: string): n
 }
 
 /**
- * A CSV file's records, each with the line it ends on; a missing or malformed file is an input
- * error naming it.
+ * A CSV file's records, each with the line it ends on; a
+ * missing or malformed file is an input error naming it.
  */
 export function readCsvFile<R = string[]>(
   file: string,
@@ -1148,8 +1150,8 @@ export function buildJudgePrompt(
 const defused = (value: string) => neutraliseDelimiters(value.trim());
 
 /**
- * A "- " list; each item's continuation lines are indented, so a pasted "- " line cannot read as a
- * new item.
+ * A "- " list; each item's continuation lines are indented,
+ * so a pasted "- " line cannot read as a new item.
  */
 const bulleted = (items: string[]) => listed(items.map((item) => `- ${item.trim()}`));
 
@@ -1161,8 +1163,8 @@ function listed(items: string[]): string {
 }
 
 /**
- * Defuses copies of the prompt's markers in untrusted text, so it cannot close its block or fake a
- * section.
+ * Defuses copies of the prompt's markers in untrusted
+ * text, so it cannot close its block or fake a section.
  */
 export function neutraliseDelimiters(value: string): string {
   return value
@@ -1177,8 +1179,8 @@ const ROLE_LABELS = {
 };
 
 /**
- * The transcript as readable text: one labelled turn each, continuation lines indented so text
- * cannot fake a turn.
+ * The transcript as readable text: one labelled turn each,
+ * continuation lines indented so text cannot fake a turn.
  */
 export function transcriptToText(transcript: Transcript): string {
   let images = 0;
@@ -1209,8 +1211,8 @@ const labelledTurn = (label: string, value: string) =>
   indentContinuation(`${label}: ${value.trim()}`);
 
 /**
- * The transcript's images; a path must stay inside the transcripts folder (it must not make us send
- * other files).
+ * The transcript's images; a path must stay inside the
+ * transcripts folder (it must not make us send other files).
  */
 export function transcriptImages(
   transcript: Transcript,
@@ -1303,24 +1305,21 @@ const rubricPromptParts = cachedByObject((rubric: Rubric) => {
 });
 
 /**
- * Fills the template in one pass, so text inserted for one placeholder is never scanned for
- * another.
+ * Fills the template in one pass, so text inserted
+ * for one placeholder is never scanned for another.
  */
 function fillTemplate(template: string, values: Record<string, string>): string {
   return template.replace(/\{(\w+)\}/g, (placeholder, key: string) => values[key] ?? placeholder);
 }
 
-/**
- * Text that looks like an image placeholder is defused, so only real images are numbered `[image
- * N]`.
- */
+/** Defuses text that looks like an image placeholder: only real images are numbered `[image N]`. */
 function defusePlaceholders(value: string): string {
   return value.replace(/\[(image \d+)\]/gi, '($1)');
 }
 
 /**
- * Indents every line after the first (any line break), so pasted text cannot start a turn, an item
- * or a section.
+ * Indents every line after the first (any line break), so
+ * pasted text cannot start a turn, an item or a section.
  */
 function indentContinuation(value: string): string {
   return value.split(/\r\n|[\n\r\v\f\u0085\u2028\u2029]/).join('\n    ');
@@ -1332,8 +1331,8 @@ type Sdk = typeof import('@anthropic-ai/sdk');
 type Request = Anthropic.MessageCreateParamsNonStreaming;
 
 /**
- * A judge of the chain, resolved once at set-up: its model id, its client (key passed explicitly),
- * its pacing.
+ * A judge of the chain, resolved once at set-up: its model
+ * id, its client (key passed explicitly), its pacing.
  */
 export type Judge = {
   model: string;
@@ -1347,8 +1346,8 @@ export type Judge = {
 type JudgeSpec = Pick<Judge, 'model' | 'config'>;
 
 /**
- * A count of each kind of token an answer used, in the order the audit log and the summary show
- * them.
+ * A count of each kind of token an answer used, in
+ * the order the audit log and the summary show them.
  */
 const USAGE_KINDS = [
   'input_tokens',
@@ -1360,8 +1359,8 @@ type UsageKind = (typeof USAGE_KINDS)[number];
 type Usage = { input_tokens: number; output_tokens: number } & Partial<Record<UsageKind, number>>;
 
 /**
- * One raw answer of a judge, before it is parsed; `verdict` is set once it parsed (the log shows
- * each sample).
+ * One raw answer of a judge, before it is parsed; `verdict`
+ * is set once it parsed (the log shows each sample).
  */
 export type JudgeAnswer = {
   judge: string;
@@ -1426,8 +1425,8 @@ export async function createJudges(
 }
 
 /**
- * The judge's API key; the errors name the variable, never the value. Also refuses what every call
- * would fail on.
+ * The judge's API key; the errors name the variable, never
+ * the value. Also refuses what every call would fail on.
  */
 function checkedApiKey(config: JudgeConfig, env: NodeJS.ProcessEnv): string {
   const judge = judgeModel(config, env);
@@ -1469,8 +1468,8 @@ function canTakeImages(judge: JudgeSpec): boolean {
 }
 
 /**
- * The Messages API request for one prompt and its images (each after its label); no sampling
- * parameter.
+ * The Messages API request for one prompt and its
+ * images (each after its label); no sampling parameter.
  */
 export function buildJudgeRequest(
   judge: JudgeSpec,
@@ -1503,8 +1502,8 @@ export function buildJudgeRequest(
 }
 
 /**
- * One request to one judge; returns the raw answer (parsing is a separate step) or throws a
- * classified failure.
+ * One request to one judge; returns the raw answer (parsing
+ * is a separate step) or throws a classified failure.
  */
 export async function callJudge(judge: Judge, request: Request): Promise<JudgeAnswer> {
   const started = performance.now();
@@ -1529,8 +1528,8 @@ export async function callJudge(judge: Judge, request: Request): Promise<JudgeAn
 }
 
 /**
- * Reads a response body into `chunks`, refusing (without reading further) one past
- * ANSWER_MAX_BYTES.
+ * Reads a response body into `chunks`, refusing
+ * (without reading further) one past ANSWER_MAX_BYTES.
  */
 async function readCapped(response: Response, chunks: Buffer[], judge: string): Promise<void> {
   const tooLarge = `the answer is larger than ${ANSWER_MAX_BYTES / 1024 / 1024} MB; not read`;
@@ -1549,8 +1548,8 @@ async function readCapped(response: Response, chunks: Buffer[], judge: string): 
 }
 
 /**
- * Extracts the text and bookkeeping of a Messages API answer, refusing shapes that are not a
- * message.
+ * Extracts the text and bookkeeping of a Messages
+ * API answer, refusing shapes that are not a message.
  */
 function answerFromMessage(
   message: unknown,
@@ -1580,8 +1579,8 @@ function answerFromMessage(
 }
 
 /**
- * An answer's token counts: input and output always, cache counts when there are any; a bad count
- * is 0.
+ * An answer's token counts: input and output always,
+ * cache counts when there are any; a bad count is 0.
  */
 function usageOf(reported: unknown): Usage {
   const usage: Usage = { input_tokens: 0, output_tokens: 0 };
@@ -1594,15 +1593,15 @@ function usageOf(reported: unknown): Usage {
 }
 
 /**
- * What the API said of each bucket (`anthropic-ratelimit-<family>-*`); each refills continuously to
- * `limit`.
+ * What the API said of each bucket (`anthropic-ratelimit-<family>-*`);
+ * each refills continuously to `limit`.
  */
 type RateLimitInfo = Partial<Record<Family, { limit: number; remaining: number; resetAt: number }>>;
 type Family = (typeof RATE_FAMILIES)[number];
 
 /**
- * Reads the API's rate-limit headers (`anthropic-ratelimit-<family>-limit/-remaining/-reset`),
- * those it sent.
+ * Reads the API's rate-limit headers
+ * (`anthropic-ratelimit-<family>-limit/-remaining/-reset`), those it sent.
  */
 function parseRateLimit(headers: Headers | undefined): RateLimitInfo | undefined {
   const info: RateLimitInfo = {};
@@ -1655,14 +1654,10 @@ type RetryState = { attempt: number; msLeft: number; policy: RetryPolicy };
 
 /**
  * What one failed attempt means: retry the same judge (after how long), try the next judge, fail
- * this transcript, or stop the run. The retry layer, the chain, batches and the exit status all ask
- * it.
- * - A configuration, dependency or output failure, or Ctrl-C, stops the run: no other judge can fix
- *   it.
- * - Bad input, or what a judge cannot do (a setting it rejects, images), fails this transcript
- *   only.
- * - A 429 or 529 is retried on the same judge while retries and budget last (not a 429 for a spend
- *   limit).
+ * this transcript, or stop the run. The retry layer, the chain, batches and the exit status ask it.
+ * - A configuration, dependency or output failure, or Ctrl-C, stops the run: no judge can fix it.
+ * - Bad input, or what a judge cannot do (a setting it rejects, images), fails this transcript.
+ * - A 429 or 529 is retried on the same judge while retries and budget last (not a spend limit).
  * - Anything else (an unusable answer, a timeout, another provider failure) goes to the next judge.
  */
 export function decide(error: EvalError, retry?: RetryState): Decision {
@@ -1686,8 +1681,8 @@ export function decide(error: EvalError, retry?: RetryState): Decision {
 }
 
 /**
- * A 429 or 529 asks us to wait and try the same judge again; a 429 for a spend or billing limit
- * does not.
+ * A 429 or 529 asks us to wait and try the same judge
+ * again; a 429 for a spend or billing limit does not.
  */
 function asksToWait(error: EvalError): error is EvalProviderError {
   if (!(error instanceof EvalProviderError) || error.spendLimit) return false;
@@ -1695,8 +1690,8 @@ function asksToWait(error: EvalError): error is EvalProviderError {
 }
 
 /**
- * A failed attempt as the policy knows it (a raw TimeoutError becomes EvalTimeoutError); a defect:
- * undefined.
+ * A failed attempt as the policy knows it (a raw TimeoutError
+ * becomes EvalTimeoutError); a defect: undefined.
  */
 function attemptFailure(error: unknown, operation: string): EvalError | undefined {
   if (error instanceof EvalError) return error;
@@ -1707,8 +1702,8 @@ function attemptFailure(error: unknown, operation: string): EvalError | undefine
 }
 
 /**
- * How long every request to this judge waits after this failure: a bare 429 (no bucket headers)
- * holds them all.
+ * How long every request to this judge waits after this
+ * failure: a bare 429 (no bucket headers) holds them all.
  */
 function holdJudgeMs(error: EvalError): number {
   if (asksToWait(error) && !error.rateLimit) return error.retryAfterMs ?? 0;
@@ -1723,8 +1718,8 @@ function isOverloaded(error: EvalError): boolean {
 }
 
 /**
- * No answer at all, on every attempt: the API may be unreachable (after a few such transcripts, the
- * run stops).
+ * No answer at all, on every attempt: the API may be
+ * unreachable (after a few such transcripts, the run stops).
  */
 function isUnreachable(attempts: EvalError[]): boolean {
   if (attempts.length === 0) return false;
@@ -1742,8 +1737,8 @@ function isUnrecordable(error: EvalError): boolean {
 }
 
 /**
- * After a failed batch create: a 4xx, a 529 or Ctrl-C made no batch; another 5xx or a lost
- * connection may have.
+ * After a failed batch create: a 4xx, a 529 or Ctrl-C made
+ * no batch; another 5xx or a lost connection may have.
  */
 function batchMayExist(error: EvalError): boolean {
   if (error instanceof EvalInterruptedError) return false;
@@ -1759,8 +1754,8 @@ function isBatchGone(error: EvalError): boolean {
 }
 
 /**
- * A batch's answer that cannot be checked against its transcript now is unusable; the chain meets
- * the input error.
+ * A batch's answer that cannot be checked against its
+ * transcript now is unusable; the chain meets the input error.
  */
 function batchAttemptFailure(error: EvalError, judge: string): EvalError {
   if (error instanceof EvalInputError) return new EvalJudgeResponseError(error.message, { judge });
@@ -1805,8 +1800,8 @@ function classifyApiError(error: unknown, judge: JudgeSpec, timedOut = false): u
 }
 
 /**
- * What an HTTP error (or a failed connection) becomes, and what the user should fix: the status
- * table.
+ * What an HTTP error (or a failed connection) becomes,
+ * and what the user should fix: the status table.
  */
 function classifyHttpError(
   error: InstanceType<Sdk['APIError']>,
@@ -1889,8 +1884,8 @@ function providerFailure(
 // ---- Retries, pacing and the chain --------------------------------------------------------------
 
 /**
- * One call to one judge with its retries on the same judge (as `decide` says), paced by the judge's
- * gate.
+ * One call to one judge with its retries on the same
+ * judge (as `decide` says), paced by the judge's gate.
  */
 export function callJudgeWithRetries(
   judge: Judge,
@@ -2011,8 +2006,8 @@ class RateGate {
   }
 
   /**
-   * Waits until the request fits every bucket, then takes its cost; a hold past `deadline` is a
-   * 429.
+   * Waits until the request fits every bucket, then
+   * takes its cost; a hold past `deadline` is a 429.
    */
   async acquire(deadline: number, signal: AbortSignal, judge: string, cost: Cost): Promise<void> {
     while (this.pausedUntil <= deadline) {
@@ -2069,14 +2064,18 @@ class RateGate {
 
   /** Sleeps for `ms`, or until an answer may have taught a faster refill; an abort throws. */
   private async sleepUntilAnswer(ms: number, signal: AbortSignal): Promise<void> {
-    const waker = new AbortController();
+    signal.throwIfAborted();
+    const waker = new AbortController(); // aborted by an answer, or by the run's own abort
+    const forward = () => waker.abort();
+    signal.addEventListener('abort', forward, { once: true });
     this.sleepers.add(waker);
     try {
-      await this.clock.sleep(ms, AbortSignal.any([signal, waker.signal]));
+      await this.clock.sleep(ms, waker.signal);
     } catch {
       signal.throwIfAborted(); // woken by an answer: look again
     } finally {
       this.sleepers.delete(waker);
+      signal.removeEventListener('abort', forward);
     }
   }
 
@@ -2166,8 +2165,8 @@ class RateGate {
 }
 
 /**
- * The characters of a request's prompt; an image counts as many characters as its tokens' worth of
- * text.
+ * The characters of a request's prompt; an image counts
+ * as many characters as its tokens' worth of text.
  */
 function requestChars(request: Request): number {
   let chars = 0;
@@ -2186,8 +2185,8 @@ function requestChars(request: Request): number {
 type ChainOptions<I> = { mediaSkips?: readonly string[]; describe?: (invoker: I) => string };
 
 /**
- * Runs judges in order (primary, then fallbacks) under the seed's chain policy, as `decide` states
- * it.
+ * Runs judges in order (primary, then fallbacks) under
+ * the seed's chain policy, as `decide` states it.
  */
 export class JudgeChain {
   readonly attempts: EvalError[] = []; // the failed attempts only, in order
@@ -2216,8 +2215,8 @@ export class JudgeChain {
   }
 
   /**
-   * Normalizes a failed attempt, then stops the chain on a failure no other judge can fix, or
-   * records it.
+   * Normalizes a failed attempt, then stops the chain
+   * on a failure no other judge can fix, or records it.
    */
   handle(error: unknown, judge?: string): void {
     const failure = attemptFailure(error, this.operation);
@@ -2228,8 +2227,8 @@ export class JudgeChain {
   }
 
   /**
-   * The failure of a chain in which no judge returned: the one attempt itself, or all of them
-   * together.
+   * The failure of a chain in which no judge returned:
+   * the one attempt itself, or all of them together.
    */
   raiseFinal({ mediaSkips = [] }: { mediaSkips?: readonly string[] } = {}): never {
     const skipped =
@@ -2256,8 +2255,8 @@ type PriorAttempt = { error: EvalError; answers: JudgeAnswer[]; promptSha?: stri
 type PendingItem = TranscriptRef & { prior?: PriorAttempt };
 
 /**
- * Reads every transcript about to be judged, before any call: says once, up front, which will fail
- * and why.
+ * Reads every transcript about to be judged, before any
+ * call: says once, up front, which will fail and why.
  */
 function checkTranscripts(run: Run, pending: TranscriptRef[]): void {
   const unreadable: string[] = [];
@@ -2307,8 +2306,8 @@ async function judgeConcurrently(run: Run, items: PendingItem[], judges: Judge[]
 }
 
 /**
- * Judges one transcript through the chain, after a `prior` batch attempt if any, and records the
- * outcome.
+ * Judges one transcript through the chain, after a
+ * `prior` batch attempt if any, and records the outcome.
  */
 async function judgeTranscript(
   run: Run,
@@ -2369,8 +2368,8 @@ async function judgeTranscript(
 }
 
 /**
- * One judge's attempt at a transcript: all k samples, or none (a row's samples come from one
- * judge).
+ * One judge's attempt at a transcript: all k samples,
+ * or none (a row's samples come from one judge).
  */
 async function judgeSamples(
   run: Run,
@@ -2405,8 +2404,8 @@ async function judgeSamples(
 }
 
 /**
- * Records a transcript's failure; one that stops the run stops it, and a run stopped before it
- * began skips it.
+ * Records a transcript's failure; one that stops the run
+ * stops it, and a run stopped before it began skips it.
  */
 function recordFailure(
   run: Run,
@@ -2443,8 +2442,8 @@ function recordFailure(
 }
 
 /**
- * Connection failures on every attempt of the first transcripts, with no answer yet: one message,
- * not one each.
+ * Connection failures on every attempt of the first
+ * transcripts, with no answer yet: one message, not one each.
  */
 function stopIfUnreachable(run: Run): void {
   if (run.summary.reached) return;
@@ -2460,8 +2459,8 @@ function stopIfUnreachable(run: Run): void {
 }
 
 /**
- * What happened to one transcript: a verdict (the row) or an error, with every attempt and answer
- * behind it.
+ * What happened to one transcript: a verdict (the row)
+ * or an error, with every attempt and answer behind it.
  */
 type Outcome = {
   verdict?: JudgeVerdict;
@@ -2475,8 +2474,8 @@ type Outcome = {
 };
 
 /**
- * Writes the audit line, then the row (so every row is traced); `sync: false` while a batch can
- * still be re-read.
+ * Writes the audit line, then the row (so every row is
+ * traced); `sync: false` while a batch can still be re-read.
  */
 function recordOutcome(run: Run, ref: TranscriptRef, outcome: Outcome, sync = true): void {
   const usage = totalUsage(outcome.answers);
@@ -2506,8 +2505,8 @@ function recordOutcome(run: Run, ref: TranscriptRef, outcome: Outcome, sync = tr
 }
 
 /**
- * One audit-log line: the outcome, every failed attempt and every raw answer, their usage, cost and
- * hashes.
+ * One audit-log line: the outcome, every failed attempt
+ * and every raw answer, their usage, cost and hashes.
  */
 function auditEntry(
   run: Run,
@@ -2518,7 +2517,7 @@ function auditEntry(
 ) {
   const { verdict, error, answers } = outcome;
   const attempts = outcome.attempts.map((attempt) => {
-    // once is enough
+    // A raw text already among the answers is not written twice.
     const shownInAnswers = answers.some((answer) => answer.text === attempt.rawText);
     return {
       judge: attempt.judge ?? null,
@@ -2594,8 +2593,8 @@ function costOf(answers: JudgeAnswer[], judges: JudgeSpec[]): number | undefined
 }
 
 /**
- * US dollars for one answer's usage: cache writes 1.25x input, reads 0.1x; Message Batches half of
- * everything.
+ * US dollars for one answer's usage: cache writes 1.25x
+ * input, reads 0.1x; Message Batches half of everything.
  */
 export function priceOf(
   usage: Partial<Record<UsageKind, number>>,
@@ -2614,8 +2613,8 @@ export function priceOf(
 type JudgeVerdict = { scores: Record<string, number>; notes: string };
 
 /**
- * The zod schema of a judge answer, derived from the rubric once: exactly its dimensions, each an
- * allowed integer.
+ * The zod schema of a judge answer, derived from the rubric
+ * once: exactly its dimensions, each an allowed integer.
  */
 const judgeAnswerSchema = cachedByObject((rubric: Rubric) => {
   const scores: Record<string, z.ZodType> = {};
@@ -2626,8 +2625,8 @@ const judgeAnswerSchema = cachedByObject((rubric: Rubric) => {
 });
 
 /**
- * The JSON schema for structured outputs, from the same zod schema as the parser: flat, all
- * required, enums.
+ * The JSON schema for structured outputs, from the same
+ * zod schema as the parser: flat, all required, enums.
  */
 const answerJsonSchema = cachedByObject((rubric: Rubric) => {
   const schema = z.toJSONSchema(judgeAnswerSchema(rubric)) as Record<string, any>;
@@ -2665,8 +2664,8 @@ export function parseJudgeResponse(answerText: string, rubric: Rubric): JudgeVer
 }
 
 /**
- * Turns one raw answer into a verdict: an answer that did not finish its turn is unusable even when
- * it parses.
+ * Turns one raw answer into a verdict: an answer that did
+ * not finish its turn is unusable even when it parses.
  */
 export function verdictFromAnswer(answer: JudgeAnswer, rubric: Rubric): JudgeVerdict {
   try {
@@ -2687,8 +2686,8 @@ export function verdictFromAnswer(answer: JudgeAnswer, rubric: Rubric): JudgeVer
 }
 
 /**
- * The row of k samples: each dimension's median (even k: the lower middle), and the closest
- * sample's notes, marked.
+ * The row of k samples: each dimension's median (even k:
+ * the lower middle), and the closest sample's notes, marked.
  */
 export function medianVerdict(samples: JudgeVerdict[]): JudgeVerdict {
   if (samples.length === 1) return samples[0]!;
@@ -2790,7 +2789,7 @@ function scanJson(json: string): { duplicate?: string; scoreTokens: string[] } {
   return { scoreTokens };
 }
 
-// ---- The output: a lock, the CSV and the audit log, each line complete in one write and flushed t
+// ---- The output: a lock, the CSV and the audit log, each line whole in one write, on disk -------
 
 export type ScoreRow = {
   task_id: string;
@@ -2803,8 +2802,8 @@ export type ScoreRow = {
 type AuditLog = { file: string; fd: number; torn: number; runId: string; rubricSha: string };
 
 /**
- * Takes the lock, opens the CSV (repairing a torn last line) and the audit log; refuses paths it
- * cannot write.
+ * Takes the lock, opens the CSV (repairing a torn last
+ * line) and the audit log; refuses paths it cannot write.
  */
 function openOutput(options: RunOptions, rubric: Rubric) {
   const lockFile = `${options.output}.lock`;
@@ -2843,8 +2842,8 @@ function openOutput(options: RunOptions, rubric: Rubric) {
 }
 
 /**
- * The selected transcripts without a row (after --rescore removed theirs), saying how many were
- * skipped.
+ * The selected transcripts without a row (after --rescore
+ * removed theirs), saying how many were skipped.
  */
 function pendingTranscripts(run: Run): TranscriptRef[] {
   const { scoreFile, log, options, summary, selected, progress } = run;
@@ -2902,8 +2901,8 @@ export class ScoreFile {
   ) {}
 
   /**
-   * Opens or creates the CSV; a wrong header or row is refused untouched, a torn last line (a
-   * crash) is cut off.
+   * Opens or creates the CSV; a wrong header or row is
+   * refused untouched, a torn last line (a crash) is cut off.
    */
   static open(file: string, dimensions: string[], { readOnly = false } = {}): ScoreFile {
     const columns = csvColumns(dimensions);
@@ -2945,8 +2944,8 @@ export class ScoreFile {
   }
 
   /**
-   * Rewrites the CSV once without the given pairs (for --rescore), atomically; returns how many
-   * rows went.
+   * Rewrites the CSV once without the given pairs (for
+   * --rescore), atomically; returns how many rows went.
    */
   removePairs(pairs: Set<string>): number {
     const { rows } = readScoreRows(this.file, fs.readFileSync(this.file), this.columns);
@@ -2979,8 +2978,8 @@ export function writeScores(file: string, rows: ScoreRow[], dimensions: string[]
 }
 
 /**
- * The rows, checked, and where complete rows end: a last row cut short (a crash mid-write) is torn,
- * not read.
+ * The rows, checked, and where complete rows end: a last
+ * row cut short (a crash mid-write) is torn, not read.
  */
 function readScoreRows(file: string, content: Buffer, columns: string[]) {
   // 1. Every record, with the line it starts on and the byte it ends at.
@@ -3054,8 +3053,8 @@ function csvRecords(file: string, content: Buffer) {
 }
 
 /**
- * Defuses spreadsheet formulas: a cell starting (after spaces) with = + - @ tab or CR, or with ',
- * gets a leading '.
+ * Defuses spreadsheet formulas: a cell starting (after
+ * spaces) with = + - @ tab or CR, or with ', gets a leading '.
  */
 export function guardCell(cell: string): string {
   return /^([^\S\t\r]*[=+\-@\t\r]|')/.test(cell) ? `'${cell}` : cell;
@@ -3067,16 +3066,16 @@ export function unguard(cell: string): string {
 }
 
 /**
- * The (task_id, model) key of a CSV row, its formula guards taken off (a folder named `-x` still
- * resumes).
+ * The (task_id, model) key of a CSV row, its formula
+ * guards taken off (a folder named `-x` still resumes).
  */
 function rowKey(row: string[]): string {
   return pairKey(unguard(row[0]!), unguard(row[1]!));
 }
 
 /**
- * Opens the JSONL audit log for appending; a torn last line (a crash mid-write) is cut off, like
- * the CSV's.
+ * Opens the JSONL audit log for appending; a torn last
+ * line (a crash mid-write) is cut off, like the CSV's.
  */
 function openAuditLog(file: string): { fd: number; torn: number } {
   fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
@@ -3174,8 +3173,8 @@ function linkedTo(from: string, to: string): boolean {
 }
 
 /**
- * A small file's text, or undefined when it does not exist; unreadable is a configuration error
- * naming it.
+ * A small file's text, or undefined when it does not
+ * exist; unreadable is a configuration error naming it.
  */
 function readIfExists(file: string): string | undefined {
   try {
@@ -3188,8 +3187,8 @@ function readIfExists(file: string): string | undefined {
 }
 
 /**
- * Whether a process runs; a zombie (killed, not yet reaped) passes `kill(pid, 0)`, so its state is
- * read too.
+ * Whether a process runs; a zombie (killed, not yet
+ * reaped) passes `kill(pid, 0)`, so its state is read too.
  */
 function isProcessAlive(pid: number): boolean {
   if (!Number.isInteger(pid) || pid <= 0) {
@@ -3206,8 +3205,8 @@ function isProcessAlive(pid: number): boolean {
 }
 
 /**
- * Runs the set-up of an output file; one that cannot be created or written is a configuration error
- * naming it.
+ * Runs the set-up of an output file; one that cannot be
+ * created or written is a configuration error naming it.
  */
 function writablePath<T>(file: string, setUp: () => T): T {
   try {
@@ -3233,8 +3232,8 @@ function writablePath<T>(file: string, setUp: () => T): T {
 }
 
 /**
- * Appends all of `content`, flushed unless the caller syncs later; a failed write is undone and
- * stops the run.
+ * Appends all of `content`, flushed unless the caller
+ * syncs later; a failed write is undone and stops the run.
  */
 function appendDurably(target: { fd: number; file: string }, content: string, sync = true): void {
   const buffer = Buffer.from(content);
@@ -3259,8 +3258,8 @@ function appendDurably(target: { fd: number; file: string }, content: string, sy
 }
 
 /**
- * Replaces a file atomically: a temp file flushed to disk, a rename, an fsync of the folder; never
- * a partial file.
+ * Replaces a file atomically: a temp file flushed to disk,
+ * a rename, an fsync of the folder; never a partial file.
  */
 function replaceFileDurably(file: string, content: string): void {
   const temp = `${file}.${process.pid}.tmp`;
@@ -3304,8 +3303,8 @@ export function batchCustomId(taskId: string, model: string): string {
 }
 
 /**
- * Splits items into batches within the API's limits on count and size; an item (k requests) is
- * never split.
+ * Splits items into batches within the API's limits on
+ * count and size; an item (k requests) is never split.
  */
 export function* splitIntoBatches<T extends { bytes: number; requests?: unknown[] }>(
   items: Iterable<T>,
@@ -3331,8 +3330,8 @@ export function* splitIntoBatches<T extends { bytes: number; requests?: unknown[
 }
 
 /**
- * Judges the pending transcripts through Message Batches: resume, submit, judge the rest directly,
- * poll, collect.
+ * Judges the pending transcripts through Message Batches:
+ * resume, submit, judge the rest directly, poll, collect.
  */
 async function judgeInBatches(run: Run, pending: TranscriptRef[]): Promise<void> {
   // 1. Resume the batches a previous run left; never submit their transcripts again.
@@ -3358,8 +3357,8 @@ async function judgeInBatches(run: Run, pending: TranscriptRef[]): Promise<void>
 }
 
 /**
- * Polls each pending batch, the interval growing 1.5x (at most 10x); an ended one's results are
- * collected.
+ * Polls each pending batch, the interval growing 1.5x
+ * (at most 10x); an ended one's results are collected.
  */
 async function pollBatches(run: Run, batches: BatchState): Promise<void> {
   const primary = run.judges[0]!;
@@ -3402,8 +3401,8 @@ async function pollBatches(run: Run, batches: BatchState): Promise<void> {
 }
 
 /**
- * The batches submitted, not yet collected, kept beside the output: a rerun resumes them instead of
- * paying twice.
+ * The batches submitted, not yet collected, kept beside
+ * the output: a rerun resumes them instead of paying twice.
  */
 class BatchState {
   entries: BatchEntry[] = [];
@@ -3441,8 +3440,8 @@ class BatchState {
 }
 
 /**
- * Checks the pending batches: one maybe created but not recorded stops the run (no double pay); a
- * lost one goes.
+ * Checks the pending batches: one maybe created but not
+ * recorded stops the run (no double pay); a lost one goes.
  */
 async function resumeBatches(run: Run, batches: BatchState): Promise<void> {
   const unsure = batches.entries.find((entry) => entry.id === null);
@@ -3486,8 +3485,8 @@ async function resumeBatches(run: Run, batches: BatchState): Promise<void> {
 }
 
 /**
- * The batch requests of the transcripts the primary judge can take; the others go to `direct`, for
- * the chain.
+ * The batch requests of the transcripts the primary judge
+ * can take; the others go to `direct`, for the chain.
  */
 function* batchRequests(
   inputs: Inputs,
@@ -3587,15 +3586,15 @@ async function submitBatches(run: Run, batches: BatchState, refs: TranscriptRef[
 type ResultLine = { result?: BatchResult } | null;
 
 /**
- * Writes a batch's results; a failed, unusable, missing or stale (prompt since edited) one goes
- * through the chain.
+ * Writes a batch's results; a failed, unusable, missing or
+ * stale (prompt since edited) one goes through the chain.
  */
 async function collectBatchResults(run: Run, entry: BatchEntry, download = true): Promise<void> {
   // 1. Each transcript's results, settled (written, or handed to the chain) as each completes.
   const groups = resultGroups(entry);
   const rejudge: PendingItem[] = [];
+  // After three failed downloads there is none: every request counts as missing.
   if (download) {
-    // not after 3 failed downloads: all missing
     await readBatchResults(run, entry, groups, rejudge);
   }
   for (const group of groups.values()) {
@@ -3633,7 +3632,7 @@ async function readBatchResults(
   try {
     const results = await classified(primary, primary.client.messages.batches.results(entry.id!));
     for await (const line of results) {
-      // null, or not an object
+      // A line may be null, or not an object: it then has no known custom_id.
       const { custom_id = '', result } = (line ?? {}) as Partial<typeof line>;
       if (!Object.hasOwn(entry.requests, custom_id)) {
         run.progress.log(
@@ -3661,8 +3660,8 @@ async function readBatchResults(
 }
 
 /**
- * Records one transcript's batch results as its row, or hands it to the chain with the batch's
- * attempt.
+ * Records one transcript's batch results as its row,
+ * or hands it to the chain with the batch's attempt.
  */
 function settleBatchGroup(
   run: Run,
@@ -3712,8 +3711,8 @@ function settleBatchGroup(
 }
 
 /**
- * Why a batch request gave no answer: errored (with the API's reason), canceled, expired, or no
- * result at all.
+ * Why a batch request gave no answer: errored (with the
+ * API's reason), canceled, expired, or no result at all.
  */
 function batchRequestFailure(entry: BatchEntry, line: ResultLine): EvalProviderError {
   const options = { judge: entry.judge };
@@ -3731,8 +3730,8 @@ function batchRequestFailure(entry: BatchEntry, line: ResultLine): EvalProviderE
 // ---- The dry-run's estimate, the summary and progress -------------------------------------------
 
 /**
- * The dry-run's estimate of what judging `refs` would cost: input tokens at about 4 characters a
- * token.
+ * The dry-run's estimate of what judging `refs` would
+ * cost: input tokens at about 4 characters a token.
  */
 function estimateCost(
   inputs: Inputs,
@@ -3801,8 +3800,8 @@ function newSummary(selected: number, judges: Judge[] = []) {
 }
 
 /**
- * The summary printed when a run ends: counts, tokens and cost, then what failed and what stopped
- * it.
+ * The summary printed when a run ends: counts, tokens
+ * and cost, then what failed and what stopped it.
  */
 function formatSummary(summary: RunSummary, options: RunOptions): string {
   const interrupted = summary.stoppedBy instanceof EvalInterruptedError;
@@ -3860,8 +3859,8 @@ function formatSummary(summary: RunSummary, options: RunOptions): string {
 }
 
 /**
- * The live progress line on a terminal; elsewhere (a CI log), a plain line every 10 s or 10% of the
- * work.
+ * The live progress line on a terminal; elsewhere (a
+ * CI log), a plain line every 10 s or 10% of the work.
  */
 class Progress {
   total = 0;
@@ -3909,8 +3908,8 @@ class Progress {
   }
 
   /**
-   * A plain progress line, at each 10% of the work (or each 10 s, from the ticker), never on a
-   * terminal.
+   * A plain progress line, at each 10% of the work (or
+   * each 10 s, from the ticker), never on a terminal.
    */
   private plain(tick = false): void {
     const share = Math.floor(((this.finished.length - 1) / Math.max(this.total, 1)) * 10);
@@ -3920,8 +3919,8 @@ class Progress {
   }
 
   /**
-   * Done/total, failures, and the rate and ETA over the last 50 judgements (a slow start does not
-   * skew them).
+   * Done/total, failures, and the rate and ETA over the
+   * last 50 judgements (a slow start does not skew them).
    */
   private line(): string {
     const done = this.finished.length - 1;
@@ -3972,8 +3971,8 @@ function orList(values: number[]): string {
 }
 
 /**
- * One CSV record; a field with a line break is quoted, so reading it back (CRLF files too) gives
- * the same field.
+ * One CSV record; a field with a line break is quoted, so
+ * reading it back (CRLF files too) gives the same field.
  */
 export function csvLine(cells: (string | number)[]): string {
   return stringifyCsv([cells], { record_delimiter: '\n', quoted_match: /[\r\n]/ });
@@ -3984,8 +3983,8 @@ function transcriptRef(dir: string, model: string, taskId: string): TranscriptRe
 }
 
 /**
- * A transcript prepared, or the input error that will fail it without a call; any other failure
- * propagates.
+ * A transcript prepared, or the input error that will
+ * fail it without a call; any other failure propagates.
  */
 function preparedOrInputError(
   inputs: Inputs,
@@ -4000,8 +3999,8 @@ function preparedOrInputError(
 }
 
 /**
- * The input error `read` throws (a transcript that will fail without a call), or undefined; others
- * propagate.
+ * The input error `read` throws (a transcript that will
+ * fail without a call), or undefined; others propagate.
  */
 function inputErrorOf(read: () => unknown): EvalInputError | undefined {
   try {
@@ -4023,8 +4022,8 @@ function listDir(dir: string): fs.Dirent[] {
 }
 
 /**
- * Every configured key's value, replaced in whatever a run writes: a server or gateway may echo it
- * back.
+ * Every configured key's value, replaced in whatever
+ * a run writes: a server or gateway may echo it back.
  */
 const SECRETS = new Set<string>();
 
@@ -4077,8 +4076,8 @@ export const systemClock: Clock = {
 };
 
 /**
- * Sleeps for `ms` (capped at what a timer can take); an abort ends the wait by throwing the abort's
- * reason.
+ * Sleeps for `ms` (capped at what a timer can take); an
+ * abort ends the wait by throwing the abort's reason.
  */
 async function sleepUnlessAborted(clock: Clock, ms: number, signal: AbortSignal): Promise<void> {
   try {
