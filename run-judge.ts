@@ -296,7 +296,8 @@ function buildCli(io: IO): Command {
   const packageJson = fs.readFileSync(new URL('package.json', import.meta.url), 'utf8');
   const exits =
     'Exit status: 0 every selected transcript has a row; 1 some failed; 2 usage or configuration error; ' +
-    '130 interrupted.\nThe judge key is read from the variable named by api_key_env in models.json.';
+    '130 interrupted (Ctrl-C); 143 stopped by SIGTERM.\n' +
+    'The judge key is read from the variable named by api_key_env in models.json.';
   return new Command('run-judge')
     .version(JSON.parse(packageJson).version)
     .description(
