@@ -306,10 +306,12 @@ async function peakRss(count: number, nodeOptions: string[]): Promise<number> {
 
 async function benchMemory(): Promise<void> {
   const ratio = async (options: string[]) => {
-    const [small, large] = [await peakRss(50, options), await peakRss(5000, options)];
+    const small = await peakRss(50, options);
+    const large = await peakRss(5000, options);
     return `${(large / 1024).toFixed(1)} / ${(small / 1024).toFixed(1)} MiB = ${fmt(large / small)}`;
   };
-  const [set, plain] = [await ratio(JUDGE_NODE_OPTIONS), await ratio([])];
+  const set = await ratio(JUDGE_NODE_OPTIONS);
+  const plain = await ratio([]);
   console.log(
     `[c] peak RSS at 5000 over 50 transcripts, with ${JUDGE_NODE_OPTIONS.join(' ')} as npm run judge passes it: ${set} ` +
       `(target <= 1.5x); without it (plain npx tsx): ${plain}`,

@@ -35,7 +35,10 @@ type HumanCells = Record<string, string>;
 
 /** A human row scoring every dimension 1, with `cells` replacing some (an empty cell: not scored yet). */
 const scoredRow = (model: string, task_id: string, cells: HumanCells = {}): HumanCells => ({
-  ...{ task_id, model, notes: '', scorer: '' },
+  task_id,
+  model,
+  notes: '',
+  scorer: '',
   ...Object.fromEntries(DIMENSIONS.map((dimension) => [dimension, '1'])),
   ...cells,
 });

@@ -164,18 +164,14 @@ async function startRawServer(t: TestContext, handle: (body: any, res: ServerRes
 /** A complete Messages API answer (JSON text) holding `text`. */
 const messageJson = (model: string, text = answerJson()) =>
   JSON.stringify({
-    ...{
-      id: 'msg_raw_1',
-      type: 'message',
-      role: 'assistant',
-      model,
-      content: [{ type: 'text', text }],
-    },
-    ...{
-      stop_reason: 'end_turn',
-      stop_sequence: null,
-      usage: { input_tokens: 10, output_tokens: 5 },
-    },
+    id: 'msg_raw_1',
+    type: 'message',
+    role: 'assistant',
+    model,
+    content: [{ type: 'text', text }],
+    stop_reason: 'end_turn',
+    stop_sequence: null,
+    usage: { input_tokens: 10, output_tokens: 5 },
   });
 
 /** Sends the headers and the first half of a good answer (with its full content-length), then drops the connection. */
@@ -399,17 +395,13 @@ describe('callJudge: one request through the SDK', () => {
     assert.deepEqual(
       { ...answer, latencyMs: typeof answer.latencyMs },
       {
-        ...{
-          judge: 'env-model',
-          text: fake.validAnswer(),
-          stopReason: 'end_turn',
-          requestId: 'req_fake_1',
-        },
-        ...{
-          usage: { input_tokens: 100, output_tokens: 20 },
-          latencyMs: 'number',
-          rateLimit: undefined,
-        },
+        judge: 'env-model',
+        text: fake.validAnswer(),
+        stopReason: 'end_turn',
+        requestId: 'req_fake_1',
+        usage: { input_tokens: 100, output_tokens: 20 },
+        latencyMs: 'number',
+        rateLimit: undefined,
       },
     );
   });
@@ -1006,7 +998,8 @@ describe('JudgeChain: the policy of each failure', () => {
   }
 
   test('attempts are recorded in order across several failing judges', async () => {
-    const [first, second] = [providerError(500), new EvalJudgeResponseError('prose')];
+    const first = providerError(500);
+    const second = new EvalJudgeResponseError('prose');
     const chain = new JudgeChain({ operation: 'op' });
     const { calls, call } = scripted({ a: first, b: second, c: 'RESULT-C' });
     assert.deepEqual(await chain.run(['a', 'b', 'c'], call), ['c', 'RESULT-C']);

@@ -857,7 +857,8 @@ describe('acquireLock', () => {
 
   test('while another live run holds the takeover file, the stale lock is left alone and the run gives up', async (t) => {
     const { output, lock, takeover } = lockIn(t);
-    const [dead, taker] = [deadPid(), await livePid(t)];
+    const dead = deadPid();
+    const taker = await livePid(t);
     fs.writeFileSync(lock, `${dead}\n`);
     fs.writeFileSync(takeover, `${taker}\n`); // another run, taking the stale lock over right now
     assert.throws(() => acquireLock(output), {
@@ -913,9 +914,11 @@ describe('acquireLock', () => {
   for (const [label, readNumber, winner] of interleavings) {
     test(`B acts ${label}`, async (t) => {
       const { output, lock, takeover } = lockIn(t);
-      const [dead, b] = [`${deadPid()}\n`, await livePid(t)];
+      const dead = `${deadPid()}\n`;
+      const b = await livePid(t);
       fs.writeFileSync(lock, dead);
-      let [reads, bWon] = [0, false];
+      let reads = 0;
+      let bWon = false;
       const runB = () => {
         const temp = `${lock}.${b}.tmp`;
         fs.writeFileSync(temp, `${b}\n`);

@@ -12,14 +12,17 @@ const { escapeHtml, renderHtml, transcriptEntries } = await import('../report-ht
 const { loadRubric } = await import('../run-judge.ts');
 const rubric = loadRubric(RUBRIC_FILE);
 const DIMENSIONS = rubric.dimensions.map((dimension) => dimension.name);
-const [FIRST, SECOND] = [DIMENSIONS[0]!, DIMENSIONS[1]!];
+const FIRST = DIMENSIONS[0]!;
+const SECOND = DIMENSIONS[1]!;
 
 const HOSTILE = `<b>&"'`;
 const ESCAPED = '&#60;b&#62;&#38;&#34;&#39;';
 const SCRIPT = '<script>alert(1)</script>';
 const all = (score: number) => Object.fromEntries(DIMENSIONS.map((name) => [name, score]));
 const judge = (model: string, task_id: string, score: number, notes = '') => ({
-  ...{ model, task_id, notes },
+  model,
+  task_id,
+  notes,
   scores: all(score),
 });
 const human = (
@@ -29,7 +32,10 @@ const human = (
   scores: Record<string, number>,
   notes = '',
 ) => ({
-  ...{ model, task_id, scorer, notes },
+  model,
+  task_id,
+  scorer,
+  notes,
   scores,
 });
 /** Every tag of the page: text is escaped, so each `<` left in it opens markup the page itself wrote. */
@@ -179,7 +185,8 @@ describe('`report.ts --html FILE`: the page written beside the usual output', ()
     const ws = makeWorkspace();
     t.after(() => ws.remove());
     const dir = tempDir(t);
-    const [scores, humans] = [path.join(dir, 'judge.csv'), path.join(dir, 'human.csv')];
+    const scores = path.join(dir, 'judge.csv');
+    const humans = path.join(dir, 'human.csv');
     const score = (model: string, task: string) =>
       model === 'm01' ? 2 : task === 'proof01' ? 0 : 1;
     const guarded = `'=${HOSTILE}`; // run-judge's formula guard, which the page takes off
@@ -225,7 +232,8 @@ describe('`report.ts --html FILE`: the page written beside the usual output', ()
     return { args: [...args, '--log', path.join(dir, 'no.log')], dir };
   }
   const run = async (args: string[]) => {
-    let [stdout, stderr] = ['', ''];
+    let stdout = '';
+    let stderr = '';
     const io = {
       stdout: { write: (text: string) => (stdout += text) },
       stderr: { write: (text: string) => (stderr += text) },

@@ -103,7 +103,8 @@ describe('bootstrapCi: a percentile interval over transcripts, the same for the 
   const exact = (sample: (readonly [number, number])[]) => agreement(sample, [0, 1, 2]).exact;
 
   test('seeded: the same units give the same interval; it holds the point estimate and lies in [0, 1]', () => {
-    const [first, again] = [bootstrapCi(units, exact), bootstrapCi(units, exact)];
+    const first = bootstrapCi(units, exact);
+    const again = bootstrapCi(units, exact);
     assert.deepEqual(first, again);
     const [lo, hi] = first!;
     assert.ok(lo <= 0.8 && 0.8 <= hi && lo >= 0 && hi <= 1, `[${lo}, ${hi}]`);
@@ -257,7 +258,10 @@ describe('analyse: the judge against the humans, per dimension and per model; wh
     scores: all(score),
   });
   const human = (model: string, task_id: string, scorer: string, score: number) => ({
-    ...{ model, task_id, scorer, notes: '' },
+    model,
+    task_id,
+    scorer,
+    notes: '',
     scores: all(score),
   });
 
@@ -335,11 +339,9 @@ describe('analyse: the judge against the humans, per dimension and per model; wh
 
   test('`report.ts` prints exactly one JSON object; the audit log says which judge scored each row', async (t) => {
     const dir = tempDir(t);
-    const [scores, humans, log] = [
-      path.join(dir, 'judge.csv'),
-      path.join(dir, 'human.csv'),
-      path.join(dir, 'log.jsonl'),
-    ];
+    const scores = path.join(dir, 'judge.csv');
+    const humans = path.join(dir, 'human.csv');
+    const log = path.join(dir, 'log.jsonl');
     const row = (score: number) => DIMENSIONS.map(() => score).join(',');
     fs.writeFileSync(
       scores,

@@ -40,7 +40,8 @@ const entries = (ws: Workspace) => readLog(ws.log) as unknown as Entry[];
 const entryOf = (ws: Workspace, key: string) =>
   entries(ws).find((entry) => `${entry.model}/${entry.task_id}` === key)!;
 
-const [MC, PS] = [DIMENSIONS[0], DIMENSIONS[1]]; // mathematical_correctness, proof_scaffolding
+const MC = DIMENSIONS[0]; // mathematical_correctness
+const PS = DIMENSIONS[1]; // proof_scaffolding
 /** Every dimension `score`, with `overrides`. */
 const all = (score: number, overrides: Scores = {}): Scores => ({
   ...Object.fromEntries(DIMENSIONS.map((dimension) => [dimension, score])),
