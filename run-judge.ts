@@ -15,7 +15,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import type Anthropic from '@anthropic-ai/sdk';
-import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { parse as parseCsv } from 'csv-parse/sync';
 import { stringify as stringifyCsv } from 'csv-stringify/sync';
 import { z } from 'zod';
@@ -188,6 +188,7 @@ type RunOptions = typeof DEFAULTS & {
   dryRun?: boolean;
   limit?: number;
   beforeHumanScoring?: boolean;
+  cacheTtl?: CacheTtl; // given, or (once parsed) 1h with --batch, 5m without
 };
 
 /** What every stage of a run shares. */
@@ -219,6 +220,7 @@ export async function main(argv: string[], io: IO): Promise<number> {
   try {
     // 1. Read the command line; the dry-run prints one prompt and stops, calling nothing.
     const options = buildCli(io).parse(argv, { from: 'user' }).opts<RunOptions>();
+    options.cacheTtl ??= options.batch ? '1h' : '5m';
     if (options.dryRun) return dryRun(options, io);
 
     // 2. Judge every selected transcript that has no row yet.
@@ -342,6 +344,13 @@ function buildCli(io: IO): Command {
       'judge each transcript k times: its row is the median',
       positiveInteger(MAX_SAMPLES),
       DEFAULTS.samples,
+    )
+    .addOption(
+      new Option(
+        '--cache-ttl <ttl>',
+        'life of the cached prompt that samples 2..k read (1h writes cost 2x input, 5m 1.25x) ' +
+          '(default: 1h with --batch, else 5m)',
+      ).choices(['5m', '1h']),
     )
     .option(
       '--before-human-scoring',
@@ -495,7 +504,7 @@ function dryRun(options: RunOptions, io: IO): number {
     `dry-run: ${inputs.selected.length} transcript(s) selected; ${printedFor(first)}\n`,
   );
   const refs = unscored.slice(0, options.limit);
-  io.stderr.write(`${estimateCost(inputs, refs, primary, options.samples)}\n`);
+  io.stderr.write(`${estimateCost(inputs, refs, primary, options.samples, options.cacheTtl)}\n`);
   return 0;
 }
 
@@ -516,7 +525,7 @@ function dryRunBatches(
     .filter((ref) => !inBatches.has(pairKey(ref.task_id, ref.model)))
     .slice(0, options.limit);
   const direct: TranscriptRef[] = [];
-  const items = batchRequests(inputs, refs, primary, direct, options.samples);
+  const items = batchRequests(inputs, refs, primary, direct, options.samples, options.cacheTtl);
   let printed = 'nothing was sent or written';
   let requests = 0;
   let batches = 0;
@@ -540,7 +549,7 @@ function dryRunBatches(
     line += ` (all ${inputs.selected.length} selected are already scored or in a pending batch)`;
   }
   io.stderr.write(`${line}; ${printed}\n`);
-  io.stderr.write(`${estimateCost(inputs, refs, primary, options.samples)}\n`);
+  io.stderr.write(`${estimateCost(inputs, refs, primary, options.samples, options.cacheTtl)}\n`);
 }
 
 /** Prints a prompt on stdout and says on stderr which images would go beside it. */
@@ -596,7 +605,24 @@ const RubricSchema = z.object({
 });
 
 const seconds = z.number().min(0).optional();
-const PriceSchema = z.strictObject({ input: z.number().min(0), output: z.number().min(0) });
+const perMtok = z.number().min(0).optional();
+
+/**
+ * One model's list prices, US dollars per million tokens. Cache prices default to the usual
+ * multiples of input (5-minute write 1.25x, 1-hour write 2x, read 0.1x); a model priced otherwise
+ * says so.
+ */
+const PriceSchema = z.strictObject({
+  input: z.number().min(0),
+  output: z.number().min(0),
+  cache_write_5m: perMtok,
+  cache_write_1h: perMtok,
+  cache_read: perMtok,
+});
+
+/** A price for the entry's `model`, or prices by model id (the ids `model_env` may choose). */
+const PricesSchema = z.union([PriceSchema, z.record(text, PriceSchema)]);
+
 const RetrySchema = z.strictObject({
   max_retries: z.uint32().optional(),
   budget_s: seconds,
@@ -615,13 +641,21 @@ const JudgeSchema = z.strictObject({
   max_tokens: z.int().positive(),
   timeout_s: z.number().positive().max(3600).optional(),
   structured_output: z.boolean().optional(),
+  // the judge reasons before it answers: sent as thinking {type: "adaptive"}
+  thinking: z.enum(['adaptive']).optional(),
+  // sent as output_config.effort: lower effort, fewer (thinking) output tokens
+  effort: z.enum(['low', 'medium', 'high', 'xhigh', 'max']).optional(),
   media: z.array(z.enum(['text', 'image'])).optional(),
   retry: RetrySchema.optional(),
   // list prices, for the cost in the audit log and the summary
-  price_usd_per_mtok: PriceSchema.optional(),
+  price_usd_per_mtok: PricesSchema.optional(),
 });
 
-const ModelsSchema = z.object({
+/** Strict at the top too: a misspelt "fallback_judge" would silently mean no fallback. */
+const ModelsSchema = z.strictObject({
+  comment: z.union([z.string(), z.array(z.string())]).optional(),
+  // the evaluated models: free-form notes, read by people
+  models: z.array(z.looseObject({})).optional(),
   judge: JudgeSchema,
   fallback_judges: z.array(JudgeSchema).default([]),
 });
@@ -728,23 +762,33 @@ function loadValidated<S extends z.ZodType>(
   const data = loadJson(file, ErrorClass);
   const result = schema.safeParse(data, { reportInput: true });
   if (result.success) return result.data;
-  const problems = result.error.issues.map((issue) => describeIssue(issue, data));
+  const problems = result.error.issues.flatMap((issue) => describeIssue(issue, data, schema));
   throw new ErrorClass(`${file}: ${problems.join('; ')}`);
 }
 
 /**
  * One validation problem as "field.path: what is wrong (got value)". zod's own message says what is
- * wrong; this adds the path, the value found, the name of the dimension it is in, and a
- * did-you-mean for an unknown key.
+ * wrong; this adds the path, the value found, the name of the dimension it is in, and for an
+ * unknown key a did-you-mean among the keys of its own level. A union (a price, or prices by model
+ * id) is described by the option the value's shape chose.
  */
-function describeIssue(issue: z.core.$ZodIssue, data: unknown): string {
+function describeIssue(issue: z.core.$ZodIssue, data: unknown, schema?: z.ZodType): string[] {
+  if (issue.code === 'invalid_union' && schema) {
+    const union = schemaAt(schema, issue.path, data, false);
+    if (union instanceof z.ZodUnion) {
+      const chosen = union.options.indexOf(unionOption(union, issue.input));
+      return (issue.errors[chosen] ?? []).flatMap((inner) => {
+        const nested = { ...inner, path: [...issue.path, ...inner.path] } as z.core.$ZodIssue;
+        return describeIssue(nested, data, schema);
+      });
+    }
+  }
   const where = issuePath(issue.path);
   if (issue.code === 'unrecognized_keys') {
-    const inJudge = issue.path[0] === 'judge' || issue.path[0] === 'fallback_judges';
-    const shape = issue.path.at(-1) === 'retry' ? RetrySchema.shape : JudgeSchema.shape;
-    const known = inJudge ? Object.keys(shape) : [];
+    const level = schema ? schemaAt(schema, issue.path, data) : undefined;
+    const known = level instanceof z.ZodObject ? Object.keys(level.shape) : [];
     const keys = issue.keys.map((key) => `"${key}"${nearestKeyHint(key, known)}`);
-    return `${where}: unknown key ${keys.join(', ')}`;
+    return [`${where}: unknown key ${keys.join(', ')}`];
   }
 
   // The names of the dimensions (any object with a "name") the path goes through.
@@ -761,7 +805,57 @@ function describeIssue(issue: z.core.$ZodIssue, data: unknown): string {
   const secret = issue.path.at(-1) === 'api_key_env';
   const got = secret ? 'a value not shown' : safeJson(issue.input)?.slice(0, 80);
   const inNames = names.length > 0 ? ` (in ${names.join(', ')})` : '';
-  return `${where}: ${issue.message} (got ${got ?? 'nothing'})${inNames}`;
+  return [`${where}: ${issue.message} (got ${got ?? 'nothing'})${inNames}`];
+}
+
+/**
+ * The schema that validates the value at `keys` in `data` (optional and default wrappers removed, a
+ * union resolved by the value's shape, unless it is the last); undefined past the schema's end.
+ */
+function schemaAt(
+  schema: z.ZodType,
+  keys: PropertyKey[],
+  data: unknown,
+  resolveLast = true,
+): z.ZodType | undefined {
+  let current: z.ZodType | undefined = schema;
+  let value = data;
+  for (let depth = 0; ; depth++) {
+    while (current instanceof z.ZodOptional || current instanceof z.ZodDefault) {
+      current = current.unwrap() as z.ZodType;
+    }
+    const last = depth === keys.length;
+    if (current instanceof z.ZodUnion && (resolveLast || !last)) {
+      current = unionOption(current, value);
+    }
+    if (last || current === undefined) return current;
+
+    const key = keys[depth]!;
+    if (current instanceof z.ZodObject) {
+      current = current.shape[String(key)];
+    } else if (current instanceof z.ZodArray) {
+      current = current.element as z.ZodType;
+    } else if (current instanceof z.ZodRecord) {
+      current = current.valueType as z.ZodType;
+    } else {
+      return undefined;
+    }
+    const container = isRecord(value) || Array.isArray(value);
+    value = container ? (value as Record<PropertyKey, unknown>)[key] : undefined;
+  }
+}
+
+/**
+ * The option of a union that a value means: the object whose keys it uses (`{"inpt": 5,
+ * "output": 25}` is a mistyped price), else the last option (prices by model id).
+ */
+function unionOption(union: z.ZodUnion, value: unknown): z.ZodType {
+  const options = union.options as readonly z.ZodType[];
+  const usesKeys = (option: z.ZodType) =>
+    option instanceof z.ZodObject &&
+    isRecord(value) &&
+    Object.keys(value).some((key) => Object.hasOwn(option.shape, key));
+  return options.find(usesKeys) ?? options.at(-1)!;
 }
 
 /** A zod issue's path as people write it: `dimensions[2].scores.a`. */
@@ -1357,17 +1451,32 @@ const USAGE_KINDS = [
   'output_tokens',
 ] as const;
 type UsageKind = (typeof USAGE_KINDS)[number];
-type Usage = { input_tokens: number; output_tokens: number } & Partial<Record<UsageKind, number>>;
+
+/** The cache writes split by lifetime, when the API reports them so. */
+const CACHE_CREATION_KINDS = ['ephemeral_5m_input_tokens', 'ephemeral_1h_input_tokens'] as const;
+type CacheCreation = Record<(typeof CACHE_CREATION_KINDS)[number], number>;
+type Usage = { input_tokens: number; output_tokens: number } & Partial<
+  Record<UsageKind, number>
+> & {
+    cache_creation?: CacheCreation;
+  };
+
+/** How long the prompt marked for caching lives: 5 minutes, or an hour (a batch outlives 5). */
+export type CacheTtl = '5m' | '1h';
 
 /**
  * One raw answer of a judge, before it is parsed; `verdict`
  * is set once it parsed (the log shows each sample).
  */
 export type JudgeAnswer = {
-  judge: string;
+  judge: string; // the model id asked
+  model?: string; // the model id that answered (the message's `model`): its price applies
   text: string;
+  thinking?: string; // the summarised thinking, when the answer thought; never parsed
+  redactedThinking?: number; // thinking blocks the API redacted (encrypted, unreadable)
   stopReason: string | null;
-  usage: Usage;
+  usage?: Usage; // undefined when the reported usage cannot be read: the cost is unknown
+  rawUsage?: unknown; // the usage exactly as the API reported it, for the audit log
   latencyMs: number;
   requestId?: string;
   rateLimit?: RateLimitInfo;
@@ -1469,13 +1578,13 @@ function canTakeImages(judge: JudgeSpec): boolean {
 }
 
 /**
- * The Messages API request for one prompt and its
- * images (each after its label); no sampling parameter.
+ * The Messages API request for one prompt and its images (each after its label); no sampling
+ * parameter. Thinking and effort are sent exactly when the judge entry asks for them.
  */
 export function buildJudgeRequest(
   judge: JudgeSpec,
   prompt: string,
-  sent: { rubric?: Rubric; images?: TranscriptImage[]; cache?: boolean } = {},
+  sent: { rubric?: Rubric; images?: TranscriptImage[]; cache?: CacheTtl } = {},
 ): Request {
   const images = sent.images ?? [];
   const blocks: Record<string, unknown>[] = [{ type: 'text', text: prompt }];
@@ -1483,9 +1592,12 @@ export function buildJudgeRequest(
     blocks.push({ type: 'text', text: image.label });
     blocks.push({ type: 'image', source: image.source });
   }
-  if (sent.cache) {
+  if (sent.cache === '5m') {
     // samples 2..k read the prompt from the cache
     blocks.at(-1)!.cache_control = { type: 'ephemeral' };
+  }
+  if (sent.cache === '1h') {
+    blocks.at(-1)!.cache_control = { type: 'ephemeral', ttl: '1h' };
   }
   const content = images.length > 0 || sent.cache ? blocks : prompt;
 
@@ -1494,10 +1606,18 @@ export function buildJudgeRequest(
     max_tokens: judge.config.max_tokens,
     messages: [{ role: 'user', content }],
   };
+  if (judge.config.thinking === 'adaptive') {
+    request.thinking = { type: 'adaptive' };
+  }
+  const outputConfig: Anthropic.OutputConfig = {};
+  if (judge.config.effort) {
+    outputConfig.effort = judge.config.effort;
+  }
   if (judge.config.structured_output && sent.rubric) {
-    request.output_config = {
-      format: { type: 'json_schema', schema: answerJsonSchema(sent.rubric) },
-    };
+    outputConfig.format = { type: 'json_schema', schema: answerJsonSchema(sent.rubric) };
+  }
+  if (Object.keys(outputConfig).length > 0) {
+    request.output_config = outputConfig;
   }
   return request as unknown as Request;
 }
@@ -1549,8 +1669,8 @@ async function readCapped(response: Response, chunks: Buffer[], judge: string): 
 }
 
 /**
- * Extracts the text and bookkeeping of a Messages
- * API answer, refusing shapes that are not a message.
+ * Extracts the text, the thinking and the bookkeeping of a Messages API answer, refusing shapes
+ * that are not a message. Only text blocks are the answer: thinking is kept beside it, never parsed.
  */
 function answerFromMessage(
   message: unknown,
@@ -1565,14 +1685,23 @@ function answerFromMessage(
       rawText: safeJson(message),
     });
   }
-  const texts = data.content
-    .filter((block) => block?.type === 'text')
-    .map((block) => String(block.text));
+  const texts: string[] = [];
+  const thoughts: string[] = [];
+  let redacted = 0;
+  for (const block of data.content) {
+    if (block?.type === 'text') texts.push(String(block.text));
+    if (block?.type === 'thinking') thoughts.push(String(block.thinking ?? ''));
+    if (block?.type === 'redacted_thinking') redacted++;
+  }
   return {
     judge,
+    model: typeof data.model === 'string' ? data.model : undefined,
     text: texts.join(''),
+    thinking: thoughts.length > 0 ? thoughts.join('\n\n') : undefined,
+    redactedThinking: redacted > 0 ? redacted : undefined,
     stopReason: data.stop_reason ?? null,
     usage: usageOf(data.usage),
+    rawUsage: data.usage,
     requestId: headers?.get('request-id') ?? undefined,
     latencyMs,
     rateLimit: parseRateLimit(headers),
@@ -1580,16 +1709,34 @@ function answerFromMessage(
 }
 
 /**
- * An answer's token counts: input and output always,
- * cache counts when there are any; a bad count is 0.
+ * An answer's token counts: input and output always, cache counts when there are any. Undefined
+ * when a count is missing or not a non-negative safe integer, or the cache writes split by
+ * lifetime do not add up: such an answer's cost is unknown, never $0.
  */
-function usageOf(reported: unknown): Usage {
+function usageOf(reported: unknown): Usage | undefined {
+  if (!isRecord(reported)) return undefined;
+  const isCount = (value: unknown) => Number.isSafeInteger(value) && (value as number) >= 0;
   const usage: Usage = { input_tokens: 0, output_tokens: 0 };
   for (const kind of USAGE_KINDS) {
-    const value = isRecord(reported) ? reported[kind] : undefined;
-    const count = Number.isSafeInteger(value) && (value as number) >= 0 ? (value as number) : 0;
-    if (kind === 'input_tokens' || kind === 'output_tokens' || count > 0) usage[kind] = count;
+    const value = reported[kind];
+    const required = kind === 'input_tokens' || kind === 'output_tokens';
+    if (value === undefined || value === null) {
+      if (required) return undefined;
+      continue;
+    }
+    if (!isCount(value)) return undefined;
+    if (required || (value as number) > 0) usage[kind] = value as number;
   }
+
+  const split = reported.cache_creation;
+  if (split === undefined || split === null) return usage;
+  if (!isRecord(split) || !CACHE_CREATION_KINDS.every((kind) => isCount(split[kind]))) {
+    return undefined;
+  }
+  const creation = split as CacheCreation;
+  const written = creation.ephemeral_5m_input_tokens + creation.ephemeral_1h_input_tokens;
+  if (written !== (usage.cache_creation_input_tokens ?? 0)) return undefined;
+  if (written > 0) usage.cache_creation = creation;
   return usage;
 }
 
@@ -1843,9 +1990,14 @@ function classifyHttpError(
         options,
       );
     case 404: {
-      const fix = /model/i.test(apiMessage)
-        ? `check the model id ${judge.model}, from ${modelSource}`
-        : 'check ANTHROPIC_BASE_URL';
+      // A model id from the environment is the likelier mistake, whatever the message says.
+      const checkModel = `check the model id ${judge.model}, from ${modelSource}`;
+      let fix = 'check ANTHROPIC_BASE_URL';
+      if (/model/i.test(apiMessage)) {
+        fix = checkModel;
+      } else if (judge.model !== judge.config.model) {
+        fix = `${checkModel}, and ANTHROPIC_BASE_URL if it is set`;
+      }
       return new EvalConfigurationError(`${what}; ${fix}`, options);
     }
   }
@@ -2383,7 +2535,7 @@ async function judgeSamples(
   const request = buildJudgeRequest(judge, prepared.prompt, {
     rubric: run.rubric,
     images: prepared.images,
-    cache: samples > 1,
+    cache: samples > 1 ? run.options.cacheTtl : undefined,
   });
   const sample = async () => {
     const answer = await callJudgeWithRetries(judge, request, run.controller.signal, hasFallback);
@@ -2480,12 +2632,16 @@ type Outcome = {
  */
 function recordOutcome(run: Run, ref: TranscriptRef, outcome: Outcome, sync = true): void {
   const usage = totalUsage(outcome.answers);
-  const cost = costOf(outcome.answers, run.judges);
+  const unknownBecause = new Set<string>();
+  const cost = costOf(outcome.answers, run.judges, run.options.cacheTtl, unknownBecause);
+  for (const reason of unknownBecause) {
+    run.summary.costUnknown.add(reason);
+  }
   for (const kind of USAGE_KINDS) {
     run.summary.tokens[kind] += usage[kind];
   }
-  // NaN: some answer had no price
-  run.summary.costUsd = cost === undefined ? NaN : run.summary.costUsd + cost;
+  run.summary.unreadableUsage += outcome.answers.filter((answer) => !answer.usage).length;
+  run.summary.costUsd += cost ?? 0; // with costUnknown, not printed
 
   const entry = auditEntry(run, ref, outcome, usage, cost);
   appendDurably(run.log, `${redact(JSON.stringify(entry))}\n`, sync);
@@ -2530,10 +2686,14 @@ function auditEntry(
   });
   const answerLines = answers.map((answer) => ({
     judge: answer.judge,
+    model: answer.model ?? null,
     text: answer.text,
+    thinking: answer.thinking,
+    redacted_thinking: answer.redactedThinking,
     stop_reason: answer.stopReason,
     request_id: answer.requestId ?? null,
-    usage: answer.usage,
+    usage: answer.usage ?? null,
+    usage_raw: answer.rawUsage ?? null,
     latency_ms: answer.latencyMs,
     scores: answer.verdict?.scores ?? null,
   }));
@@ -2560,12 +2720,12 @@ function auditEntry(
   };
 }
 
-/** The answers' token counts, added up by kind. */
+/** The answers' token counts, added up by kind (an answer whose usage is unreadable adds none). */
 function totalUsage(answers: JudgeAnswer[]): Record<UsageKind, number> {
   const total = noUsage();
   for (const answer of answers) {
     for (const kind of USAGE_KINDS) {
-      total[kind] += answer.usage[kind] ?? 0;
+      total[kind] += answer.usage?.[kind] ?? 0;
     }
   }
   return total;
@@ -2580,32 +2740,74 @@ function noUsage(): Record<UsageKind, number> {
   return usage;
 }
 
+type Price = z.infer<typeof PriceSchema>;
+
 /**
- * What answers cost at their judges' list prices; undefined when some answer's judge has no price.
+ * What answers cost at the list prices of the models that answered; undefined (unknown) when some
+ * answer's model has no price or its usage is unreadable.
  */
-function costOf(answers: JudgeAnswer[], judges: JudgeSpec[]): number | undefined {
+function costOf(
+  answers: JudgeAnswer[],
+  judges: JudgeSpec[],
+  cacheTtl: CacheTtl = '5m',
+  unknownBecause = new Set<string>(),
+): number | undefined {
   let cost = 0;
   for (const answer of answers) {
-    const price = judges.find((judge) => judge.model === answer.judge)?.config.price_usd_per_mtok;
-    if (!price) return undefined;
-    cost += priceOf(answer.usage, price, answer.batch === true);
+    const config = judges.find((judge) => judge.model === answer.judge)?.config;
+    // the id that answered, else the id asked (an alias answers with its snapshot's id)
+    const answered = answer.model ?? answer.judge;
+    const price = config
+      ? (priceFor(config, answered) ?? priceFor(config, answer.judge))
+      : undefined;
+    if (!price) unknownBecause.add(`no price for ${answered} in models.json`);
+    if (!answer.usage)
+      unknownBecause.add('an answer reported unreadable usage (see usage_raw in the log)');
+    if (price && answer.usage)
+      cost += priceOf(answer.usage, price, answer.batch === true, cacheTtl);
   }
-  return cost;
+  return unknownBecause.size > 0 ? undefined : cost;
 }
 
 /**
- * US dollars for one answer's usage: cache writes 1.25x
- * input, reads 0.1x; Message Batches half of everything.
+ * A model id's list price in a judge entry: a single price is its `model`'s alone (never a
+ * `model_env` override's); prices by model id name each id they cover.
+ */
+export function priceFor(config: JudgeConfig, model: string): Price | undefined {
+  const prices = config.price_usd_per_mtok;
+  if (prices === undefined) return undefined;
+  if (typeof prices.input === 'number') {
+    return model === config.model ? (prices as Price) : undefined;
+  }
+  const byModel = prices as Record<string, Price>;
+  return Object.hasOwn(byModel, model) ? byModel[model] : undefined;
+}
+
+/**
+ * US dollars for one answer's usage. Cache writes at the model's write price for their lifetime
+ * (as `cache_creation` reports it, else the lifetime asked for: by default 1.25x input for 5
+ * minutes, 2x for an hour), reads at its read price (0.1x); Message Batches half of everything.
  */
 export function priceOf(
-  usage: Partial<Record<UsageKind, number>>,
-  price: { input: number; output: number },
+  usage: Partial<Usage>,
+  price: Price,
   batch: boolean,
-) {
-  const written = 1.25 * (usage.cache_creation_input_tokens ?? 0);
-  const read = 0.1 * (usage.cache_read_input_tokens ?? 0);
-  const input = (usage.input_tokens ?? 0) + written + read;
-  const dollars = (input * price.input + (usage.output_tokens ?? 0) * price.output) / 1e6;
+  cacheTtl: CacheTtl = '5m',
+): number {
+  const written = usage.cache_creation_input_tokens ?? 0;
+  const byTtl = usage.cache_creation ?? {
+    ephemeral_5m_input_tokens: cacheTtl === '5m' ? written : 0,
+    ephemeral_1h_input_tokens: cacheTtl === '1h' ? written : 0,
+  };
+  const write5m = price.cache_write_5m ?? 1.25 * price.input;
+  const write1h = price.cache_write_1h ?? 2 * price.input;
+  const read = price.cache_read ?? 0.1 * price.input;
+  const input =
+    (usage.input_tokens ?? 0) * price.input +
+    byTtl.ephemeral_5m_input_tokens * write5m +
+    byTtl.ephemeral_1h_input_tokens * write1h +
+    (usage.cache_read_input_tokens ?? 0) * read;
+  const dollars = (input + (usage.output_tokens ?? 0) * price.output) / 1e6;
   return batch ? dollars / 2 : dollars;
 }
 
@@ -2650,7 +2852,7 @@ export function parseJudgeResponse(answerText: string, rubric: Rubric): JudgeVer
   const { value, scoreTokens } = extractJson(answerText);
   const result = judgeAnswerSchema(rubric).safeParse(value, { reportInput: true });
   if (!result.success) {
-    const problems = result.error.issues.map((issue) => describeIssue(issue, value));
+    const problems = result.error.issues.flatMap((issue) => describeIssue(issue, value));
     throw new EvalJudgeResponseError(
       `the answer does not match the rubric: ${problems.join('; ')}`,
     );
@@ -2670,12 +2872,20 @@ export function parseJudgeResponse(answerText: string, rubric: Rubric): JudgeVer
  */
 export function verdictFromAnswer(answer: JudgeAnswer, rubric: Rubric): JudgeVerdict {
   try {
+    const thought = answer.thinking !== undefined || answer.redactedThinking !== undefined;
     if (!USABLE_STOP_REASONS.includes(answer.stopReason ?? '')) {
-      const why =
-        answer.stopReason === 'max_tokens' ? ' (cut off by max_tokens)' : ', not a finished turn';
+      let why = ', not a finished turn';
+      if (answer.stopReason === 'max_tokens') {
+        why = thought
+          ? ' (cut off by max_tokens: thinking counts against it; raise max_tokens for this judge in models.json)'
+          : ' (cut off by max_tokens)';
+      }
       throw new EvalJudgeResponseError(
         `the answer stopped with stop_reason "${answer.stopReason}"${why}`,
       );
+    }
+    if (thought && answer.text.trim() === '') {
+      throw new EvalJudgeResponseError('the answer holds thinking only, no text to score');
     }
     answer.verdict = parseJudgeResponse(answer.text, rubric);
     return answer.verdict;
@@ -3495,6 +3705,7 @@ function* batchRequests(
   primary: JudgeSpec,
   direct: TranscriptRef[],
   samples = 1,
+  cacheTtl: CacheTtl = '1h',
 ): Generator<BatchItem> {
   for (const ref of refs) {
     const prepared = preparedOrInputError(inputs, ref);
@@ -3507,7 +3718,7 @@ function* batchRequests(
     const params = buildJudgeRequest(primary, prepared.prompt, {
       rubric: inputs.rubric,
       images: prepared.images,
-      cache: samples > 1,
+      cache: samples > 1 ? cacheTtl : undefined,
     });
     // A transcript's k samples go in the same batch: one item, k requests (custom_id suffix
     // _s1.._sk).
@@ -3545,7 +3756,14 @@ function* batchRequests(
 async function submitBatches(run: Run, batches: BatchState, refs: TranscriptRef[]) {
   const primary = run.judges[0]!;
   const direct: TranscriptRef[] = [];
-  const items = batchRequests(run, refs, primary, direct, run.options.samples);
+  const items = batchRequests(
+    run,
+    refs,
+    primary,
+    direct,
+    run.options.samples,
+    run.options.cacheTtl,
+  );
 
   for (const chunk of splitIntoBatches(items)) {
     if (run.controller.signal.aborted) break;
@@ -3731,14 +3949,15 @@ function batchRequestFailure(entry: BatchEntry, line: ResultLine): EvalProviderE
 // ---- The dry-run's estimate, the summary and progress -------------------------------------------
 
 /**
- * The dry-run's estimate of what judging `refs` would
- * cost: input tokens at about 4 characters a token.
+ * The dry-run's estimate of what judging `refs` would cost at the list price of the model that
+ * would answer: input tokens at about 4 characters a token.
  */
 function estimateCost(
   inputs: Inputs,
   refs: TranscriptRef[],
   judge: JudgeSpec,
   samples: number,
+  cacheTtl: CacheTtl = '5m',
 ): string {
   let tokens = 0;
   let readable = 0;
@@ -3751,11 +3970,17 @@ function estimateCost(
     readable++;
   }
 
-  const each = samples > 1 ? `, ${samples} samples each` : '';
+  const each =
+    samples > 1 ? `, ${samples} samples each (2..k read the prompt cached ${cacheTtl})` : '';
   const what = `~${tokens} input tokens for ${readable} transcript(s)${each} (about 4 characters a token)`;
-  const price = judge.config.price_usd_per_mtok;
+  const config = judge.config;
+  const source = judge.model === config.model ? '' : ` (from ${config.model_env})`;
+  const price = priceFor(config, judge.model);
   if (!price) {
-    return `dry-run estimate: ${what}; no cost: ${judge.model} has no price_usd_per_mtok in models.json`;
+    const none = config.price_usd_per_mtok
+      ? 'no price in price_usd_per_mtok'
+      : 'no price_usd_per_mtok';
+    return `dry-run estimate: ${what}; no cost: ${judge.model}${source} has ${none} in models.json`;
   }
 
   // k samples: sample 1 writes the prompt to the cache, samples 2..k read it; each answer is paid.
@@ -3763,14 +3988,14 @@ function estimateCost(
     samples > 1
       ? { cache_creation_input_tokens: tokens, cache_read_input_tokens: tokens * (samples - 1) }
       : { input_tokens: tokens };
-  const outputUsage = { output_tokens: samples * readable * judge.config.max_tokens };
-  const input = priceOf(inputUsage, price, false);
+  const outputUsage = { output_tokens: samples * readable * config.max_tokens };
+  const input = priceOf(inputUsage, price, false, cacheTtl);
   const ceiling = input + priceOf(outputUsage, price, false);
-  const batchInput = priceOf(inputUsage, price, true);
+  const batchInput = priceOf(inputUsage, price, true, cacheTtl);
   const batchCeiling = batchInput + priceOf(outputUsage, price, true);
   return (
-    `dry-run estimate, not a quote: ${what}; at ${judge.model}'s list price ${usd(input)} for the input, ` +
-    `at most ${usd(ceiling)} with every answer at max_tokens; ` +
+    `dry-run estimate, not a quote: ${what}; at ${judge.model}${source}'s list price ` +
+    `${usd(input)} for the input, at most ${usd(ceiling)} with every answer at max_tokens; ` +
     `with --batch half: ${usd(batchInput)}, at most ${usd(batchCeiling)}`
   );
 }
@@ -3788,7 +4013,9 @@ function newSummary(selected: number, judges: Judge[] = []) {
     pending: 0,
     failed: [] as { label: string; reason: string }[],
     tokens: noUsage(),
-    costUsd: 0, // NaN once an answer has no price
+    unreadableUsage: 0, // answers whose usage could not be read: their tokens are not counted
+    costUsd: 0,
+    costUnknown: new Set<string>(), // why the cost is unknown, once some answer's is
     wallMs: 0,
     batchesCreated: 0,
     batchesResumed: 0,
@@ -3806,16 +4033,14 @@ function newSummary(selected: number, judges: Judge[] = []) {
  */
 function formatSummary(summary: RunSummary, options: RunOptions): string {
   const interrupted = summary.stoppedBy instanceof EvalInterruptedError;
-  const { tokens } = summary;
-  const cost = Number.isNaN(summary.costUsd)
-    ? 'unknown (a judge has no price_usd_per_mtok)'
-    : `$${summary.costUsd.toFixed(4)}`;
+  const cost =
+    summary.costUnknown.size > 0
+      ? `unknown (${[...summary.costUnknown].join('; ')})`
+      : `$${summary.costUsd.toFixed(4)}`;
   let first =
     `${interrupted ? 'interrupted: ' : ''}${summary.selected} selected: ${summary.scored} scored, ` +
     `${summary.skipped} skipped (already in ${options.output}), ${summary.failed.length} failed; ` +
-    `tokens in ${tokens.input_tokens} (cache write ${tokens.cache_creation_input_tokens}, ` +
-    `cache read ${tokens.cache_read_input_tokens}), out ${tokens.output_tokens}; cost ${cost}; ` +
-    `wall time ${(summary.wallMs / 1000).toFixed(2)} s`;
+    `${formatTokens(summary)}; cost ${cost}; wall time ${(summary.wallMs / 1000).toFixed(2)} s`;
   if (summary.batchesCreated + summary.batchesResumed > 0) {
     first += `; batches created ${summary.batchesCreated}, resumed ${summary.batchesResumed}`;
   }
@@ -3857,6 +4082,24 @@ function formatSummary(summary: RunSummary, options: RunOptions): string {
     );
   }
   return `${lines.map(oneLine).join('\n')}\n`;
+}
+
+/**
+ * The tokens line: "in" is all the input the judges read (uncached, written to the cache, read from
+ * it), each part named; answers with unreadable usage are said to be left out.
+ */
+function formatTokens(summary: RunSummary): string {
+  const tokens = summary.tokens;
+  const input =
+    tokens.input_tokens + tokens.cache_creation_input_tokens + tokens.cache_read_input_tokens;
+  const unreadable = summary.unreadableUsage;
+  const leftOut =
+    unreadable > 0 ? ` (not counting ${unreadable} answer(s) whose usage was unreadable)` : '';
+  return (
+    `tokens${leftOut} in ${input} (uncached ${tokens.input_tokens}, ` +
+    `cache write ${tokens.cache_creation_input_tokens}, cache read ${tokens.cache_read_input_tokens}), ` +
+    `out ${tokens.output_tokens}`
+  );
 }
 
 /**

@@ -16,7 +16,17 @@ export type Reply =
       kind?: 'message';
       text: string;
       stopReason?: string;
-      usage?: { input_tokens: number; output_tokens: number };
+      /** The answer's usage as sent: any value (missing or malformed counts included). */
+      usage?: unknown;
+      /**
+       * Thinking blocks before the text: their texts, or `false` for none. Default: one block when the request asks
+       * for thinking, none otherwise.
+       */
+      thinking?: string[] | false;
+      /** Redacted thinking blocks (opaque `data`) after the thinking blocks. */
+      redactedThinking?: number;
+      /** The model id the answer names; default the request's. */
+      model?: string;
       headers?: Record<string, string>;
     } & ReplyTiming)
   | ({
@@ -87,10 +97,38 @@ export interface InputUsage {
   input_tokens: number;
   cache_creation_input_tokens: number;
   cache_read_input_tokens: number;
+  /** The cache writes by lifetime, as the API reports them, when the request marked anything for caching. */
+  cache_creation?: { ephemeral_5m_input_tokens: number; ephemeral_1h_input_tokens: number };
 }
 
-/** One piece of a prompt, in order: system, then every message's content. */
-type Piece = { chars: number; images: number; key: string; breakpoint: boolean };
+/** One piece of a prompt, in order: system, then every message's content; `ttl` of its breakpoint, if any. */
+type Piece = { chars: number; images: number; key: string; breakpoint: boolean; ttl?: string };
+
+const EFFORTS = ['low', 'medium', 'high', 'xhigh', 'max'];
+
+/**
+ * What the API refuses with a 400 in `thinking` and `output_config.effort`, as documented: an unknown thinking type
+ * or effort, and manual thinking (`{type: "enabled"}`) on Claude Opus 4.7, whose thinking is adaptive only.
+ */
+function settingsRefusal(body: any): string | undefined {
+  const thinking = body?.thinking;
+  if (thinking !== undefined) {
+    if (!['adaptive', 'enabled', 'disabled'].includes(thinking?.type)) {
+      return `thinking.type: Input should be 'adaptive', 'enabled' or 'disabled'`;
+    }
+    if (thinking.type === 'enabled' && /opus-4-7/.test(String(body?.model))) {
+      return (
+        '"thinking.type.enabled" is not supported for this model. Use "thinking.type.adaptive" and ' +
+        '"output_config.effort" to control thinking behavior.'
+      );
+    }
+  }
+  const effort = body?.output_config?.effort;
+  if (effort !== undefined && !EFFORTS.includes(effort)) {
+    return `output_config.effort: Input should be ${EFFORTS.map((e) => `'${e}'`).join(', ')}`;
+  }
+  return undefined;
+}
 
 export const IMAGE_TOKENS = 1600;
 const BUCKET_HEADER = {
@@ -110,14 +148,16 @@ function promptPieces(body: any): Piece[] {
       return pieces.push({ chars: block.length, images: 0, key: block, breakpoint: false });
     if (!block || typeof block !== 'object') return;
     const breakpoint = block.cache_control != null;
+    const ttl = breakpoint ? (block.cache_control.ttl ?? '5m') : undefined;
     if (block.type === 'text' && typeof block.text === 'string')
-      return pieces.push({ chars: block.text.length, images: 0, key: block.text, breakpoint });
+      return pieces.push({ chars: block.text.length, images: 0, key: block.text, breakpoint, ttl });
     const { cache_control: _, ...rest } = block;
     pieces.push({
       chars: 0,
       images: block.type === 'image' ? 1 : 0,
       key: JSON.stringify(rest),
       breakpoint,
+      ttl,
     });
   };
   const addContent = (content: any) =>
@@ -309,6 +349,11 @@ export class FakeAnthropic {
     }
     const recorded: RecordedRequest = { method: req.method, path, headers: req.headers, body, at };
     const index = this.requests.push(recorded) - 1;
+    const refused = settingsRefusal(body);
+    if (refused) {
+      const error = errorBody(n, 'invalid_request_error', refused);
+      return this.send(res, n, { status: 400, body: error, headers: {} });
+    }
     const rl = this.countRateLimit(at);
     const admitted = rl?.limited ? undefined : this.admit(body);
     if (admitted && 'retryAfterS' in admitted) {
@@ -341,7 +386,7 @@ export class FakeAnthropic {
           admitted && (reply.kind ?? 'message') === 'message'
             ? { ...admitted.usage, output_tokens: 20, ...(reply as { usage?: object }).usage }
             : undefined;
-        const answer = this.answer(reply, n, body?.model, usage);
+        const answer = this.answer(reply, n, body, usage);
         if (usage) this.takeOutput(usage.output_tokens);
         if (this.opts.buckets)
           answer.headers = { ...this.bucketHeaders(this.bucketNow()), ...answer.headers };
@@ -411,7 +456,7 @@ export class FakeAnthropic {
                   this.answer(
                     { text: scripted.text, stopReason: scripted.stopReason },
                     n,
-                    request.params.model,
+                    request.params,
                   ).body,
                 ),
               }
@@ -479,7 +524,7 @@ export class FakeAnthropic {
   private answer(
     reply: Exclude<Reply, { kind: 'hang' }>,
     n: number,
-    model: unknown,
+    request: any,
     usage?: InputUsage & { output_tokens: number },
   ): Answer {
     const headers = { ...reply.headers };
@@ -493,15 +538,31 @@ export class FakeAnthropic {
       case 'raw':
         return { status: reply.status, body: reply.body, headers };
       default: {
+        // Asked to think, the fake thinks (summarised, as the API returns it by default), then answers.
+        const asked =
+          request?.thinking?.type === 'adaptive' || request?.thinking?.type === 'enabled';
+        const thoughts =
+          reply.thinking ?? (asked ? [`fake thinking ${n}: weighing the rubric`] : []);
+        const content: unknown[] = [];
+        for (const thinking of thoughts || []) {
+          content.push({ type: 'thinking', thinking, signature: `sig_fake_${n}` });
+        }
+        for (let i = 0; i < (reply.redactedThinking ?? 0); i++) {
+          content.push({ type: 'redacted_thinking', data: `redacted_fake_${n}_${i}` });
+        }
+        if (reply.text !== '' || content.length === 0)
+          content.push({ type: 'text', text: reply.text });
         const message = {
           id: `msg_fake_${n}`,
           type: 'message',
           role: 'assistant',
-          model,
-          content: [{ type: 'text', text: reply.text }],
+          model: reply.model ?? request?.model,
+          content,
           stop_reason: reply.stopReason ?? 'end_turn',
           stop_sequence: null,
-          usage: usage ?? reply.usage ?? { input_tokens: 100, output_tokens: 20 },
+          usage:
+            usage ??
+            (reply.usage === undefined ? { input_tokens: 100, output_tokens: 20 } : reply.usage),
         };
         return { status: 200, body: JSON.stringify(message), headers };
       }
@@ -555,11 +616,20 @@ export class FakeAnthropic {
     const readTokens = read ? piecesTokens(pieces.slice(0, read.end)) : 0;
     const writeTokens =
       last && last !== read ? piecesTokens(pieces.slice(0, last.end)) - readTokens : 0;
-    const usage = {
+    const usage: InputUsage = {
       input_tokens: total - readTokens - writeTokens,
       cache_creation_input_tokens: writeTokens,
       cache_read_input_tokens: readTokens,
     };
+    if (last) {
+      // The written prefix lives as long as its breakpoint says.
+      const lastPiece = pieces[last.end - 1]!;
+      const hour = lastPiece.ttl === '1h' ? writeTokens : 0;
+      usage.cache_creation = {
+        ephemeral_5m_input_tokens: writeTokens - hour,
+        ephemeral_1h_input_tokens: hour,
+      };
+    }
     const cost: Record<BucketName, number> = {
       requests: 1,
       inputTokens: usage.input_tokens + writeTokens,

@@ -280,6 +280,7 @@ describe('fake-anthropic token buckets', () => {
       input_tokens: 100,
       cache_creation_input_tokens: 500,
       cache_read_input_tokens: 0,
+      cache_creation: { ephemeral_5m_input_tokens: 500, ephemeral_1h_input_tokens: 0 },
       output_tokens: 20,
     });
     assert.equal(
@@ -292,6 +293,7 @@ describe('fake-anthropic token buckets', () => {
       input_tokens: 50,
       cache_creation_input_tokens: 0,
       cache_read_input_tokens: 500,
+      cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 0 },
       output_tokens: 20,
     });
     assert.equal(remaining(second, 'input-tokens'), 350, 'the cache read is free');
@@ -348,7 +350,21 @@ describe('fake-anthropic token buckets', () => {
       input_tokens: 10,
       cache_creation_input_tokens: 200,
       cache_read_input_tokens: 100,
+      cache_creation: { ephemeral_5m_input_tokens: 200, ephemeral_1h_input_tokens: 0 },
       output_tokens: 20,
     });
+  });
+
+  test('a 1-hour breakpoint: its writes are reported as ephemeral_1h_input_tokens', async (t) => {
+    const fake = await startFake(t, {
+      buckets: { inputTokens: { capacity: 10_000, perSecond: 1 } },
+    });
+    const block = { ...cached('h'.repeat(400)), cache_control: { type: 'ephemeral', ttl: '1h' } };
+    const answer = await post(fake, { messages: [{ role: 'user', content: [block] }] });
+    assert.deepEqual(answer.body.usage.cache_creation, {
+      ephemeral_5m_input_tokens: 0,
+      ephemeral_1h_input_tokens: 100,
+    });
+    assert.equal(answer.body.usage.cache_creation_input_tokens, 100);
   });
 });

@@ -396,10 +396,14 @@ describe('callJudge: one request through the SDK', () => {
       { ...answer, latencyMs: typeof answer.latencyMs },
       {
         judge: 'env-model',
+        model: 'env-model',
         text: fake.validAnswer(),
+        thinking: undefined,
+        redactedThinking: undefined,
         stopReason: 'end_turn',
         requestId: 'req_fake_1',
         usage: { input_tokens: 100, output_tokens: 20 },
+        rawUsage: { input_tokens: 100, output_tokens: 20 },
         latencyMs: 'number',
         rateLimit: undefined,
       },
@@ -472,6 +476,18 @@ describe('callJudge: each failure classified', () => {
       'claude-typo, from the variable RJ_JUDGE_MODEL',
     ],
   ];
+  test('HTTP 404 not naming a model, the id from model_env: the advice names the variable first', async (t) => {
+    const fake = await startFake(t);
+    fake.enqueue(apiError(404, 'not_found_error', 'Not Found'));
+    const env = keyEnv({ RJ_JUDGE_MODEL: 'claude-typo' });
+    const judge = await judgeAt(fake.url, { model_env: 'RJ_JUDGE_MODEL' }, env);
+    await assert.rejects(callWith(judge), {
+      name: 'EvalConfigurationError',
+      message:
+        /; check the model id claude-typo, from the variable RJ_JUDGE_MODEL, and ANTHROPIC_BASE_URL if it is set$/,
+    });
+  });
+
   for (const [source, config, env, advice] of modelNotFound) {
     test(`HTTP 404 naming a model, its id from ${source}: the advice says where the id came from`, async (t) => {
       const fake = await startFake(t);
@@ -1896,5 +1912,174 @@ describe('the API key is never printed or logged, even when the server echoes it
     );
     assertRedacted(outputsOf(ws, result), ['stderr', 'log']);
     assert.match(result.stderr, /keys seen: \[redacted\] and \[redacted\]/);
+  });
+});
+
+// ---- Judge settings: thinking, effort, the cache's lifetime ---------------------------------------------------------
+
+describe('judge settings: the request carries exactly what the entry says', () => {
+  const judge = (overrides: Partial<JudgeConfig> = {}) => ({
+    model: 'claude-opus-4-7',
+    config: judgeConfig(overrides),
+  });
+
+  test('"thinking": "adaptive" is sent as thinking {type: "adaptive"}, and nothing else changes', () => {
+    const plain = buildJudgeRequest(judge(), 'p', { rubric }) as any;
+    const thinking = buildJudgeRequest(judge({ thinking: 'adaptive' }), 'p', { rubric }) as any;
+    assert.deepEqual(thinking.thinking, { type: 'adaptive' });
+    delete thinking.thinking;
+    assert.deepEqual(thinking, plain);
+  });
+
+  test('"effort" is sent as output_config.effort, beside format when structured outputs are on', () => {
+    const alone = buildJudgeRequest(judge({ effort: 'low' }), 'p', { rubric }) as any;
+    assert.deepEqual(alone.output_config, { effort: 'low' });
+    const both = buildJudgeRequest(judge({ effort: 'xhigh', structured_output: true }), 'p', {
+      rubric,
+    }) as any;
+    assert.equal(both.output_config.effort, 'xhigh');
+    assert.equal(both.output_config.format.type, 'json_schema');
+  });
+
+  test('an entry that says nothing sends no thinking, no output_config, no sampling key', () => {
+    const request = buildJudgeRequest(judge(), 'p', { rubric }) as any;
+    assert.deepEqual(Object.keys(request).sort(), ['max_tokens', 'messages', 'model']);
+  });
+
+  test('the cache: 5m marks the prompt {type: "ephemeral"}, 1h adds ttl "1h"; none without', () => {
+    const lastBlock = (cache?: '5m' | '1h') => {
+      const request = buildJudgeRequest(judge(), 'p', { cache }) as any;
+      const content = request.messages[0].content;
+      return Array.isArray(content) ? content.at(-1).cache_control : undefined;
+    };
+    assert.deepEqual(lastBlock('5m'), { type: 'ephemeral' });
+    assert.deepEqual(lastBlock('1h'), { type: 'ephemeral', ttl: '1h' });
+    assert.equal(lastBlock(), undefined);
+  });
+
+  test('through the SDK to the fake: thinking and effort arrive as sent', async (t) => {
+    const fake = await startFake(t);
+    const config = { thinking: 'adaptive', effort: 'medium' } as const;
+    const called = await judgeAt(fake.url, config);
+    await callWith(called);
+    assert.deepEqual(fake.requests[0]!.body.thinking, { type: 'adaptive' });
+    assert.deepEqual(fake.requests[0]!.body.output_config, { effort: 'medium' });
+  });
+
+  test('manual thinking {type: "enabled"} on claude-opus-4-7: the fake answers 400 as the API does', async (t) => {
+    const fake = await startFake(t);
+    const called = await judgeAt(fake.url, { model: 'claude-opus-4-7' });
+    const request = buildJudgeRequest(called, 'p', { rubric }) as any;
+    request.thinking = { type: 'enabled', budget_tokens: 2048 };
+    await assert.rejects(callJudge(called, request), (error: Error) => {
+      assert.equal(error.name, 'EvalInputError');
+      assert.match(error.message, /HTTP 400 invalid_request_error: .*thinking\.type\.adaptive/);
+      return true;
+    });
+  });
+});
+
+describe("judge settings: the judge's thinking is kept beside its answer, never parsed as it", () => {
+  test('thinking blocks: their text in answer.thinking, the text alone is the answer', async (t) => {
+    const fake = await startFake(t);
+    fake.enqueue({ text: fake.validAnswer(), thinking: ['first I read', 'then I score'] });
+    const answer = await callWith(await judgeAt(fake.url, { thinking: 'adaptive' }));
+    assert.equal(answer.thinking, 'first I read\n\nthen I score');
+    assert.equal(answer.text, fake.validAnswer());
+    assert.equal(verdictFromAnswer(answer, rubric).notes, 'ok');
+  });
+
+  test('thinking asked for and none given back (adaptive thinking may skip it): no thinking field', async (t) => {
+    const fake = await startFake(t);
+    fake.enqueue({ text: fake.validAnswer(), thinking: false });
+    const answer = await callWith(await judgeAt(fake.url, { thinking: 'adaptive' }));
+    assert.equal(answer.thinking, undefined);
+    assert.equal(verdictFromAnswer(answer, rubric).notes, 'ok');
+  });
+
+  test('redacted thinking blocks are counted, never read; the text is still the answer', async (t) => {
+    const fake = await startFake(t);
+    fake.enqueue({ text: fake.validAnswer(), thinking: ['visible'], redactedThinking: 2 });
+    const answer = await callWith(await judgeAt(fake.url, { thinking: 'adaptive' }));
+    assert.equal(answer.redactedThinking, 2);
+    assert.equal(answer.thinking, 'visible');
+    assert.equal(verdictFromAnswer(answer, rubric).notes, 'ok');
+  });
+
+  const thinkingOnly: [string, Reply][] = [
+    ['thinking only', { text: '', thinking: ['I would give 2 everywhere'] }],
+    ['redacted thinking only', { text: '', thinking: false, redactedThinking: 1 }],
+  ];
+  for (const [label, reply] of thinkingOnly) {
+    test(`${label}, no text: unusable, saying so (never a score read from the thinking)`, async (t) => {
+      const fake = await startFake(t);
+      fake.enqueue(reply);
+      const answer = await callWith(await judgeAt(fake.url, { thinking: 'adaptive' }));
+      assert.throws(() => verdictFromAnswer(answer, rubric), {
+        name: 'EvalJudgeResponseError',
+        message: /unusable answer: the answer holds thinking only, no text to score/,
+      });
+    });
+  }
+
+  test('cut off by max_tokens after thinking: unusable, and the message says to raise max_tokens', async (t) => {
+    const fake = await startFake(t);
+    fake.enqueue({ text: '{"scores": {', thinking: ['long thoughts'], stopReason: 'max_tokens' });
+    const answer = await callWith(await judgeAt(fake.url, { thinking: 'adaptive' }));
+    assert.throws(() => verdictFromAnswer(answer, rubric), {
+      name: 'EvalJudgeResponseError',
+      message: /cut off by max_tokens: thinking counts against it; raise max_tokens/,
+    });
+  });
+});
+
+describe('usage: counts are known or the answer says its usage is unreadable (its cost unknown)', () => {
+  const unreadable: [string, unknown][] = [
+    ['missing', null],
+    ['without output_tokens', { input_tokens: 100 }],
+    ['a negative count', { input_tokens: -1, output_tokens: 20 }],
+    ['a fraction', { input_tokens: 1.5, output_tokens: 20 }],
+    [
+      'a cache read of 1e20',
+      { input_tokens: 100, output_tokens: 20, cache_read_input_tokens: 1e20 },
+    ],
+    ['a count as a string', { input_tokens: '100', output_tokens: 20 }],
+    [
+      'cache writes by lifetime that do not add up',
+      {
+        input_tokens: 1,
+        output_tokens: 1,
+        cache_creation_input_tokens: 10,
+        cache_creation: { ephemeral_5m_input_tokens: 3, ephemeral_1h_input_tokens: 3 },
+      },
+    ],
+  ];
+  for (const [label, usage] of unreadable) {
+    test(`usage ${label}: answer.usage undefined, the raw usage kept`, async (t) => {
+      const fake = await startFake(t);
+      fake.enqueue({ text: fake.validAnswer(), usage });
+      const answer = await callWith(await judgeAt(fake.url));
+      assert.equal(answer.usage, undefined);
+      assert.deepEqual(answer.rawUsage, usage);
+    });
+  }
+
+  test('cache writes split by lifetime are kept with the counts', async (t) => {
+    const fake = await startFake(t);
+    const usage = {
+      input_tokens: 1,
+      output_tokens: 2,
+      cache_creation_input_tokens: 10,
+      cache_read_input_tokens: 0,
+      cache_creation: { ephemeral_5m_input_tokens: 4, ephemeral_1h_input_tokens: 6 },
+    };
+    fake.enqueue({ text: fake.validAnswer(), usage });
+    const answer = await callWith(await judgeAt(fake.url));
+    assert.deepEqual(answer.usage, {
+      input_tokens: 1,
+      output_tokens: 2,
+      cache_creation_input_tokens: 10,
+      cache_creation: { ephemeral_5m_input_tokens: 4, ephemeral_1h_input_tokens: 6 },
+    });
   });
 });

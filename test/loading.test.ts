@@ -29,6 +29,7 @@ const {
   judgeModel,
   loadJson,
   loadModelsConfig,
+  priceFor,
   loadRubric,
   loadTranscript,
   readTranscripts,
@@ -252,14 +253,99 @@ describe('loadModelsConfig: judge entries are strict, other objects are not', ()
     })),
   );
 
-  test('extra fields in the models list entries and at the top level are allowed', (t) => {
+  test('the models list keeps its free-form entries; a top-level "comment" is allowed', (t) => {
     const file = fileIn(t, 'models.json', {
-      comment: 'top-level extra key',
-      models: [{ name: 'stub', provider: 'local', notes: 'free-form notes' }],
+      comment: ['prices checked 2026-12-02', 'a second line'],
+      models: [{ name: 'stub', provider: 'local', notes: 'free-form notes', anything: [1] }],
       judge: judgeConfig(),
       fallback_judges: [],
     });
     assert.equal(loadModelsConfig(file).judge.model, 'claude-test-judge');
+  });
+});
+
+describe('loadModelsConfig: strict at every level with a fixed set of keys, the hint from that level', () => {
+  const judged = (t: TestContext, extra: Record<string, unknown>) =>
+    fileIn(t, 'models.json', { judge: judgeConfig(), ...extra });
+  const cases: { label: string; write: (t: TestContext) => string; says: RegExp }[] = [
+    {
+      label: 'a top-level "fallback_judge"',
+      write: (t) => judged(t, { fallback_judge: [] }),
+      says: /\(top level\): unknown key "fallback_judge" \(did you mean "fallback_judges"\?\)/,
+    },
+    {
+      label: '"inpt" in price_usd_per_mtok',
+      write: (t) => modelsWith(t, { price_usd_per_mtok: { inpt: 5, output: 25 } }),
+      says: /judge\.price_usd_per_mtok: unknown key "inpt" \(did you mean "input"\?\)/,
+    },
+    {
+      label: 'an unknown price key far from any',
+      write: (t) => modelsWith(t, { price_usd_per_mtok: { input: 5, output: 25, zzzzzzzz: 1 } }),
+      says: /price_usd_per_mtok: unknown key "zzzzzzzz" \(known: input, output, cache_write_5m, cache_write_1h, cache_read\)/,
+    },
+    {
+      label: '"inpt" in a price by model id',
+      write: (t) =>
+        modelsWith(t, {}, { price_usd_per_mtok: { 'claude-x': { inpt: 5, output: 25 } } }),
+      says: /fallback_judges\[0\]\.price_usd_per_mtok\.claude-x: unknown key "inpt" \(did you mean "input"\?\)/,
+    },
+    {
+      label: 'a price by model id that is not a price',
+      write: (t) => modelsWith(t, { price_usd_per_mtok: { 'claude-x': 5 } }),
+      says: /judge\.price_usd_per_mtok\.claude-x: Invalid input: expected object, received number/,
+    },
+    {
+      label: '"max_retry" in retry',
+      write: (t) => modelsWith(t, { retry: { max_retry: 1 } }),
+      says: /judge\.retry: unknown key "max_retry" \(did you mean "max_retries"\?\)/,
+    },
+    {
+      label: '"thinkng" in a judge',
+      write: (t) => modelsWith(t, { thinkng: 'adaptive' }),
+      says: /judge: unknown key "thinkng" \(did you mean "thinking"\?\)/,
+    },
+    {
+      label: '"thinking": "enabled"',
+      write: (t) => modelsWith(t, { thinking: 'enabled' }),
+      says: /judge\.thinking: .*"adaptive" \(got "enabled"\)/,
+    },
+    {
+      label: '"effort": "hihg"',
+      write: (t) => modelsWith(t, {}, { effort: 'hihg' }),
+      says: /fallback_judges\[0\]\.effort: .*"low"\|"medium"\|"high"\|"xhigh"\|"max" \(got "hihg"\)/,
+    },
+  ];
+  for (const { label, write, says } of cases) {
+    test(`${label} → EvalConfigurationError: ${says.source.slice(0, 60)}…`, (t) => {
+      const file = write(t);
+      assert.throws(() => loadModelsConfig(file), (error: Error) => {
+        assert.equal(error.name, 'EvalConfigurationError');
+        assert.match(error.message, mentioning(file));
+        assert.match(error.message, says);
+        return true;
+      });
+    });
+  }
+
+  test('valid settings load: thinking, effort, prices for the model or by model id', (t) => {
+    const byModel = { 'claude-a': { input: 1, output: 5, cache_read: 0.05 } };
+    const file = modelsWith(
+      t,
+      { thinking: 'adaptive', effort: 'low', price_usd_per_mtok: { input: 5, output: 25 } },
+      { price_usd_per_mtok: byModel },
+    );
+    const models = loadModelsConfig(file);
+    assert.equal(models.judge.thinking, 'adaptive');
+    assert.equal(models.judge.effort, 'low');
+    assert.deepEqual(models.fallback_judges[0]!.price_usd_per_mtok, byModel);
+  });
+
+  test('the shipped models.json prices its judge and fallback by their own model ids', () => {
+    const models = loadModelsConfig(MODELS_FILE);
+    for (const config of [models.judge, ...models.fallback_judges]) {
+      const price = priceFor(config, config.model);
+      assert.ok(price && price.input > 0 && price.output > 0, `a price for ${config.model}`);
+    }
   });
 });
 

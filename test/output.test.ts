@@ -1086,7 +1086,7 @@ describe("cost: each judgement's from its answers' usage at the judge's list pri
     assert.deepEqual(entry!.usage, { ...usage, output_tokens: 400 });
     assert.match(
       result.stderr,
-      /tokens in 1000 \(cache write 2000, cache read 10000\), out 400; cost \$0\.0325;/,
+      /tokens in 13000 \(uncached 1000, cache write 2000, cache read 10000\), out 400; cost \$0\.0325;/,
     );
   });
 
@@ -1106,7 +1106,7 @@ describe("cost: each judgement's from its answers' usage at the judge's list pri
     const { ws, run } = await setupRun(t);
     const result = await run(ONE);
     assert.equal((readLog(ws.log)[0] as LogEntry & { cost_usd: unknown }).cost_usd, null);
-    assert.match(result.stderr, /; cost unknown \(a judge has no price_usd_per_mtok\);/);
+    assert.match(result.stderr, /; cost unknown \(no price for judge-a in models\.json\);/);
   });
 });
 
@@ -1187,7 +1187,7 @@ describe('audit log', () => {
     assert.equal(direct.answers.length, 1);
     assert.match(
       result.stderr,
-      /tokens in 607 \(cache write 0, cache read 0\), out 123/,
+      /tokens in 607 \(uncached 607, cache write 0, cache read 0\), out 123/,
       'five answers of 100/20 tokens, two for the fallback',
     );
   });
