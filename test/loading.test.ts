@@ -318,12 +318,15 @@ describe('loadModelsConfig: strict at every level with a fixed set of keys, the 
   for (const { label, write, says } of cases) {
     test(`${label} → EvalConfigurationError: ${says.source.slice(0, 60)}…`, (t) => {
       const file = write(t);
-      assert.throws(() => loadModelsConfig(file), (error: Error) => {
-        assert.equal(error.name, 'EvalConfigurationError');
-        assert.match(error.message, mentioning(file));
-        assert.match(error.message, says);
-        return true;
-      });
+      assert.throws(
+        () => loadModelsConfig(file),
+        (error: Error) => {
+          assert.equal(error.name, 'EvalConfigurationError');
+          assert.match(error.message, mentioning(file));
+          assert.match(error.message, says);
+          return true;
+        },
+      );
     });
   }
 

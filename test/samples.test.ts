@@ -3,6 +3,7 @@
 // a judge whose k samples are not all usable hands the transcript to the next judge, which does all k afresh; with
 // --batch a transcript's k samples go in one batch. Plus medianVerdict itself and report.ts's self_consistency.
 import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
 import { Writable } from 'node:stream';
 import { describe, test } from 'node:test';
 import type { TestContext } from 'node:test';
@@ -527,5 +528,204 @@ describe("report.ts self_consistency: how often a transcript's samples agree", (
     assert.equal((await run()).code, 0);
     const consistency = await reportOn(ws);
     for (const dimension of DIMENSIONS) assert.equal(consistency[dimension], null, dimension);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+describe('the judge settings in a run: thinking kept, prices by the model that answered, the cache lifetime', () => {
+  const ROOMY = { buckets: { requests: { capacity: 1000, perSecond: 1000 } } }; // the fake computes the cache
+  type Answer = Entry['answers'][number] & {
+    model: string | null;
+    thinking?: string;
+    usage_raw: unknown;
+  };
+  const answersOf = (ws: Workspace) => entries(ws)[0]!.answers as Answer[];
+  const costOf = (ws: Workspace) =>
+    (entries(ws)[0] as Entry & { cost_usd: number | null }).cost_usd;
+  const near = (actual: number | null, expected: number) =>
+    assert.ok(actual !== null && Math.abs(actual - expected) < 1e-12, `${actual} ≠ ${expected}`);
+
+  test('"thinking": "adaptive": each answer\'s thinking in the audit log beside its text, never in the CSV', async (t) => {
+    const judge = judgeEntry('judge-a', { thinking: 'adaptive', effort: 'low' });
+    const { fake, ws, run } = await setup(t, {}, { ...ONE, judge });
+    const result = await run(['--samples', '2']);
+    assert.equal(result.code, 0, result.stderr);
+    for (const req of fake.requests) {
+      assert.deepEqual(req.body.thinking, { type: 'adaptive' });
+      assert.equal(req.body.output_config.effort, 'low');
+    }
+    const answers = answersOf(ws);
+    assert.equal(answers.length, 2);
+    for (const answer of answers) {
+      assert.match(answer.thinking!, /^fake thinking \d+: weighing the rubric$/);
+      assert.equal(answer.model, 'judge-a', 'the id that answered');
+      assert.ok(answer.scores, 'the text was parsed, not the thinking');
+    }
+    assert.doesNotMatch(fs.readFileSync(ws.output, 'utf8'), /fake thinking/);
+  });
+
+  test('a JUDGE_MODEL override priced by its own id, from prices by model id', async (t) => {
+    const prices = { 'judge-a': { input: 5, output: 25 }, 'judge-h': { input: 1, output: 5 } };
+    const judge = judgeEntry('judge-a', { model_env: 'RJ_JUDGE', price_usd_per_mtok: prices });
+    const { ws, run } = await setup(t, {}, { ...ONE, judge });
+    const env = { env: { RJ_JUDGE: 'judge-h' } };
+    const dry = await run(['--dry-run'], env);
+    assert.match(dry.stderr, /at judge-h \(from RJ_JUDGE\)'s list price \$/);
+    const result = await run([], env);
+    assert.equal(result.code, 0, result.stderr);
+    near(costOf(ws), (100 * 1 + 20 * 5) / 1e6); // the fake's 100 in, 20 out at judge-h's price
+    assert.match(result.stderr, /; cost \$0\.0002;/);
+  });
+
+  test("a JUDGE_MODEL override with only the entry's model priced: cost unknown, never the entry's price", async (t) => {
+    const judge = judgeEntry('judge-a', {
+      model_env: 'RJ_JUDGE',
+      price_usd_per_mtok: { input: 5, output: 25 },
+    });
+    const { ws, run } = await setup(t, {}, { ...ONE, judge });
+    const env = { env: { RJ_JUDGE: 'judge-h' } };
+    const dry = await run(['--dry-run'], env);
+    assert.match(
+      dry.stderr,
+      /no cost: judge-h \(from RJ_JUDGE\) has no price in price_usd_per_mtok/,
+    );
+    const result = await run([], env);
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(costOf(ws), null);
+    assert.match(result.stderr, /; cost unknown \(no price for judge-h in models\.json\);/);
+  });
+
+  test('the answering model\'s id (the message\'s "model") is the one priced', async (t) => {
+    const prices = { 'judge-a': { input: 5, output: 25 }, 'judge-a-2026': { input: 1, output: 5 } };
+    const judge = judgeEntry('judge-a', { price_usd_per_mtok: prices });
+    const responder = () => ({ text: answerJson(all(2)), model: 'judge-a-2026' });
+    const { ws, run } = await setup(t, { responder }, { ...ONE, judge });
+    assert.equal((await run()).code, 0);
+    assert.equal(answersOf(ws)[0]!.model, 'judge-a-2026');
+    near(costOf(ws), (100 * 1 + 20 * 5) / 1e6);
+  });
+
+  test('--cache-ttl 1h: the prompt marked ttl 1h, its writes priced at 2x input, reads at 0.1x', async (t) => {
+    const judge = judgeEntry('judge-a', { price_usd_per_mtok: { input: 5, output: 25 } });
+    const { fake, ws, run } = await setup(t, ROOMY, { ...ONE, judge });
+    const result = await run(['--samples', '2', '--cache-ttl', '1h']);
+    assert.equal(result.code, 0, result.stderr);
+    for (const req of fake.requests) {
+      assert.deepEqual(lastBlock(req.body)?.cache_control, { type: 'ephemeral', ttl: '1h' });
+    }
+    const [first, second] = answersOf(ws);
+    const written = first!.usage.cache_creation_input_tokens!;
+    assert.deepEqual((first!.usage as { cache_creation?: unknown }).cache_creation, {
+      ephemeral_5m_input_tokens: 0,
+      ephemeral_1h_input_tokens: written,
+    });
+    const uncached = first!.usage.input_tokens + second!.usage.input_tokens;
+    const expected = (uncached * 5 + written * 2 * 5 + written * 0.1 * 5 + 2 * 20 * 25) / 1e6;
+    near(costOf(ws), expected);
+  });
+
+  test('without --cache-ttl, the 5-minute cache: its writes priced at 1.25x input', async (t) => {
+    const judge = judgeEntry('judge-a', { price_usd_per_mtok: { input: 5, output: 25 } });
+    const { ws, run } = await setup(t, ROOMY, { ...ONE, judge });
+    assert.equal((await run(['--samples', '2'])).code, 0);
+    const [first, second] = answersOf(ws);
+    const written = first!.usage.cache_creation_input_tokens!;
+    const uncached = first!.usage.input_tokens + second!.usage.input_tokens;
+    const expected = (uncached * 5 + written * 1.25 * 5 + written * 0.1 * 5 + 2 * 20 * 25) / 1e6;
+    near(costOf(ws), expected);
+  });
+
+  test('cache writes not split by lifetime are priced at the lifetime asked for (1h: 2x)', async (t) => {
+    const judge = judgeEntry('judge-a', { price_usd_per_mtok: { input: 5, output: 25 } });
+    const usage = { input_tokens: 10, output_tokens: 0, cache_creation_input_tokens: 1000 };
+    const { ws, run } = await setup(
+      t,
+      { responder: () => ({ text: answerJson(all(2)), usage }) },
+      {
+        ...ONE,
+        judge,
+      },
+    );
+    assert.equal((await run(['--samples', '2', '--cache-ttl', '1h'])).code, 0);
+    near(costOf(ws), 2 * ((10 * 5 + 1000 * 2 * 5) / 1e6));
+  });
+
+  test('the dry-run estimate reflects the cache lifetime: 1h writes cost more than 5m ones', async (t) => {
+    const judge = judgeEntry('judge-a', { price_usd_per_mtok: { input: 5, output: 25 } });
+    const { run } = await setup(t, {}, { ...ONE, judge });
+    const inputCost = async (ttl: string) => {
+      const { code, stderr } = await run(['--dry-run', '--samples', '3', '--cache-ttl', ttl]);
+      assert.equal(code, 0, stderr);
+      assert.match(stderr, new RegExp(`2\\.\\.k read the prompt cached ${ttl}`));
+      return Number(/list price \$([\d.]+) for the input/.exec(stderr)![1]);
+    };
+    const fiveMinutes = await inputCost('5m');
+    const hour = await inputCost('1h');
+    // written once, read twice: (2 + 0.2) / (1.25 + 0.2) of the 5-minute estimate
+    assert.ok(Math.abs(hour / fiveMinutes - 2.2 / 1.45) < 0.01, `${hour} / ${fiveMinutes}`);
+  });
+
+  test('--samples: the tokens line adds up all input (uncached + cache write + cache read), each named', async (t) => {
+    const { ws, run } = await setup(t, ROOMY);
+    const result = await run(['--samples', '3']);
+    assert.equal(result.code, 0, result.stderr);
+    const usage = entries(ws)[0]!.usage;
+    const write = usage.cache_creation_input_tokens!;
+    const read = usage.cache_read_input_tokens!;
+    const total = usage.input_tokens + write + read;
+    assert.ok(write > 0 && read > 0);
+    assert.match(
+      result.stderr,
+      new RegExp(
+        `tokens in ${total} \\(uncached ${usage.input_tokens}, cache write ${write}, cache read ${read}\\), out 60;`,
+      ),
+    );
+  });
+
+  const unreadable: [string, unknown][] = [
+    [
+      'a cache read of 1e20',
+      { input_tokens: 100, output_tokens: 20, cache_read_input_tokens: 1e20 },
+    ],
+    ['no usage at all', null],
+    ['a negative count', { input_tokens: -5, output_tokens: 20 }],
+  ];
+  for (const [label, usage] of unreadable) {
+    test(`usage with ${label}: the cost is unknown, never $0, and the raw usage is kept`, async (t) => {
+      const judge = judgeEntry('judge-a', { price_usd_per_mtok: { input: 5, output: 25 } });
+      const responder = () => ({ text: answerJson(all(2)), usage });
+      const { ws, run } = await setup(t, { responder }, { ...ONE, judge });
+      const result = await run();
+      assert.equal(result.code, 0, result.stderr);
+      assert.equal(costOf(ws), null);
+      const [answer] = answersOf(ws);
+      assert.equal(answer!.usage, null);
+      assert.deepEqual(answer!.usage_raw, usage);
+      assert.match(result.stderr, /; cost unknown \(an answer reported unreadable usage/);
+      assert.match(
+        result.stderr,
+        /tokens \(not counting 1 answer\(s\) whose usage was unreadable\)/,
+      );
+      assert.doesNotMatch(result.stderr, /cost \$/);
+    });
+  }
+});
+
+describe('--cache-ttl with --batch: 1h by default, as a batch often outlives 5 minutes', () => {
+  test('--batch --samples 2 --cache-ttl 5m: the batch requests carry the 5-minute cache', async (t) => {
+    const { fake, run } = await setup(t);
+    const result = await run([...BATCH, '--samples', '2', '--cache-ttl', '5m']);
+    assert.equal(result.code, 0, result.stderr);
+    for (const request of fake.batches[0]!.requests) {
+      assert.deepEqual(lastBlock(request.params)?.cache_control, { type: 'ephemeral' });
+    }
+  });
+
+  test('--cache-ttl 10m is a usage error naming the choices', async (t) => {
+    const { fake, run } = await setup(t);
+    const result = await run(['--cache-ttl', '10m']);
+    assert.equal(result.code, 2);
+    assert.match(result.stderr, /--cache-ttl.*10m.*5m, 1h/);
+    assert.equal(fake.requests.length, 0);
   });
 });
