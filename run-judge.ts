@@ -1736,7 +1736,12 @@ function usageOf(reported: unknown): Usage | undefined {
   const creation = split as CacheCreation;
   const written = creation.ephemeral_5m_input_tokens + creation.ephemeral_1h_input_tokens;
   if (written !== (usage.cache_creation_input_tokens ?? 0)) return undefined;
-  if (written > 0) usage.cache_creation = creation;
+  if (written > 0) {
+    usage.cache_creation = {
+      ephemeral_5m_input_tokens: creation.ephemeral_5m_input_tokens,
+      ephemeral_1h_input_tokens: creation.ephemeral_1h_input_tokens,
+    };
+  }
   return usage;
 }
 
