@@ -60,7 +60,7 @@ const RAW_CONTROL = /[\x00-\x09\x0b-\x1f\x7f\u0085\u2028\u2029]/;
 const summaryLine = (scored: number, failed: number, selected = 6) =>
   new RegExp(
     `^${selected} selected: ${scored} scored, 0 skipped \\(already in .+\\), ${failed} failed; ` +
-      'tokens in \\d+ \\(cache write \\d+, cache read \\d+\\), out \\d+; cost (\\$\\d+\\.\\d{4}|unknown .*); wall time \\d+\\.\\d\\d s$',
+      'tokens in \\d+ \\(uncached \\d+, cache write \\d+, cache read \\d+\\), out \\d+; cost (\\$\\d+\\.\\d{4}|unknown .*); wall time \\d+\\.\\d\\d s$',
     'm',
   );
 
@@ -468,15 +468,20 @@ describe('progress and usage: what the run counts', () => {
     assert.match(last ?? '', /^progress: judged 3\/3, failed 3, /);
   });
 
-  test('usage counts that are not non-negative integers (strings, -1, 1.5) count as none: the totals stay numbers', async (t) => {
+  test('usage counts that are not non-negative integers (strings, -1, 1.5): unreadable, left out of the totals and said so, kept raw', async (t) => {
     const usage = { input_tokens: '100', output_tokens: -1, cache_read_input_tokens: 1.5 };
     const { fake, ws, run } = await setupRun(t, {
       responder: () => ({ text: fake.validAnswer(), usage: usage as never }),
     });
     const result = await run(['--model', 'm01']);
     assert.equal(result.code, 0, result.stderr);
-    assert.match(result.stderr, /tokens in 0 \(cache write 0, cache read 0\), out 0;/);
-    assert.deepEqual(readLog(ws.log)[0]!.answers[0]!.usage, { input_tokens: 0, output_tokens: 0 });
+    assert.match(
+      result.stderr,
+      /tokens \(not counting 3 answer\(s\) whose usage was unreadable\) in 0 \(uncached 0, cache write 0, cache read 0\), out 0;/,
+    );
+    const [answer] = readLog(ws.log)[0]!.answers as { usage: unknown; usage_raw: unknown }[];
+    assert.equal(answer!.usage, null);
+    assert.deepEqual(answer!.usage_raw, usage);
   });
 });
 
