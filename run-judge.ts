@@ -618,6 +618,8 @@ const PriceSchema = z.strictObject({
   cache_write_5m: perMtok,
   cache_write_1h: perMtok,
   cache_read: perMtok,
+  // a price by prompt length (Claude Haiku 5.5): it holds up to this many prompt tokens, cache included
+  prompt_tokens_up_to: z.int().positive().optional(),
 });
 
 /** A price for the entry's `model`, or prices by model id (the ids `model_env` may choose). */
@@ -2765,13 +2767,24 @@ function costOf(
     const price = config
       ? (priceFor(config, answered) ?? priceFor(config, answer.judge))
       : undefined;
-    if (!price) unknownBecause.add(`no price for ${answered} in models.json`);
-    if (!answer.usage)
+    if (!price) {
+      unknownBecause.add(`no price for ${answered} in models.json`);
+    } else if (!answer.usage) {
       unknownBecause.add('an answer reported unreadable usage (see usage_raw in the log)');
-    if (price && answer.usage)
+    } else if (promptTokens(answer.usage) > (price.prompt_tokens_up_to ?? Infinity)) {
+      const limit = price.prompt_tokens_up_to;
+      unknownBecause.add(`a prompt longer than the ${limit} tokens ${answered}'s price covers`);
+    } else {
       cost += priceOf(answer.usage, price, answer.batch === true, cacheTtl);
+    }
   }
   return unknownBecause.size > 0 ? undefined : cost;
+}
+
+/** All the prompt an answer read: uncached, written to the cache and read from it. */
+function promptTokens(usage: Partial<Usage>): number {
+  const written = usage.cache_creation_input_tokens ?? 0;
+  return (usage.input_tokens ?? 0) + written + (usage.cache_read_input_tokens ?? 0);
 }
 
 /**
@@ -3965,13 +3978,16 @@ function estimateCost(
   cacheTtl: CacheTtl = '5m',
 ): string {
   let tokens = 0;
+  let longest = 0;
   let readable = 0;
   for (const ref of refs) {
     const prepared = preparedOrInputError(inputs, ref);
     if (prepared instanceof EvalInputError) {
       continue; // it would fail without a call: it costs nothing
     }
-    tokens += Math.ceil(prepared.prompt.length / 4) + IMAGE_TOKENS * prepared.images.length;
+    const prompt = Math.ceil(prepared.prompt.length / 4) + IMAGE_TOKENS * prepared.images.length;
+    tokens += prompt;
+    longest = Math.max(longest, prompt);
     readable++;
   }
 
@@ -3986,6 +4002,10 @@ function estimateCost(
       ? 'no price in price_usd_per_mtok'
       : 'no price_usd_per_mtok';
     return `dry-run estimate: ${what}; no cost: ${judge.model}${source} has ${none} in models.json`;
+  }
+  if (longest > (price.prompt_tokens_up_to ?? Infinity)) {
+    const covers = `the ${price.prompt_tokens_up_to} prompt tokens its price in models.json covers`;
+    return `dry-run estimate: ${what}; no cost: a prompt of ~${longest} tokens is longer than ${covers}`;
   }
 
   // k samples: sample 1 writes the prompt to the cache, samples 2..k read it; each answer is paid.

@@ -479,7 +479,7 @@ describe('progress and usage: what the run counts', () => {
       result.stderr,
       /tokens \(not counting 3 answer\(s\) whose usage was unreadable\) in 0 \(uncached 0, cache write 0, cache read 0\), out 0;/,
     );
-    const [answer] = readLog(ws.log)[0]!.answers as { usage: unknown; usage_raw: unknown }[];
+    const [answer] = readLog(ws.log)[0]!.answers;
     assert.equal(answer!.usage, null);
     assert.deepEqual(answer!.usage_raw, usage);
   });

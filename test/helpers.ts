@@ -687,10 +687,14 @@ export interface LogEntry {
   attempts: { judge: string | null; error: string; status: number | null; message: string }[];
   answers: {
     judge: string;
+    model?: string | null; // the id that answered
     text: string;
+    thinking?: string;
+    redacted_thinking?: number;
     stop_reason: string | null;
     request_id: string | null;
     usage: { input_tokens: number; output_tokens: number };
+    usage_raw?: unknown; // the usage as the API sent it
     latency_ms: number;
   }[];
   usage: { input_tokens: number; output_tokens: number };

@@ -281,7 +281,7 @@ describe('loadModelsConfig: strict at every level with a fixed set of keys, the 
     {
       label: 'an unknown price key far from any',
       write: (t) => modelsWith(t, { price_usd_per_mtok: { input: 5, output: 25, zzzzzzzz: 1 } }),
-      says: /price_usd_per_mtok: unknown key "zzzzzzzz" \(known: input, output, cache_write_5m, cache_write_1h, cache_read\)/,
+      says: /price_usd_per_mtok: unknown key "zzzzzzzz" \(known: input, output, cache_write_5m, cache_write_1h, cache_read, prompt_tokens_up_to\)/,
     },
     {
       label: '"inpt" in a price by model id',

@@ -729,3 +729,29 @@ describe('--cache-ttl with --batch: 1h by default, as a batch often outlives 5 m
     assert.equal(fake.requests.length, 0);
   });
 });
+
+describe('a price by prompt length (prompt_tokens_up_to): beyond it the cost is unknown', () => {
+  const banded = (upTo: number) =>
+    judgeEntry('judge-a', {
+      price_usd_per_mtok: { input: 1, output: 5, prompt_tokens_up_to: upTo },
+    });
+
+  test('a prompt within the band is priced; one past it is unknown, saying why', async (t) => {
+    const within = await setup(t, {}, { ...ONE, judge: banded(100) }); // the fake's 100 input tokens
+    assert.match((await within.run()).stderr, /; cost \$0\.0002;/);
+    const past = await setup(t, {}, { ...ONE, judge: banded(99) });
+    const result = await past.run();
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(
+      result.stderr,
+      /; cost unknown \(a prompt longer than the 99 tokens judge-a's price covers\);/,
+    );
+  });
+
+  test('the dry-run gives no cost when a prompt is longer than the band, naming it', async (t) => {
+    const { run } = await setup(t, {}, { ...ONE, judge: banded(10) });
+    const { code, stderr } = await run(['--dry-run']);
+    assert.equal(code, 0, stderr);
+    assert.match(stderr, /no cost: a prompt of ~\d+ tokens is longer than the 10 prompt tokens/);
+  });
+});
