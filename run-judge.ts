@@ -656,8 +656,8 @@ const JudgeSchema = z.strictObject({
 /** Strict at the top too: a misspelt "fallback_judge" would silently mean no fallback. */
 const ModelsSchema = z.strictObject({
   comment: z.union([z.string(), z.array(z.string())]).optional(),
-  // the evaluated models: free-form notes, read by people
-  models: z.array(z.looseObject({})).optional(),
+  // the evaluated models: free-form entries, read by people
+  models: z.array(z.unknown()).optional(),
   judge: JudgeSchema,
   fallback_judges: z.array(JudgeSchema).default([]),
 });
