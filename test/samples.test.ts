@@ -9,6 +9,7 @@ import { describe, test } from 'node:test';
 import type { TestContext } from 'node:test';
 import {
   DIMENSIONS,
+  MODELS_FILE,
   allKeys,
   answerJson,
   csvRows,
@@ -753,5 +754,36 @@ describe('a price by prompt length (prompt_tokens_up_to): beyond it the cost is 
     const { code, stderr } = await run(['--dry-run']);
     assert.equal(code, 0, stderr);
     assert.match(stderr, /no cost: a prompt of ~\d+ tokens is longer than the 10 prompt tokens/);
+  });
+});
+
+describe('the shipped models.json with JUDGE_MODEL set: priced as the model that answers', () => {
+  const shipped = JSON.parse(fs.readFileSync(MODELS_FILE, 'utf8'));
+
+  test("JUDGE_MODEL=claude-haiku-4-5: the dry-run estimate is at Haiku's list price, named, not Opus's", async (t) => {
+    const { run } = await setup(t, {}, { ...ONE, modelsJson: shipped });
+    const inputCost = async (env: Record<string, string>) => {
+      const { code, stderr } = await run(['--dry-run'], { env });
+      assert.equal(code, 0, stderr);
+      const [, model, dollars] = /at (.+?)'s list price \$([\d.]+) for the input/.exec(stderr)!;
+      return { model, dollars: Number(dollars) };
+    };
+    const opus = await inputCost({});
+    const haiku = await inputCost({ JUDGE_MODEL: 'claude-haiku-4-5' });
+    assert.equal(opus.model, 'claude-opus-4-7');
+    assert.equal(haiku.model, 'claude-haiku-4-5 (from JUDGE_MODEL)');
+    // $1 against $5 per million input tokens; both printed to 4 decimals
+    const expected = opus.dollars / 5;
+    assert.ok(Math.abs(haiku.dollars - expected) <= 0.0001, `${haiku.dollars}, ${opus.dollars}`);
+  });
+
+  test('with --batch, the thinking of batch answers is kept in the audit log too', async (t) => {
+    const judge = judgeEntry('judge-a', { thinking: 'adaptive' });
+    const { fake, ws, run } = await setup(t, {}, { ...ONE, judge });
+    const result = await run(BATCH);
+    assert.equal(result.code, 0, result.stderr);
+    assert.deepEqual(fake.batches[0]!.requests[0]!.params.thinking, { type: 'adaptive' });
+    const answer = entries(ws)[0]!.answers[0]!;
+    assert.match(answer.thinking!, /^fake thinking \d+: weighing the rubric$/);
   });
 });
