@@ -188,7 +188,7 @@ type RunOptions = typeof DEFAULTS & {
   dryRun?: boolean;
   limit?: number;
   beforeHumanScoring?: boolean;
-  cacheTtl?: CacheTtl; // given, or (once parsed) 1h with --batch, 5m without
+  cacheTtl?: CacheTtl; // as given: `cacheTtlOf` says what a run uses
 };
 
 /** What every stage of a run shares. */
@@ -220,7 +220,6 @@ export async function main(argv: string[], io: IO): Promise<number> {
   try {
     // 1. Read the command line; the dry-run prints one prompt and stops, calling nothing.
     const options = buildCli(io).parse(argv, { from: 'user' }).opts<RunOptions>();
-    options.cacheTtl ??= options.batch ? '1h' : '5m';
     if (options.dryRun) return dryRun(options, io);
 
     // 2. Judge every selected transcript that has no row yet.
@@ -399,6 +398,11 @@ function buildCli(io: IO): Command {
     .exitOverride();
 }
 
+/** The cache lifetime a run uses: --cache-ttl, else 1h with --batch (it outlives 5m), else 5m. */
+function cacheTtlOf(options: RunOptions): CacheTtl {
+  return options.cacheTtl ?? (options.batch ? '1h' : '5m');
+}
+
 /** A commander parser of a positive integer, at most `max`. */
 function positiveInteger(max = Infinity) {
   return (value: string): number => {
@@ -525,7 +529,7 @@ function dryRunBatches(
     .filter((ref) => !inBatches.has(pairKey(ref.task_id, ref.model)))
     .slice(0, options.limit);
   const direct: TranscriptRef[] = [];
-  const items = batchRequests(inputs, refs, primary, direct, options.samples, options.cacheTtl);
+  const items = batchRequests(inputs, refs, primary, direct, options.samples, cacheTtlOf(options));
   let printed = 'nothing was sent or written';
   let requests = 0;
   let batches = 0;
@@ -2542,7 +2546,7 @@ async function judgeSamples(
   const request = buildJudgeRequest(judge, prepared.prompt, {
     rubric: run.rubric,
     images: prepared.images,
-    cache: samples > 1 ? run.options.cacheTtl : undefined,
+    cache: samples > 1 ? cacheTtlOf(run.options) : undefined,
   });
   const sample = async () => {
     const answer = await callJudgeWithRetries(judge, request, run.controller.signal, hasFallback);
@@ -2640,7 +2644,7 @@ type Outcome = {
 function recordOutcome(run: Run, ref: TranscriptRef, outcome: Outcome, sync = true): void {
   const usage = totalUsage(outcome.answers);
   const unknownBecause = new Set<string>();
-  const cost = costOf(outcome.answers, run.judges, run.options.cacheTtl, unknownBecause);
+  const cost = costOf(outcome.answers, run.judges, cacheTtlOf(run.options), unknownBecause);
   for (const reason of unknownBecause) {
     run.summary.costUnknown.add(reason);
   }
@@ -3780,7 +3784,7 @@ async function submitBatches(run: Run, batches: BatchState, refs: TranscriptRef[
     primary,
     direct,
     run.options.samples,
-    run.options.cacheTtl,
+    cacheTtlOf(run.options),
   );
 
   for (const chunk of splitIntoBatches(items)) {
@@ -3975,7 +3979,7 @@ function estimateCost(
   refs: TranscriptRef[],
   judge: JudgeSpec,
   samples: number,
-  cacheTtl: CacheTtl = '5m',
+  chosenTtl?: CacheTtl,
 ): string {
   let tokens = 0;
   let longest = 0;
@@ -3991,8 +3995,11 @@ function estimateCost(
     readable++;
   }
 
-  const each =
-    samples > 1 ? `, ${samples} samples each (2..k read the prompt cached ${cacheTtl})` : '';
+  // Without --cache-ttl, each figure at the lifetime its mode uses.
+  const directTtl = chosenTtl ?? '5m';
+  const batchTtl = chosenTtl ?? '1h';
+  const ttls = directTtl === batchTtl ? directTtl : `${directTtl}, ${batchTtl} with --batch`;
+  const each = samples > 1 ? `, ${samples} samples each (2..k read the prompt cached ${ttls})` : '';
   const what = `~${tokens} input tokens for ${readable} transcript(s)${each} (about 4 characters a token)`;
   const config = judge.config;
   const source = judge.model === config.model ? '' : ` (from ${config.model_env})`;
@@ -4014,9 +4021,9 @@ function estimateCost(
       ? { cache_creation_input_tokens: tokens, cache_read_input_tokens: tokens * (samples - 1) }
       : { input_tokens: tokens };
   const outputUsage = { output_tokens: samples * readable * config.max_tokens };
-  const input = priceOf(inputUsage, price, false, cacheTtl);
+  const input = priceOf(inputUsage, price, false, directTtl);
   const ceiling = input + priceOf(outputUsage, price, false);
-  const batchInput = priceOf(inputUsage, price, true, cacheTtl);
+  const batchInput = priceOf(inputUsage, price, true, batchTtl);
   const batchCeiling = batchInput + priceOf(outputUsage, price, true);
   return (
     `dry-run estimate, not a quote: ${what}; at ${judge.model}${source}'s list price ` +

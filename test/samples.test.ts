@@ -666,6 +666,18 @@ describe('the judge settings in a run: thinking kept, prices by the model that a
     assert.ok(Math.abs(hour / fiveMinutes - 2.2 / 1.45) < 0.01, `${hour} / ${fiveMinutes}`);
   });
 
+  test('without --cache-ttl the estimate prices the direct figure at 5m and the --batch one at 1h, saying so', async (t) => {
+    const judge = judgeEntry('judge-a', { price_usd_per_mtok: { input: 5, output: 25 } });
+    const { run } = await setup(t, {}, { ...ONE, judge });
+    const { code, stderr } = await run(['--dry-run', '--samples', '3']);
+    assert.equal(code, 0, stderr);
+    assert.match(stderr, /2\.\.k read the prompt cached 5m, 1h with --batch/);
+    const direct = Number(/list price \$([\d.]+) for the input/.exec(stderr)![1]);
+    const batch = Number(/with --batch half: \$([\d.]+)/.exec(stderr)![1]);
+    // written once, read twice: (2 + 0.2) / (1.25 + 0.2), then half
+    assert.ok(Math.abs(batch / direct - 2.2 / 1.45 / 2) < 0.01, `${batch} / ${direct}`);
+  });
+
   test('--samples: the tokens line adds up all input (uncached + cache write + cache read), each named', async (t) => {
     const { ws, run } = await setup(t, ROOMY);
     const result = await run(['--samples', '3']);
