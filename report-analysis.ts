@@ -24,6 +24,9 @@ export type Audit = { judges: Record<string, number>; samples: Scores[][] };
 
 // ---- The analysis ------------------------------------------------------------------------------
 
+/** A matched transcript: its judge row and its complete human rows, sorted by scorer. */
+type Matched = { judge: Scored; humans: HumanRow[] };
+
 /** The report: agreement per dimension, the human ceiling, models side by side, what is missing. */
 export function analyse(
   judged: Scored[],
@@ -36,13 +39,32 @@ export function analyse(
   const complete = humans.filter((row) => isComplete(row, rubric));
   const humansOf = groupBy(complete, (row) => pairKey(row.task_id, row.model));
 
-  // 2. Per dimension: the judge against the humans, the humans against each other, the samples.
-  const dimensions = rubric.dimensions.map((dimension) => {
-    return dimensionReport(dimension, humansOf, judgeOf, audit.samples);
+  // 2. The matched transcripts (a judge row and a complete human row): every figure is over these.
+  const matched: Matched[] = [];
+  for (const [key, rows] of humansOf) {
+    const judge = judgeOf.get(key);
+    if (judge !== undefined) {
+      matched.push({ judge, humans: [...rows].sort((a, b) => compareText(a.scorer, b.scorer)) });
+    }
+  }
+
+  // 3. Per dimension and tutor model: agreement and both means, over the model's matched transcripts.
+  const modelNames = [...new Set([...judged, ...complete].map((row) => row.model))].sort(
+    compareText,
+  );
+  const matchedOf = groupBy(matched, (transcript) => transcript.judge.model);
+  const perModel = rubric.dimensions.map((dimension) => {
+    const withMatches = modelNames.filter((model) => matchedOf.has(model));
+    return withMatches.map((model) => modelFigures(model, matchedOf.get(model)!, dimension));
   });
 
-  // 3. Per model: the judge's and the humans' means side by side.
-  const models = modelsSideBySide(judged, complete, rubric);
+  // 4. Per dimension: the judge against the humans, the ceiling, the gap, leniency, alpha, samples.
+  const dimensions = rubric.dimensions.map((dimension, d) => {
+    return dimensionReport(dimension, matched, audit.samples, perModel[d]!);
+  });
+
+  // 5. Per model: the judge's and the humans' means side by side.
+  const models = modelsSideBySide(modelNames, judged, complete, perModel, rubric);
 
   return {
     pairs: dimensions[0]?.judge_vs_human.n ?? 0,
@@ -58,75 +80,225 @@ export type Report = ReturnType<typeof analyse>;
 export type DimensionReport = ReturnType<typeof dimensionReport>;
 export type ModelReport = ReturnType<typeof modelsSideBySide>[number];
 
-/** One dimension: the judge against each human row, the human ceiling, the judge's own samples. */
+/** A dimension's scale: its allowed scores (the labels) and each one's position on it. */
+type Scale = { labels: number[]; k: number; positionOf: Map<number, number> };
+
+function scaleOf(allowed: readonly number[]): Scale {
+  const labels = [...allowed].sort(byNumber);
+  const positionOf = new Map(labels.map((label, i) => [label, i]));
+  return { labels, k: labels.length, positionOf };
+}
+
+/** A score's position on its scale; a score not a label is an error. */
+function position(scale: Scale, score: number): number {
+  const found = scale.positionOf.get(score);
+  if (found === undefined) {
+    throw new RangeError(`score ${score} is not one of the labels ${scale.labels.join(', ')}`);
+  }
+  return found;
+}
+
+/** One dimension over the matched transcripts: the judge against each human row, the ceiling
+ * (transcripts with two or more scorers), the gap between them, leniency, alpha, the samples. */
 function dimensionReport(
   dimension: Dimension,
-  humansOf: Map<string, HumanRow[]>,
-  judgeOf: Map<string, Scored>,
+  matched: Matched[],
   samples: Scores[][],
+  perModel: ReturnType<typeof modelFigures>[],
 ) {
-  // Only transcripts with a judge row count, for the ceiling too: it is what the judge is held to.
   const name = dimension.name;
-  const judgeUnits: Pair[][] = [];
-  const humanUnits: Pair[][] = [];
-  for (const [key, rows] of humansOf) {
-    const judge = judgeOf.get(key);
-    if (judge === undefined) {
-      continue;
-    }
-    judgeUnits.push(rows.map((row) => [row.scores[name]!, judge.scores[name]!]));
-    const scorers = scorerPairs(rows, name);
-    if (scorers.length > 0) {
-      humanUnits.push(scorers);
+  const scale = scaleOf(allowedScores(dimension));
+  const k = scale.k;
+
+  // 1. Each transcript's sums. All matched: (human, judge) counts, judge - human mean, alpha terms.
+  // With two or more scorers: (human, judge) counts, (scorer, scorer) counts, the humans' alpha terms.
+  const judgeCells = 0;
+  const leniencyAt = k * k;
+  const judgeAlphaAt = k * k + 1;
+  const all = unitSums(k * k + 1 + k + 1);
+  const scorerCells = k * k;
+  const humanAlphaAt = 2 * k * k;
+  const ceiling = unitSums(2 * k * k + k + 1);
+  for (const transcript of matched) {
+    const judge = transcript.judge.scores[name]!;
+    const humanScores = transcript.humans.map((row) => row.scores[name]!);
+    const judgeAt = position(scale, judge);
+    const humanAt = humanScores.map((score) => position(scale, score));
+
+    const row = new Float64Array(all.width);
+    judgeCounts(row, judgeCells, humanAt, judgeAt, k);
+    row[leniencyAt] = judge - sum(humanScores) / humanScores.length;
+    alphaTerms(row, judgeAlphaAt, [...humanAt, judgeAt], k);
+    addUnit(all, row);
+
+    if (humanAt.length >= 2) {
+      const pairs = new Float64Array(ceiling.width);
+      judgeCounts(pairs, judgeCells, humanAt, judgeAt, k);
+      scorerCounts(pairs, scorerCells, humanAt, k);
+      alphaTerms(pairs, humanAlphaAt, humanAt, k);
+      addUnit(ceiling, pairs);
     }
   }
 
-  const labels = allowedScores(dimension);
+  // 2. The point estimates (every transcript once) and the bootstrap intervals (resampled).
+  const n = all.count;
+  const allTotals = totals(all);
+  const allIntervals = bootstrapIntervals(all, [
+    (sums) => kappaOfCounts(sums, judgeCells, k),
+    (sums) => sums[leniencyAt]! / n,
+    (sums) => alphaOfTerms(sums, judgeAlphaAt, k),
+  ]);
+  const ceilingTotals = totals(ceiling);
+  const gapOf = (sums: Float64Array) => {
+    const judgeKappa = kappaOfCounts(sums, judgeCells, k);
+    const humanKappa = kappaOfCounts(sums, scorerCells, k);
+    return judgeKappa === null || humanKappa === null ? null : judgeKappa - humanKappa;
+  };
+  const ceilingIntervals = bootstrapIntervals(ceiling, [
+    (sums) => kappaOfCounts(sums, scorerCells, k),
+    gapOf,
+    (sums) => alphaOfTerms(sums, humanAlphaAt, k),
+  ]);
+
+  // 3. The figures, named as the JSON prints them.
+  const judgeFigures = countsAgreement(allTotals, judgeCells, k);
+  const scorerFigures = countsAgreement(ceilingTotals, scorerCells, k);
+  const hasCeiling = ceiling.count > 0;
   return {
     name,
-    labels,
-    judge_vs_human: agreementOverTranscripts(judgeUnits, labels),
-    human_vs_human: humanUnits.length > 0 ? humanCeiling(humanUnits, labels) : null,
+    labels: scale.labels,
+    judge_vs_human: {
+      n: judgeFigures.n,
+      exact: judgeFigures.exact,
+      within_one: judgeFigures.within_one,
+      kappa: judgeFigures.kappa,
+      confusion: judgeFigures.confusion,
+      kappa_ci95: allIntervals[0]!.ci95,
+      undefined_resamples: allIntervals[0]!.undefined_resamples,
+      resamples: allIntervals[0]!.resamples,
+    },
+    human_vs_human: hasCeiling
+      ? {
+          n: scorerFigures.n,
+          exact: scorerFigures.exact,
+          within_one: scorerFigures.within_one,
+          kappa: scorerFigures.kappa,
+          kappa_ci95: ceilingIntervals[0]!.ci95,
+          undefined_resamples: ceilingIntervals[0]!.undefined_resamples,
+          resamples: ceilingIntervals[0]!.resamples,
+        }
+      : null,
+    gap_to_ceiling: hasCeiling ? gapToCeiling(gapOf(ceilingTotals), ceilingIntervals[1]!) : null,
+    leniency: {
+      mean_diff: n > 0 ? allTotals[leniencyAt]! / n : null,
+      ci95: allIntervals[1]!.ci95,
+    },
+    alpha: {
+      humans: hasCeiling ? alphaOfTerms(ceilingTotals, humanAlphaAt, k) : null,
+      humans_ci95: ceilingIntervals[2]!.ci95,
+      humans_and_judge: n > 0 ? alphaOfTerms(allTotals, judgeAlphaAt, k) : null,
+      humans_and_judge_ci95: allIntervals[2]!.ci95,
+    },
+    per_model: perModel.map((figures) => figures.agreement),
     self_consistency: selfConsistency(samples, name),
   };
 }
 
-/** Each pair of a transcript's scorers once, the name that sorts first as the first rater. */
-function scorerPairs(rows: HumanRow[], dimension: string): Pair[] {
-  const sorted = [...rows].sort((a, b) => compareText(a.scorer, b.scorer));
-  const pairs: Pair[] = [];
-  for (let i = 0; i < sorted.length; i++) {
-    for (let j = i + 1; j < sorted.length; j++) {
-      pairs.push([sorted[i]!.scores[dimension]!, sorted[j]!.scores[dimension]!]);
+/** The judge's kappa minus the ceiling's, its interval, and whether the judge is within it. */
+function gapToCeiling(kappaDiff: number | null, interval: Interval) {
+  let verdict: 'within' | 'below' | null = null;
+  if (interval.ci95 !== null) {
+    verdict = interval.ci95[1] >= 0 ? 'within' : 'below';
+  }
+  return {
+    kappa_diff: kappaDiff,
+    ci95: interval.ci95,
+    verdict,
+    undefined_resamples: interval.undefined_resamples,
+    resamples: interval.resamples,
+  };
+}
+
+/** One tutor model on one dimension, over its matched transcripts: agreement, and both means. */
+function modelFigures(model: string, matched: Matched[], dimension: Dimension) {
+  const name = dimension.name;
+  const scale = scaleOf(allowedScores(dimension));
+  const k = scale.k;
+
+  // 1. Each transcript's sums: (human, judge) counts, the judge's score, the humans' mean score.
+  const judgeAt = k * k;
+  const humanAt = k * k + 1;
+  const units = unitSums(k * k + 2);
+  for (const transcript of matched) {
+    const judge = transcript.judge.scores[name]!;
+    const humanScores = transcript.humans.map((row) => row.scores[name]!);
+    const row = new Float64Array(units.width);
+    const humanPositions = humanScores.map((score) => position(scale, score));
+    judgeCounts(row, 0, humanPositions, position(scale, judge), k);
+    row[judgeAt] = judge;
+    row[humanAt] = sum(humanScores) / humanScores.length;
+    addUnit(units, row);
+  }
+
+  // 2. Point estimates and intervals.
+  const n = units.count;
+  const all = totals(units);
+  const intervals = bootstrapIntervals(units, [
+    (sums) => kappaOfCounts(sums, 0, k),
+    (sums) => sums[judgeAt]! / n,
+    (sums) => sums[humanAt]! / n,
+  ]);
+  const figures = countsAgreement(all, 0, k);
+  return {
+    agreement: {
+      model,
+      n: figures.n,
+      exact: figures.exact,
+      within_one: figures.within_one,
+      kappa: figures.kappa,
+      kappa_ci95: intervals[0]!.ci95,
+      undefined_resamples: intervals[0]!.undefined_resamples,
+      resamples: intervals[0]!.resamples,
+    },
+    n_matched: n,
+    judge_mean: all[judgeAt]! / n,
+    judge_ci95: intervals[1]!.ci95,
+    human_mean: all[humanAt]! / n,
+    human_ci95: intervals[2]!.ci95,
+  };
+}
+
+/** Adds each (human, judge) pair of a transcript to the counts at `at` (row: the human). */
+function judgeCounts(row: Float64Array, at: number, humans: number[], judge: number, k: number) {
+  for (const human of humans) {
+    row[at + human * k + judge]! += 1;
+  }
+}
+
+/** Adds each pair of a transcript's scorers once, the name sorting first as the first rater. */
+function scorerCounts(row: Float64Array, at: number, humans: number[], k: number) {
+  for (let i = 0; i < humans.length; i++) {
+    for (let j = i + 1; j < humans.length; j++) {
+      row[at + humans[i]! * k + humans[j]!]! += 1;
     }
   }
-  return pairs;
 }
 
-/** Agreement over every pair, and kappa's bootstrap interval over transcripts (a unit's pairs). */
-function agreementOverTranscripts(units: Pair[][], labels: number[]) {
-  const figures = agreement(units.flat(), labels);
-  const kappaOf = (sample: Pair[]) => quadraticWeightedKappa(sample, labels);
-  return {
-    n: figures.n,
-    exact: figures.exact,
-    within_one: figures.within_one,
-    kappa: figures.kappa,
-    confusion: figures.confusion,
-    kappa_ci95: bootstrapCi(units, kappaOf),
-  };
-}
-
-/** How well the humans agree with each other: the ceiling to hold the judge to (no confusion). */
-function humanCeiling(units: Pair[][], labels: number[]) {
-  const figures = agreementOverTranscripts(units, labels);
-  return {
-    n: figures.n,
-    exact: figures.exact,
-    within_one: figures.within_one,
-    kappa: figures.kappa,
-    kappa_ci95: figures.kappa_ci95,
-  };
+/** A unit's terms of Krippendorff's alpha at `at`: its count of each position (k of them), then
+ * its observed disagreement, the squared differences of its ordered pairs over (m - 1). */
+function alphaTerms(row: Float64Array, at: number, positions: number[], k: number) {
+  const m = positions.length;
+  if (m < 2) {
+    return; // a unit with one value is not pairable: it counts for nothing
+  }
+  let disagreement = 0;
+  for (const a of positions) {
+    row[at + a]! += 1;
+    for (const b of positions) {
+      disagreement += (a - b) ** 2;
+    }
+  }
+  row[at + k]! += disagreement / (m - 1);
 }
 
 /** Over transcripts judged several times: the share whose samples all agree, their mean range. */
@@ -147,49 +319,65 @@ export function selfConsistency(samples: Scores[][], dimension: string) {
   };
 }
 
-/** Per model, in order: the judge's and the humans' mean per dimension, with 95% intervals. */
-function modelsSideBySide(judged: Scored[], complete: HumanRow[], rubric: Rubric) {
-  const names = new Set([...judged, ...complete].map((row) => row.model));
-  return [...names].sort(compareText).map((model) => {
-    const judgeRows = judged.filter((row) => row.model === model);
-    const humanRows = complete.filter((row) => row.model === model);
-    const judge = meansWithIntervals(judgeRows, rubric);
-    const human = meansWithIntervals(humanRows, rubric);
+/** Per model, in order: the judge's and the humans' means per dimension over the matched
+ * transcripts, with 95% intervals, and the judge's mean over all it judged (`judge_mean_all`). */
+function modelsSideBySide(
+  modelNames: string[],
+  judged: Scored[],
+  complete: HumanRow[],
+  perModel: ReturnType<typeof modelFigures>[][],
+  rubric: Rubric,
+) {
+  const judgedOf = groupBy(judged, (row) => row.model);
+  const humanRowsOf = groupBy(complete, (row) => row.model);
+  const dimensionNames = rubricDimensions(rubric);
+  return modelNames.map((model) => {
+    const judgeRows = judgedOf.get(model) ?? [];
+    const judgeMean: Record<string, number | null> = {};
+    const judgeCi: Record<string, [number, number] | null> = {};
+    const humanMean: Record<string, number | null> = {};
+    const humanCi: Record<string, [number, number] | null> = {};
+    const judgeMeanAll: Record<string, number | null> = {};
+    let nMatched = 0;
+    dimensionNames.forEach((name, d) => {
+      const figures = perModel[d]!.find((row) => row.agreement.model === model);
+      nMatched = figures?.n_matched ?? 0;
+      judgeMean[name] = figures?.judge_mean ?? null;
+      judgeCi[name] = figures?.judge_ci95 ?? null;
+      humanMean[name] = figures?.human_mean ?? null;
+      humanCi[name] = figures?.human_ci95 ?? null;
+      judgeMeanAll[name] = meanOf(judgeRows.map((row) => row.scores[name]!));
+    });
     return {
       model,
       n_judge: judgeRows.length,
-      n_human: humanRows.length,
-      judge_mean: judge.mean,
-      judge_ci95: judge.ci95,
-      human_mean: human.mean,
-      human_ci95: human.ci95,
+      n_human: humanRowsOf.get(model)?.length ?? 0,
+      n_matched: nMatched,
+      judge_mean: judgeMean,
+      judge_ci95: judgeCi,
+      human_mean: humanMean,
+      human_ci95: humanCi,
+      judge_mean_all: judgeMeanAll,
     };
   });
 }
 
-/** The mean per dimension over `rows`, and its bootstrap interval over tasks (resampled whole). */
-function meansWithIntervals(rows: Scored[], rubric: Rubric) {
-  const tasks = [...groupBy(rows, (row) => row.task_id).values()];
-  const mean: Record<string, number | null> = {};
-  const ci95: Record<string, [number, number] | null> = {};
-  for (const name of rubricDimensions(rubric)) {
-    const meanScore = (sample: Scored[]) => meanOf(sample.map((row) => row.scores[name]!));
-    mean[name] = meanScore(rows);
-    ci95[name] = bootstrapCi(tasks, meanScore);
-  }
-  return { mean, ci95 };
-}
-
-/** Per dimension, Spearman's correlation of the judge's and the humans' means of the models. */
+/** Per dimension, Spearman's correlation of the judge's and the humans' means of the models, over
+ * matched transcripts; means equal as fractions tie (rounded to 1e-9 before ranking). */
 function modelRanking(models: ModelReport[], rubric: Rubric) {
-  const both = models.filter((row) => row.n_judge > 0 && row.n_human > 0);
+  const both = models.filter((row) => row.n_matched > 0);
   const ranking: Record<string, number | null> = {};
   for (const name of rubricDimensions(rubric)) {
-    const judgeMeans = both.map((row) => row.judge_mean[name]!);
-    const humanMeans = both.map((row) => row.human_mean[name]!);
+    const judgeMeans = both.map((row) => roundForTies(row.judge_mean[name]!));
+    const humanMeans = both.map((row) => roundForTies(row.human_mean[name]!));
     ranking[name] = spearman(judgeMeans, humanMeans);
   }
   return ranking;
+}
+
+/** A mean rounded to 1e-9: 1/3 summed in two orders is one value, not two ranks. */
+function roundForTies(value: number): number {
+  return Math.round(value * 1e9) / 1e9;
 }
 
 /** What cannot be compared, listed: judge rows without a human row, and the reverse. */
@@ -213,7 +401,7 @@ function missingRows(judged: Scored[], complete: HumanRow[]) {
 export function reportCells(report: Report) {
   const agreementRows = report.dimensions.map(agreementCells);
   const modelRows = report.models.flatMap((row) => {
-    return report.dimensions.map((dimension) => modelCells(row, dimension.name, report.ranking));
+    return report.dimensions.map((dimension) => modelCells(row, dimension, report.ranking));
   });
 
   return {
@@ -226,6 +414,9 @@ export function reportCells(report: Report) {
         'within one',
         'kappa [95% CI]',
         'human ceiling kappa [95% CI]',
+        'gap to ceiling [95% CI]',
+        'leniency [95% CI]',
+        'alpha humans / with judge',
         'samples unanimous / mean range',
       ],
       ...agreementRows,
@@ -234,8 +425,11 @@ export function reportCells(report: Report) {
       [
         'model',
         'dimension',
+        'n matched',
         'judge mean [95% CI]',
         'human mean [95% CI]',
+        'judge mean, all judged',
+        'kappa [95% CI]',
         'Spearman of model means',
       ],
       ...modelRows,
@@ -256,11 +450,17 @@ function summaryLine(report: Report): string {
 function agreementCells(dimension: DimensionReport): string[] {
   const judge = dimension.judge_vs_human;
   const ceiling = dimension.human_vs_human;
+  const gap = dimension.gap_to_ceiling;
+  const alpha = dimension.alpha;
   const samples = dimension.self_consistency;
 
   let consistency = '-';
   if (samples !== null) {
     consistency = `${figure(samples.unanimous)} / ${figure(samples.mean_range)} (n ${samples.n})`;
+  }
+  let gapCell = '-';
+  if (gap !== null) {
+    gapCell = `${withInterval(gap.kappa_diff, gap.ci95)} ${gap.verdict ?? '-'}`;
   }
 
   return [
@@ -268,21 +468,43 @@ function agreementCells(dimension: DimensionReport): string[] {
     String(judge.n),
     figure(judge.exact),
     figure(judge.within_one),
-    withInterval(judge.kappa, judge.kappa_ci95),
-    ceiling === null ? '-' : withInterval(ceiling.kappa, ceiling.kappa_ci95),
+    withInterval(judge.kappa, judge.kappa_ci95) + undefinedShare(judge),
+    ceiling === null
+      ? '-'
+      : withInterval(ceiling.kappa, ceiling.kappa_ci95) + undefinedShare(ceiling),
+    gapCell,
+    withInterval(dimension.leniency.mean_diff, dimension.leniency.ci95),
+    `${figure(alpha.humans)} / ${figure(alpha.humans_and_judge)}`,
     consistency,
   ];
 }
 
 /** One model's row of the models table, on one dimension. */
-function modelCells(row: ModelReport, dimension: string, ranking: Report['ranking']): string[] {
+function modelCells(row: ModelReport, dimension: DimensionReport, ranking: Report['ranking']) {
+  const name = dimension.name;
+  const agreement = dimension.per_model.find((entry) => entry.model === row.model);
+  let kappa = '-';
+  if (agreement !== undefined) {
+    kappa = withInterval(agreement.kappa, agreement.kappa_ci95) + undefinedShare(agreement);
+  }
   return [
     row.model,
-    dimension,
-    withInterval(row.judge_mean[dimension], row.judge_ci95[dimension] ?? null),
-    withInterval(row.human_mean[dimension], row.human_ci95[dimension] ?? null),
-    figure(ranking[dimension]),
+    name,
+    String(row.n_matched),
+    withInterval(row.judge_mean[name], row.judge_ci95[name] ?? null),
+    withInterval(row.human_mean[name], row.human_ci95[name] ?? null),
+    figure(row.judge_mean_all[name]),
+    kappa,
+    figure(ranking[name]),
   ];
+}
+
+/** ` (u/r undefined)` after an interval some of whose resamples were undefined; else nothing. */
+function undefinedShare(interval: Omit<Interval, 'ci95'>): string {
+  if (interval.undefined_resamples === 0) {
+    return '';
+  }
+  return ` (${interval.undefined_resamples}/${interval.resamples} undefined)`;
 }
 
 /** A figure to two decimals; '-' when there is none. */
@@ -310,32 +532,19 @@ export type Agreement = {
 /** Two scores of one transcript: a human's first, then the judge's or another human's. */
 export type Pair = readonly [number, number];
 
-/** Exact and within-one agreement, quadratic-weighted kappa, the confusion matrix (rows: first). */
+/** Exact and within-one agreement (one step apart on the scale), quadratic-weighted kappa, the
+ * confusion matrix (rows: first). */
 export function agreement(pairs: readonly Pair[], labels: readonly number[]): Agreement {
-  const n = pairs.length;
-  const exact = pairs.filter(([first, second]) => first === second).length;
-  const withinOne = pairs.filter(([first, second]) => Math.abs(first - second) <= 1).length;
-  return {
-    n,
-    exact: n > 0 ? exact / n : 0,
-    within_one: n > 0 ? withinOne / n : 0,
-    kappa: quadraticWeightedKappa(pairs, labels),
-    confusion: confusionMatrix(pairs, labels),
-  };
+  const k = labels.length;
+  return countsAgreement(Float64Array.from(confusionMatrix(pairs, labels).flat()), 0, k);
 }
 
 /** Counts of each (first, second) score in label order; a score not a label is an error. */
 export function confusionMatrix(pairs: readonly Pair[], labels: readonly number[]): number[][] {
-  const sorted = [...labels].sort(byNumber);
-  const matrix = sorted.map(() => sorted.map(() => 0));
+  const scale = scaleOf(labels);
+  const matrix = scale.labels.map(() => scale.labels.map(() => 0));
   for (const [first, second] of pairs) {
-    const row = sorted.indexOf(first);
-    const column = sorted.indexOf(second);
-    if (row < 0 || column < 0) {
-      const unknown = row < 0 ? first : second;
-      throw new RangeError(`score ${unknown} is not one of the labels ${sorted.join(', ')}`);
-    }
-    matrix[row]![column]!++;
+    matrix[position(scale, first)]![position(scale, second)]!++;
   }
   return matrix;
 }
@@ -343,59 +552,207 @@ export function confusionMatrix(pairs: readonly Pair[], labels: readonly number[
 /** Cohen's kappa, weights (i - j)^2 / (k - 1)^2 over label positions; null with no pairs or when
  * no disagreement is expected (both raters always give one same score). */
 export function quadraticWeightedKappa(pairs: readonly Pair[], labels: readonly number[]) {
-  const observed = confusionMatrix(pairs, labels);
-  const k = observed.length;
-  const n = pairs.length;
-  if (n === 0 || k < 2) {
+  return agreement(pairs, labels).kappa;
+}
+
+/** The agreement figures of a k x k confusion matrix held flat in `counts` from `at`. */
+function countsAgreement(counts: Float64Array, at: number, k: number): Agreement {
+  let n = 0;
+  let exact = 0;
+  let withinOne = 0;
+  const confusion: number[][] = [];
+  for (let i = 0; i < k; i++) {
+    confusion.push([]);
+    for (let j = 0; j < k; j++) {
+      const count = counts[at + i * k + j]!;
+      confusion[i]!.push(count);
+      n += count;
+      exact += i === j ? count : 0;
+      withinOne += Math.abs(i - j) <= 1 ? count : 0;
+    }
+  }
+  return {
+    n,
+    exact: n > 0 ? exact / n : 0,
+    within_one: n > 0 ? withinOne / n : 0,
+    kappa: kappaOfCounts(counts, at, k),
+    confusion,
+  };
+}
+
+/** Quadratic-weighted kappa of a k x k confusion matrix held flat in `counts` from `at`. */
+function kappaOfCounts(counts: Float64Array, at: number, k: number): number | null {
+  if (k < 2) {
     return null;
   }
 
-  const rowTotals = observed.map((row) => sum(row));
-  const columnTotals = observed[0]!.map((_, j) => sum(observed.map((row) => row[j]!)));
+  const rowTotals = new Float64Array(k);
+  const columnTotals = new Float64Array(k);
+  let n = 0;
+  for (let i = 0; i < k; i++) {
+    for (let j = 0; j < k; j++) {
+      const count = counts[at + i * k + j]!;
+      rowTotals[i]! += count;
+      columnTotals[j]! += count;
+      n += count;
+    }
+  }
+  if (n === 0) {
+    return null;
+  }
+
   let disagreed = 0;
   let expected = 0;
   for (let i = 0; i < k; i++) {
     for (let j = 0; j < k; j++) {
       const weight = (i - j) ** 2 / (k - 1) ** 2;
-      disagreed += (weight * observed[i]![j]!) / n;
+      disagreed += (weight * counts[at + i * k + j]!) / n;
       expected += (weight * rowTotals[i]! * columnTotals[j]!) / n ** 2;
     }
   }
   return expected === 0 ? null : 1 - disagreed / expected;
 }
 
-/** A seeded percentile bootstrap interval (95% by default) of `statistic` over resampled units
- * (transcripts, each with its pairs); null when the statistic is undefined too often. */
-export function bootstrapCi<T>(
-  units: readonly (readonly T[])[],
-  statistic: (sample: T[]) => number | null,
-  { resamples = 2000, seed = 1, level = 0.95 } = {},
-): [number, number] | null {
-  if (units.length === 0) {
+/** Krippendorff's alpha, interval metric on positions, of units each holding its raters' scores;
+ * a unit with one score counts for nothing; 1 when every score is the same (as NLTK gives). */
+export function intervalAlpha(units: readonly (readonly number[])[], labels: readonly number[]) {
+  const scale = scaleOf(labels);
+  const terms = new Float64Array(scale.k + 1);
+  for (const unit of units) {
+    alphaTerms(
+      terms,
+      0,
+      unit.map((score) => position(scale, score)),
+      scale.k,
+    );
+  }
+  return alphaOfTerms(terms, 0, scale.k);
+}
+
+/** Alpha from summed terms at `at` (count per position, then observed disagreement); null with no
+ * pairable value. D_o = observed / n; D_e = sum of n_c n_d (c - d)^2 over n (n - 1). */
+function alphaOfTerms(terms: Float64Array, at: number, k: number): number | null {
+  let n = 0;
+  let expected = 0;
+  for (let c = 0; c < k; c++) {
+    n += terms[at + c]!;
+    for (let d = 0; d < k; d++) {
+      expected += terms[at + c]! * terms[at + d]! * (c - d) ** 2;
+    }
+  }
+  if (n === 0) {
     return null;
+  }
+  if (expected === 0) {
+    return 1; // every value the same: perfect agreement, as NLTK gives
+  }
+  const observed = terms[at + k]! / n;
+  return 1 - observed / (expected / (n * (n - 1)));
+}
+
+/** Per-unit (transcript) sufficient statistics, rows of a sparse matrix: a resample sums them,
+ * each row times how often the resample drew its unit. */
+export type UnitSums = {
+  width: number;
+  count: number;
+  starts: number[];
+  at: number[];
+  value: number[];
+};
+
+export function unitSums(width: number): UnitSums {
+  return { width, count: 0, starts: [0], at: [], value: [] };
+}
+
+/** Adds one unit, given as a dense row of `width` figures (its non-zero ones are kept). */
+export function addUnit(units: UnitSums, row: Float64Array): void {
+  row.forEach((value, i) => {
+    if (value !== 0) {
+      units.at.push(i);
+      units.value.push(value);
+    }
+  });
+  units.starts.push(units.at.length);
+  units.count++;
+}
+
+/** The sums over every unit once: the point estimates. */
+function totals(units: UnitSums): Float64Array {
+  const weights = new Int32Array(units.count).fill(1);
+  return weightedSums(units, weights, new Float64Array(units.width));
+}
+
+/** The sums of the units' rows, each times its weight, into `into`. */
+function weightedSums(units: UnitSums, weights: Int32Array, into: Float64Array): Float64Array {
+  into.fill(0);
+  for (let u = 0; u < units.count; u++) {
+    const weight = weights[u]!;
+    if (weight === 0) {
+      continue;
+    }
+    for (let e = units.starts[u]!; e < units.starts[u + 1]!; e++) {
+      into[units.at[e]!]! += weight * units.value[e]!;
+    }
+  }
+  return into;
+}
+
+/** A percentile interval, and how many of how many resamples left its statistic undefined. */
+export type Interval = {
+  ci95: [number, number] | null;
+  undefined_resamples: number;
+  resamples: number;
+};
+
+/** Seeded percentile bootstrap intervals (95% by default) of each statistic of the units' sums,
+ * over resampled units (transcripts); an interval is null when its statistic is undefined in
+ * over half the resamples. A resample is a multiplicity per unit; every statistic sees the same
+ * resamples, so a difference of two (the gap) is paired. */
+export function bootstrapIntervals(
+  units: UnitSums,
+  statistics: ((sums: Float64Array) => number | null)[],
+  { resamples = 2000, seed = 1, level = 0.95 } = {},
+): Interval[] {
+  if (units.count === 0) {
+    return statistics.map(() => ({ ci95: null, undefined_resamples: 0, resamples: 0 }));
   }
 
   const random = mulberry32(seed);
-  const values: number[] = [];
+  const weights = new Int32Array(units.count);
+  const sums = new Float64Array(units.width);
+  const values = statistics.map(() => new Float64Array(resamples));
+  const defined = statistics.map(() => 0);
   for (let r = 0; r < resamples; r++) {
-    const drawn = Array.from({ length: units.length }, () => {
-      return units[Math.floor(random() * units.length)]!;
-    });
-    const value = statistic(drawn.flat());
-    if (value !== null && Number.isFinite(value)) {
-      values.push(value);
+    weights.fill(0);
+    for (let draw = 0; draw < units.count; draw++) {
+      weights[Math.floor(random() * units.count)]!++;
     }
-  }
-  if (values.length < resamples / 2) {
-    return null; // undefined in most resamples: no interval worth printing
+    weightedSums(units, weights, sums);
+    statistics.forEach((statistic, s) => {
+      const value = statistic(sums);
+      if (value !== null && Number.isFinite(value)) {
+        values[s]![defined[s]!++] = value;
+      }
+    });
   }
 
-  values.sort(byNumber);
+  return values.map((all, s) => percentileInterval(all.subarray(0, defined[s]!), resamples, level));
+}
+
+/** The interval of the defined values of `resamples`; null when over half were undefined. */
+function percentileInterval(values: Float64Array, resamples: number, level: number): Interval {
+  const undefinedResamples = resamples - values.length;
+  if (undefinedResamples > resamples / 2) {
+    return { ci95: null, undefined_resamples: undefinedResamples, resamples };
+  }
+
+  values.sort();
   const percentile = (q: number) => {
     const index = Math.min(values.length - 1, Math.max(0, Math.floor(q * values.length)));
     return values[index]!;
   };
-  return [percentile((1 - level) / 2), percentile(1 - (1 - level) / 2)];
+  const ci95: [number, number] = [percentile((1 - level) / 2), percentile(1 - (1 - level) / 2)];
+  return { ci95, undefined_resamples: undefinedResamples, resamples };
 }
 
 /** Spearman's rank correlation, ties at their average rank; null under 3 values or no spread. */

@@ -5,8 +5,15 @@ import * as path from 'node:path';
 import { describe, test } from 'node:test';
 import { RUBRIC_FILE, makeWorkspace, mentioning, tempDir } from './helpers.ts';
 
-const { agreement, bootstrapCi, confusionMatrix, quadraticWeightedKappa, spearman } =
-  await import('../report-analysis.ts');
+const {
+  addUnit,
+  agreement,
+  bootstrapIntervals,
+  confusionMatrix,
+  quadraticWeightedKappa,
+  spearman,
+  unitSums,
+} = await import('../report-analysis.ts');
 const { analyse } = await import('../report-analysis.ts');
 const { main, readJudgeScores, scoringSheet } = await import('../report.ts');
 const { isComplete, loadRubric, readHumanScores } = await import('../run-judge.ts');
@@ -95,27 +102,37 @@ describe('agreement of two raters on one dimension: exact, within one, quadratic
   });
 });
 
-describe('bootstrapCi: a percentile interval over transcripts, the same for the same input', () => {
-  // Ten transcripts, each with one (human, judge) pair: the judge agrees on eight.
-  const units = Array.from({ length: 10 }, (_, i) => [
-    [i % 3, i < 8 ? i % 3 : (i + 1) % 3] as const,
-  ]);
-  const exact = (sample: (readonly [number, number])[]) => agreement(sample, [0, 1, 2]).exact;
+describe('bootstrapIntervals: percentile intervals over transcripts, the same for the same input', () => {
+  // Ten transcripts, each with one (human, judge) pair: the judge agrees on eight. A unit's sums: agreed, 1.
+  const units = unitSums(1);
+  for (let i = 0; i < 10; i++) {
+    addUnit(units, Float64Array.of(i < 8 ? 1 : 0));
+  }
+  const exact = (sums: Float64Array) => sums[0]! / 10;
 
   test('seeded: the same units give the same interval; it holds the point estimate and lies in [0, 1]', () => {
-    const first = bootstrapCi(units, exact);
-    const again = bootstrapCi(units, exact);
+    const [first] = bootstrapIntervals(units, [exact]);
+    const [again] = bootstrapIntervals(units, [exact]);
     assert.deepEqual(first, again);
-    const [lo, hi] = first!;
+    const [lo, hi] = first!.ci95!;
     assert.ok(lo <= 0.8 && 0.8 <= hi && lo >= 0 && hi <= 1, `[${lo}, ${hi}]`);
     assert.ok(hi - lo > 0, 'resampling ten transcripts varies the share');
+    assert.deepEqual([first!.undefined_resamples, first!.resamples], [0, 2000]);
   });
 
-  test('no transcripts, or a statistic undefined in most resamples: null', () => {
-    assert.equal(bootstrapCi([], exact), null);
-    assert.equal(
-      bootstrapCi(units, () => null),
-      null,
+  test('no transcripts: null of 0 resamples; undefined in over half the resamples: null, the count said', () => {
+    assert.deepEqual(bootstrapIntervals(unitSums(1), [exact]), [
+      { ci95: null, undefined_resamples: 0, resamples: 0 },
+    ]);
+    assert.deepEqual(bootstrapIntervals(units, [() => null]), [
+      { ci95: null, undefined_resamples: 2000, resamples: 2000 },
+    ]);
+    // Undefined unless the resample drew two disagreements or more (p = 0.376 it drew fewer: about 752 of 2000).
+    const [some] = bootstrapIntervals(units, [(sums) => (sums[0]! <= 8 ? 1 : null)]);
+    assert.ok(some!.ci95 !== null);
+    assert.ok(
+      some!.undefined_resamples > 600 && some!.undefined_resamples < 900,
+      `${some!.undefined_resamples}`,
     );
   });
 });
@@ -401,11 +418,18 @@ describe('analyse: the judge against the humans, per dimension and per model; wh
       table,
       /^2 \(transcript, scorer\) pairs; no human row: none; no judge row: none; rows by judge: judge-a 1, judge-b 1\n/,
     );
-    assert.match(table, new RegExp(`^${DIMENSIONS[0]} +2 +1\\.00 +1\\.00 +1\\.00 - +- +-$`, 'm'));
+    // Kappa is undefined in 1004 of 2000 resamples (both transcripts drawn alike): said beside it.
+    assert.match(
+      table,
+      new RegExp(
+        `^${DIMENSIONS[0]} +2 +1\\.00 +1\\.00 +1\\.00 - \\(1004/2000 undefined\\) +- +- +0\\.00 \\[0\\.00, 0\\.00\\] +- / 1\\.00 +-$`,
+        'm',
+      ),
+    );
     const [, markdown] = await printed(['--format', 'markdown']);
     assert.match(
       markdown,
-      /^\| dimension \| n \| exact \| within one \| kappa \[95% CI\] \| human ceiling kappa \[95% CI\] \| samples unanimous \/ mean range \|\n\| --- \|/m,
+      /^\| dimension \| n \| exact \| within one \| kappa \[95% CI\] \| human ceiling kappa \[95% CI\] \| gap to ceiling \[95% CI\] \| leniency \[95% CI\] \| alpha humans \/ with judge \| samples unanimous \/ mean range \|\n\| --- \|/m,
     );
     assert.equal((await printed(['--format', 'xml']))[0], 2);
   });
