@@ -14,6 +14,7 @@ import {
   isEntryModule,
   loadRubric,
   pairKey,
+  pairLabel,
   readCsvFile,
   readHumanScores,
   readTranscripts,
@@ -180,8 +181,18 @@ export function readJudgeScores(file: string, rubric: Rubric): ScoreRow[] {
     throw new EvalInputError(`${file}: header is not ${columns.join(',')}`);
   }
 
+  // A duplicated row would count twice in a mean and once in agreement: refused, naming both lines.
+  const lineOf = new Map<string, number>();
   return records.slice(1).map(({ record, info }) => {
-    return judgeRow(record, rubric, `${file}: line ${info.lines}`);
+    const row = judgeRow(record, rubric, `${file}: line ${info.lines}`);
+    const first = lineOf.get(pairKey(row.task_id, row.model));
+    if (first !== undefined) {
+      throw new EvalInputError(
+        `${file}: lines ${first} and ${info.lines} both score ${pairLabel(row)}: keep one`,
+      );
+    }
+    lineOf.set(pairKey(row.task_id, row.model), info.lines);
+    return row;
   });
 }
 

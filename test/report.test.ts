@@ -267,6 +267,21 @@ describe('readJudgeScores: a judge CSV cell that is not an allowed score is an e
   }
 });
 
+describe('readJudgeScores: a transcript scored twice in the judge CSV is an error naming both lines', () => {
+  test('the same (task_id, model) on lines 2 and 4 → EvalInputError naming both lines and the transcript', (t) => {
+    const file = path.join(tempDir(t), 'judge.csv');
+    const row = DIMENSIONS.map(() => '2').join(',');
+    fs.writeFileSync(
+      file,
+      `task_id,model,${DIMENSIONS.join(',')},notes\np1,m1,${row},a\np2,m1,${row},b\np1,m1,${row},c\n`,
+    );
+    assert.throws(() => readJudgeScores(file, rubric), {
+      name: 'EvalInputError',
+      message: mentioning(file, 'lines 2 and 4', 'm1/p1'),
+    });
+  });
+});
+
 describe('analyse: the judge against the humans, per dimension and per model; what is missing', () => {
   const all = (score: number) => Object.fromEntries(DIMENSIONS.map((name) => [name, score]));
   const judge = (model: string, task_id: string, score: number) => ({
