@@ -1,0 +1,420 @@
+// The figures of issue 16 (report-analysis.ts) against scikit-learn, SciPy and NLTK: one convention
+// (positions on the scale), matched transcripts, the gap to the ceiling, leniency, alpha, per model.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { describe, test } from 'node:test';
+
+const { agreement, analyse, intervalAlpha } = await import('../report-analysis.ts');
+type Rubric = import('../run-judge.ts').Rubric;
+type HumanRow = import('../run-judge.ts').HumanRow;
+type ScoreRow = import('../run-judge.ts').ScoreRow;
+
+const near = (actual: number | null | undefined, expected: number, what: string) => {
+  assert.ok(
+    actual !== null && actual !== undefined && Math.abs(actual - expected) < 1e-9,
+    `${what}: ${actual}, expected ${expected}`,
+  );
+};
+
+/** A rubric of the dimensions named, each with its allowed scores. */
+function rubricOf(scales: Record<string, number[]>): Rubric {
+  const dimensions = Object.entries(scales).map(([name, scores]) => {
+    const levels = Object.fromEntries(scores.map((score) => [String(score), `level ${score}`]));
+    return { name, description: name, scores: levels };
+  });
+  return { dimensions } as Rubric;
+}
+
+const judgeRow = (model: string, task_id: string, scores: Record<string, number>): ScoreRow => {
+  return { model, task_id, scores, notes: '' };
+};
+const humanRow = (
+  model: string,
+  task_id: string,
+  scorer: string,
+  scores: Record<string, number>,
+): HumanRow => {
+  return { model, task_id, scorer, scores, notes: '' };
+};
+
+// The data set of test/reference/analysis-reference.py: x scores 0..3, y scores {0, 2, 4}.
+const SCALES = { x: [0, 1, 2, 3], y: [0, 2, 4] };
+const JUDGE: [string, string, number, number][] = [
+  ['a', 't1', 0, 0],
+  ['a', 't2', 1, 2],
+  ['a', 't3', 3, 4],
+  ['a', 't4', 2, 2],
+  ['b', 't1', 2, 2],
+  ['b', 't2', 2, 4],
+  ['b', 't3', 1, 0],
+  ['c', 't1', 3, 4],
+  ['c', 't2', 0, 2],
+  ['c', 't3', 2, 2],
+];
+const HUMANS: [string, string, string, number, number][] = [
+  ['a', 't1', 'al', 0, 0],
+  ['a', 't1', 'bo', 1, 0],
+  ['a', 't1', 'cy', 0, 4],
+  ['a', 't2', 'al', 1, 2],
+  ['a', 't2', 'bo', 2, 2],
+  ['a', 't3', 'bo', 3, 4],
+  ['b', 't1', 'al', 1, 2],
+  ['b', 't1', 'cy', 2, 0],
+  ['b', 't2', 'al', 3, 4],
+  ['b', 't2', 'bo', 2, 4],
+  ['b', 't2', 'cy', 3, 2],
+  ['b', 't3', 'cy', 3, 0],
+  ['c', 't1', 'al', 3, 2],
+  ['c', 't1', 'bo', 2, 4],
+  ['c', 't2', 'al', 1, 0],
+  ['c', 't2', 'bo', 0, 0],
+  ['c', 't3', 'al', 2, 4],
+  ['c', 't3', 'bo', 3, 2],
+  ['c', 't3', 'cy', 2, 2],
+  ['c', 't9', 'al', 1, 2],
+];
+
+// Printed by `/usr/bin/python3 test/reference/analysis-reference.py` (scikit-learn 1.2.1
+// cohen_kappa_score(weights='quadratic') on positions, SciPy 1.10.1 spearmanr, NLTK 3.8
+// AnnotationTask(distance=interval_distance).alpha() on positions), copied here.
+const REFERENCE = {
+  dimensions: {
+    x: {
+      n: 19,
+      exact: 0.5263157894736842,
+      within_one: 0.9473684210526315,
+      kappa: 0.7259615384615385,
+      ceiling_n: 13,
+      ceiling_kappa: 0.6614583333333334,
+      kappa_diff: 0.12198115711252655,
+      leniency: -0.3703703703703704,
+      alpha_humans: 0.631578947368421,
+      alpha_humans_and_judge: 0.6554054054054055,
+      spearman: 0.8660254037844387,
+      per_model: [
+        ['a', 6, 0.6666666666666666, 1.0, 0.8604651162790697],
+        ['b', 6, 0.3333333333333333, 0.8333333333333334, -0.23529411764705865],
+        ['c', 7, 0.5714285714285714, 1.0, 0.817391304347826],
+      ],
+    },
+    y: {
+      n: 19,
+      exact: 0.631578947368421,
+      within_one: 0.9473684210526315,
+      kappa: 0.5454545454545454,
+      ceiling_n: 13,
+      ceiling_kappa: 0.1165048543689321,
+      kappa_diff: 0.3279395900755123,
+      leniency: 0.2962962962962963,
+      alpha_humans: 0.24705882352941178,
+      alpha_humans_and_judge: 0.48842105263157887,
+      spearman: 0.0,
+      per_model: [
+        ['a', 6, 0.8333333333333334, 0.8333333333333334, 0.5],
+        ['b', 6, 0.6666666666666666, 1.0, 0.75],
+        ['c', 7, 0.42857142857142855, 1.0, 0.33333333333333337],
+      ],
+    },
+  },
+  models: {
+    a: {
+      n_matched: 3,
+      judge_mean: { x: 1.3333333333333333, y: 2.0 },
+      human_mean: { x: 1.611111111111111, y: 2.444444444444444 },
+      judge_mean_all: { x: 1.5, y: 2.0 },
+    },
+    b: {
+      n_matched: 3,
+      judge_mean: { x: 1.6666666666666667, y: 2.0 },
+      human_mean: { x: 2.388888888888889, y: 1.4444444444444446 },
+      judge_mean_all: { x: 1.6666666666666667, y: 2.0 },
+    },
+    c: {
+      n_matched: 3,
+      judge_mean: { x: 1.6666666666666667, y: 2.6666666666666665 },
+      human_mean: { x: 1.777777777777778, y: 1.8888888888888886 },
+      judge_mean_all: { x: 1.6666666666666667, y: 2.6666666666666665 },
+    },
+  },
+  alpha: {
+    'three raters, one unit with one value': -0.2857142857142858,
+    'one step off everywhere': 0.125,
+    perfect: 1.0,
+  },
+};
+const ALPHA_CASES: Record<string, number[][]> = {
+  'three raters, one unit with one value': [[0, 1, 2], [1, 1], [2, 2, 1], [0], [2, 0]],
+  'one step off everywhere': [
+    [0, 1],
+    [1, 2],
+    [2, 1],
+    [1, 0],
+  ],
+  perfect: [
+    [0, 0],
+    [1, 1, 1],
+    [2, 2],
+  ],
+};
+
+function referenceReport() {
+  const judged = JUDGE.map(([model, task, x, y]) => judgeRow(model, task, { x, y }));
+  const humans = HUMANS.map(([model, task, scorer, x, y]) =>
+    humanRow(model, task, scorer, { x, y }),
+  );
+  return analyse(judged, humans, rubricOf(SCALES));
+}
+
+describe('one convention: scores by their position on the scale, over matched transcripts', () => {
+  test('within one is one step on the scale: on {0, 2, 4} 3/4 (by value it was exact, 1/4); on {0, 1, 3} 2/3', () => {
+    const even = agreement(
+      [
+        [0, 2],
+        [2, 4],
+        [0, 4],
+        [4, 4],
+      ],
+      [0, 2, 4],
+    );
+    assert.deepEqual([even.exact, even.within_one], [1 / 4, 3 / 4]);
+    const uneven = agreement(
+      [
+        [0, 1],
+        [1, 3],
+        [0, 3],
+      ],
+      [0, 1, 3],
+    );
+    assert.deepEqual([uneven.exact, uneven.within_one], [0, 2 / 3]);
+  });
+
+  test('a reference data set: every figure as scikit-learn, SciPy and NLTK compute it', () => {
+    const report = referenceReport();
+    for (const dimension of report.dimensions) {
+      const expected = REFERENCE.dimensions[dimension.name as 'x' | 'y'];
+      const at = (what: string) => `${dimension.name} ${what}`;
+      assert.equal(dimension.judge_vs_human.n, expected.n, at('n'));
+      near(dimension.judge_vs_human.exact, expected.exact, at('exact'));
+      near(dimension.judge_vs_human.within_one, expected.within_one, at('within one'));
+      near(dimension.judge_vs_human.kappa, expected.kappa, at('kappa'));
+      assert.equal(dimension.human_vs_human!.n, expected.ceiling_n, at('ceiling n'));
+      near(dimension.human_vs_human!.kappa, expected.ceiling_kappa, at('ceiling kappa'));
+      near(dimension.gap_to_ceiling!.kappa_diff, expected.kappa_diff, at('gap'));
+      near(dimension.leniency.mean_diff, expected.leniency, at('leniency'));
+      near(dimension.alpha.humans, expected.alpha_humans, at('alpha humans'));
+      near(dimension.alpha.humans_and_judge, expected.alpha_humans_and_judge, at('alpha + judge'));
+      near(report.ranking[dimension.name], expected.spearman, at('Spearman'));
+      const perModel = dimension.per_model.map((row) => [
+        row.model,
+        row.n,
+        row.exact,
+        row.within_one,
+        row.kappa,
+      ]);
+      assert.equal(perModel.length, expected.per_model.length);
+      perModel.forEach((row, i) => {
+        const want = expected.per_model[i]!;
+        assert.deepEqual(row.slice(0, 2), want.slice(0, 2), at('per model'));
+        row
+          .slice(2)
+          .forEach((value, j) => near(value as number, want[j + 2] as number, at('per model')));
+      });
+    }
+    for (const row of report.models) {
+      const expected = REFERENCE.models[row.model as 'a' | 'b' | 'c'];
+      assert.equal(row.n_matched, expected.n_matched, row.model);
+      for (const name of ['x', 'y'] as const) {
+        near(row.judge_mean[name], expected.judge_mean[name], `${row.model} judge mean`);
+        near(row.human_mean[name], expected.human_mean[name], `${row.model} human mean`);
+        near(row.judge_mean_all[name], expected.judge_mean_all[name], `${row.model} all judged`);
+      }
+    }
+  });
+
+  test('every interval holds its point estimate and says how many resamples were undefined', () => {
+    const report = referenceReport();
+    for (const dimension of report.dimensions) {
+      const holds = (value: number | null, ci: [number, number] | null, what: string) => {
+        assert.ok(ci !== null && value !== null, `${dimension.name} ${what}: an interval`);
+        assert.ok(ci[0] <= value + 1e-12 && value - 1e-12 <= ci[1], `${what} ${value} in ${ci}`);
+      };
+      holds(dimension.judge_vs_human.kappa, dimension.judge_vs_human.kappa_ci95, 'kappa');
+      holds(dimension.gap_to_ceiling!.kappa_diff, dimension.gap_to_ceiling!.ci95, 'gap');
+      holds(dimension.leniency.mean_diff, dimension.leniency.ci95, 'leniency');
+      holds(dimension.alpha.humans, dimension.alpha.humans_ci95, 'alpha humans');
+      holds(dimension.alpha.humans_and_judge, dimension.alpha.humans_and_judge_ci95, 'alpha + j');
+      assert.equal(dimension.judge_vs_human.resamples, 2000);
+      assert.ok(dimension.judge_vs_human.undefined_resamples < 1000);
+    }
+  });
+
+  test('a model with rows the humans lack: its judge_mean over matched transcripts, judge_mean_all over all', () => {
+    const a = referenceReport().models.find((row) => row.model === 'a')!;
+    assert.deepEqual([a.n_judge, a.n_matched], [4, 3]);
+    assert.deepEqual([a.judge_mean.x, a.judge_mean_all.x], [4 / 3, 1.5]);
+  });
+
+  test('model means equal as fractions tie in the Spearman, though their floating sums differ', () => {
+    // Human means per transcript 1/2, 2/3, 1/3 sum to 0.49999999999999994 x 3; 0, 0, 3/2 to 0.5 x 3.
+    const rows: HumanRow[] = [
+      humanRow('a', 't1', 'al', { x: 0 }),
+      humanRow('a', 't1', 'bo', { x: 1 }),
+      humanRow('a', 't2', 'al', { x: 0 }),
+      humanRow('a', 't2', 'bo', { x: 1 }),
+      humanRow('a', 't2', 'cy', { x: 1 }),
+      humanRow('a', 't3', 'al', { x: 0 }),
+      humanRow('a', 't3', 'bo', { x: 0 }),
+      humanRow('a', 't3', 'cy', { x: 1 }),
+      humanRow('b', 't1', 'al', { x: 0 }),
+      humanRow('b', 't2', 'al', { x: 0 }),
+      humanRow('b', 't3', 'al', { x: 1 }),
+      humanRow('b', 't3', 'bo', { x: 2 }),
+      humanRow('c', 't1', 'al', { x: 2 }),
+      humanRow('c', 't2', 'al', { x: 2 }),
+      humanRow('c', 't3', 'al', { x: 2 }),
+    ];
+    const judged = ['a', 'b', 'c'].flatMap((model, i) => {
+      return ['t1', 't2', 't3'].map((task) => judgeRow(model, task, { x: i }));
+    });
+    const report = analyse(judged, rows, rubricOf({ x: [0, 1, 2] }));
+    const means = report.models.map((row) => row.human_mean.x);
+    assert.notEqual(means[0], means[1], 'the two sums differ in floating point');
+    // SciPy: spearmanr([0, 1, 2], [1/2, 1/2, 2]).correlation = 0.8660254037844387 (ranks 1.5, 1.5, 3).
+    near(report.ranking.x, 0.8660254037844387, 'tied means');
+  });
+});
+
+describe('the gap to the ceiling: judge kappa minus the humans, paired over transcripts with two scorers', () => {
+  const scorers = ['al', 'bo'];
+  const dataSet = (judgeScore: (human: number) => number, transcripts = 6) => {
+    const judged: ScoreRow[] = [];
+    const humans: HumanRow[] = [];
+    for (let t = 0; t < transcripts; t++) {
+      const score = t % 3;
+      judged.push(judgeRow('m', `t${t}`, { x: judgeScore(score) }));
+      for (const scorer of scorers) {
+        humans.push(humanRow('m', `t${t}`, scorer, { x: score }));
+      }
+    }
+    return analyse(judged, humans, rubricOf({ x: [0, 1, 2] }));
+  };
+
+  test('a judge that scores as the two agreeing scorers do: gap exactly 0, interval [0, 0], within', () => {
+    const gap = dataSet((score) => score).dimensions[0]!.gap_to_ceiling!;
+    assert.equal(gap.kappa_diff, 0);
+    assert.deepEqual(gap.ci95, [0, 0]);
+    assert.equal(gap.verdict, 'within');
+    assert.equal(gap.resamples, 2000);
+  });
+
+  test('a constant judge beside agreeing scorers: kappa 0 against 1, gap -1, below', () => {
+    const gap = dataSet(() => 1).dimensions[0]!.gap_to_ceiling!;
+    assert.equal(gap.kappa_diff, -1);
+    assert.deepEqual(gap.ci95, [-1, -1]);
+    assert.equal(gap.verdict, 'below');
+  });
+
+  test('undefined in over half the resamples (two transcripts): no interval, verdict null, the count said', () => {
+    const gap = dataSet((score) => score, 2).dimensions[0]!.gap_to_ceiling!;
+    assert.equal(gap.kappa_diff, 0);
+    assert.deepEqual([gap.ci95, gap.verdict], [null, null]);
+    assert.ok(gap.undefined_resamples > 1000, `${gap.undefined_resamples}`);
+  });
+
+  test('one scorer per transcript: no ceiling, so no gap and no alpha among the humans', () => {
+    const judged = [judgeRow('m', 't1', { x: 0 }), judgeRow('m', 't2', { x: 2 })];
+    const humans = [humanRow('m', 't1', 'al', { x: 0 }), humanRow('m', 't2', 'al', { x: 1 })];
+    const [dimension] = analyse(judged, humans, rubricOf({ x: [0, 1, 2] })).dimensions;
+    assert.equal(dimension!.human_vs_human, null);
+    assert.equal(dimension!.gap_to_ceiling, null);
+    assert.deepEqual([dimension!.alpha.humans, dimension!.alpha.humans_ci95], [null, null]);
+    assert.notEqual(dimension!.alpha.humans_and_judge, null);
+  });
+});
+
+describe("leniency: the judge's mean minus the humans' over matched transcripts, in score units", () => {
+  test('a judge one point above the mean of two scorers everywhere: 1, interval [1, 1]', () => {
+    const judged = [judgeRow('m', 't1', { x: 2 }), judgeRow('m', 't2', { x: 3 })];
+    const humans = [
+      humanRow('m', 't1', 'al', { x: 0 }),
+      humanRow('m', 't1', 'bo', { x: 2 }),
+      humanRow('m', 't2', 'al', { x: 2 }),
+      humanRow('m', 't2', 'bo', { x: 2 }),
+    ];
+    const leniency = analyse(judged, humans, rubricOf({ x: [0, 1, 2, 3] })).dimensions[0]!.leniency;
+    assert.deepEqual(leniency, { mean_diff: 1, ci95: [1, 1] });
+  });
+});
+
+describe("Krippendorff's alpha, interval metric on positions, as NLTK computes it", () => {
+  for (const [name, units] of Object.entries(ALPHA_CASES)) {
+    test(`${name}: NLTK's figure`, () => {
+      const expected = REFERENCE.alpha[name as keyof typeof REFERENCE.alpha];
+      near(intervalAlpha(units, [0, 1, 2]), expected, name);
+    });
+  }
+
+  test('perfect agreement is exactly 1; every score the same is 1 (as NLTK), no pairable value null', () => {
+    assert.equal(intervalAlpha(ALPHA_CASES.perfect!, [0, 1, 2]), 1);
+    assert.equal(
+      intervalAlpha(
+        [
+          [2, 2],
+          [2, 2, 2],
+        ],
+        [0, 1, 2],
+      ),
+      1,
+    );
+    assert.equal(intervalAlpha([[2], [1]], [0, 1, 2]), null);
+  });
+
+  test('humans who all give one score: alpha 1, and 1 in every resample', () => {
+    const judged = [judgeRow('m', 't1', { x: 1 }), judgeRow('m', 't2', { x: 0 })];
+    const humans = ['t1', 't2'].flatMap((task) => {
+      return ['al', 'bo'].map((scorer) => humanRow('m', task, scorer, { x: 1 }));
+    });
+    const alpha = analyse(judged, humans, rubricOf({ x: [0, 1, 2] })).dimensions[0]!.alpha;
+    assert.deepEqual([alpha.humans, alpha.humans_ci95], [1, [1, 1]]);
+  });
+});
+
+describe('the reference figures come from the script beside them', () => {
+  const script = path.join(import.meta.dirname, 'reference', 'analysis-reference.py');
+  const python = '/usr/bin/python3';
+  const probe = fs.existsSync(python)
+    ? spawnSync(python, ['-c', 'import nltk, scipy, sklearn'], { encoding: 'utf8' })
+    : null;
+  const available = probe !== null && probe.status === 0;
+
+  test(
+    'its output is the constants above (run only where NLTK, SciPy and scikit-learn are installed)',
+    {
+      skip: available ? false : 'no python3 with nltk, scipy and sklearn',
+    },
+    () => {
+      const run = spawnSync(python, [script], { encoding: 'utf8' });
+      assert.equal(run.status, 0, run.stderr);
+      const printed = JSON.parse(run.stdout);
+      assert.deepEqual(printed.alpha, REFERENCE.alpha);
+      assert.deepEqual(printed.models, REFERENCE.models);
+      for (const name of ['x', 'y'] as const) {
+        const { per_model: perModel, ...figures } = printed.dimensions[name];
+        const expected = REFERENCE.dimensions[name];
+        assert.deepEqual(
+          perModel.map((row: Record<string, unknown>) => [
+            row.model,
+            row.n,
+            row.exact,
+            row.within_one,
+            row.kappa,
+          ]),
+          expected.per_model,
+        );
+        assert.deepEqual({ ...figures, per_model: expected.per_model }, expected);
+      }
+    },
+  );
+});
