@@ -336,6 +336,78 @@ async function benchBatch(): Promise<void> {
   );
 }
 
+/** A report's inputs: `count` transcripts (10 tutor models), each scored by the judge and by 4
+ * people on 3 dimensions (scales 0-2, 0-4 and {0, 2, 4}), the scores near a seeded true level. */
+function makeReportSet(count: number): string[] {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'run-judge-bench-report-'));
+  const scales = { correctness: [0, 1, 2], scaffolding: [0, 1, 2, 3, 4], diagnosis: [0, 2, 4] };
+  const dimensions = Object.entries(scales).map(([name, scores]) => {
+    const levels = Object.fromEntries(scores.map((score) => [String(score), `level ${score}`]));
+    return { name, description: name, scores: levels };
+  });
+  fs.writeFileSync(path.join(dir, 'rubric.json'), JSON.stringify({ dimensions }));
+
+  let state = 12345;
+  const random = () => {
+    state = (state * 1103515245 + 12345) % 2147483648;
+    return state / 2147483648;
+  };
+  const near = (scores: number[], level: number) => {
+    const at = Math.round(level * (scores.length - 1) + (random() - 0.5) * 1.5);
+    return scores[Math.min(scores.length - 1, Math.max(0, at))]!;
+  };
+  const names = Object.keys(scales);
+  const judge = [`task_id,model,${names.join(',')},notes`];
+  const humans = [`task_id,model,${names.join(',')},notes,scorer`];
+  for (let i = 0; i < count; i++) {
+    const model = `m${i % 10}`;
+    const task = `task${String(Math.floor(i / 10)).padStart(5, '0')}`;
+    const levels = Object.values(scales).map(() => random());
+    const scoresOf = () => Object.values(scales).map((scores, d) => near(scores, levels[d]!));
+    judge.push(`${task},${model},${scoresOf().join(',')},ok`);
+    for (const scorer of ['ann', 'bob', 'cat', 'dan']) {
+      humans.push(`${task},${model},${scoresOf().join(',')},,${scorer}`);
+    }
+  }
+  fs.writeFileSync(path.join(dir, 'scores.csv'), `${judge.join('\n')}\n`);
+  fs.writeFileSync(path.join(dir, 'human_scores.csv'), `${humans.join('\n')}\n`);
+  return [
+    '--scores',
+    path.join(dir, 'scores.csv'),
+    '--human-scores',
+    path.join(dir, 'human_scores.csv'),
+    '--rubric',
+    path.join(dir, 'rubric.json'),
+    '--log',
+    path.join(dir, 'no-log.jsonl'),
+    '--format',
+    'json',
+  ];
+}
+
+async function benchReport(): Promise<void> {
+  const report = [process.execPath, '--import', 'tsx', path.join(ROOT, 'report.ts')] as const;
+  const help: number[] = [];
+  const timings: Record<number, number[]> = { 1000: [], 2000: [] };
+  const sets = { 1000: makeReportSet(1000), 2000: makeReportSet(2000) };
+  const exits: (number | null)[] = [];
+  await run(report[0], [...report.slice(1), '--help']); // warm tsx's compile cache
+  for (let i = 0; i < 5; i++) {
+    help.push((await run(report[0], [...report.slice(1), '--help'])).ms);
+    for (const count of [1000, 2000] as const) {
+      const result = await run(report[0], [...report.slice(1), ...sets[count]]);
+      exits.push(result.code);
+      timings[count]!.push(result.ms);
+    }
+  }
+  const reportMs = (count: number) => median(timings[count]!) - median(help);
+  console.log(
+    `[report] 2,000 transcripts x 4 scorers x 3 dimensions: report time ${(reportMs(2000) / 1000).toFixed(2)} s ` +
+      `(wall ${median(timings[2000]!).toFixed(0)} ms less report.ts --help ${median(help).toFixed(0)} ms, medians of 5, interleaved; target <= 3 s); ` +
+      `2,000 vs 1,000 transcripts ${fmt(reportMs(2000) / reportMs(1000))} (linear: 2.00x); exit ${[...new Set(exits)].join('/')}`,
+  );
+}
+
 const only = process.argv[2];
 const benches: Record<string, () => Promise<void>> = {
   startup: benchStartup,
@@ -343,5 +415,6 @@ const benches: Record<string, () => Promise<void>> = {
   b: benchTokenBuckets,
   c: benchMemory,
   d: benchBatch,
+  report: benchReport,
 };
 for (const [name, bench] of Object.entries(benches)) if (!only || only === name) await bench();
