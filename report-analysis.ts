@@ -650,48 +650,61 @@ function alphaOfTerms(terms: Float64Array, at: number, k: number): number | null
   return 1 - observed / (expected / (n * (n - 1)));
 }
 
-/** Per-unit (transcript) sufficient statistics, rows of a sparse matrix: a resample sums them,
- * each row times how often the resample drew its unit. */
+/** Per-unit (transcript) sufficient statistics: a resample sums them, each unit's row times how
+ * often the resample drew it. Units with the same row share it (a sparse row per distinct one), so
+ * a resample's sums cost its draws plus the distinct rows, however many pairs a unit holds. */
 export type UnitSums = {
   width: number;
   count: number;
+  rowOf: number[];
+  rowIndex: Map<string, number>;
   starts: number[];
   at: number[];
   value: number[];
 };
 
 export function unitSums(width: number): UnitSums {
-  return { width, count: 0, starts: [0], at: [], value: [] };
+  return { width, count: 0, rowOf: [], rowIndex: new Map(), starts: [0], at: [], value: [] };
 }
 
 /** Adds one unit, given as a dense row of `width` figures (its non-zero ones are kept). */
 export function addUnit(units: UnitSums, row: Float64Array): void {
-  row.forEach((value, i) => {
-    if (value !== 0) {
-      units.at.push(i);
-      units.value.push(value);
-    }
-  });
-  units.starts.push(units.at.length);
+  const key = row.join(',');
+  let index = units.rowIndex.get(key);
+  if (index === undefined) {
+    index = units.rowIndex.size;
+    units.rowIndex.set(key, index);
+    row.forEach((value, i) => {
+      if (value !== 0) {
+        units.at.push(i);
+        units.value.push(value);
+      }
+    });
+    units.starts.push(units.at.length);
+  }
+  units.rowOf.push(index);
   units.count++;
 }
 
 /** The sums over every unit once: the point estimates. */
 function totals(units: UnitSums): Float64Array {
-  const weights = new Int32Array(units.count).fill(1);
-  return weightedSums(units, weights, new Float64Array(units.width));
+  const multiplicities = new Float64Array(units.rowIndex.size);
+  for (const index of units.rowOf) {
+    multiplicities[index]!++;
+  }
+  return weightedSums(units, multiplicities, new Float64Array(units.width));
 }
 
-/** The sums of the units' rows, each times its weight, into `into`. */
-function weightedSums(units: UnitSums, weights: Int32Array, into: Float64Array): Float64Array {
+/** The sums of the distinct rows, each times its multiplicity, into `into`. */
+function weightedSums(units: UnitSums, multiplicities: Float64Array, into: Float64Array) {
   into.fill(0);
-  for (let u = 0; u < units.count; u++) {
-    const weight = weights[u]!;
-    if (weight === 0) {
+  for (let row = 0; row < multiplicities.length; row++) {
+    const times = multiplicities[row]!;
+    if (times === 0) {
       continue;
     }
-    for (let e = units.starts[u]!; e < units.starts[u + 1]!; e++) {
-      into[units.at[e]!]! += weight * units.value[e]!;
+    for (let e = units.starts[row]!; e < units.starts[row + 1]!; e++) {
+      into[units.at[e]!]! += times * units.value[e]!;
     }
   }
   return into;
@@ -718,16 +731,16 @@ export function bootstrapIntervals(
   }
 
   const random = mulberry32(seed);
-  const weights = new Int32Array(units.count);
+  const multiplicities = new Float64Array(units.rowIndex.size);
   const sums = new Float64Array(units.width);
   const values = statistics.map(() => new Float64Array(resamples));
   const defined = statistics.map(() => 0);
   for (let r = 0; r < resamples; r++) {
-    weights.fill(0);
+    multiplicities.fill(0);
     for (let draw = 0; draw < units.count; draw++) {
-      weights[Math.floor(random() * units.count)]!++;
+      multiplicities[units.rowOf[Math.floor(random() * units.count)]!]!++;
     }
-    weightedSums(units, weights, sums);
+    weightedSums(units, multiplicities, sums);
     statistics.forEach((statistic, s) => {
       const value = statistic(sums);
       if (value !== null && Number.isFinite(value)) {
