@@ -507,9 +507,13 @@ function undefinedShare(interval: Omit<Interval, 'ci95'>): string {
   return ` (${interval.undefined_resamples}/${interval.resamples} undefined)`;
 }
 
-/** A figure to two decimals; '-' when there is none. */
+/** A figure to two decimals ('0.00', never '-0.00'); '-' when there is none. */
 function figure(value: number | null | undefined): string {
-  return value === null || value === undefined ? '-' : value.toFixed(2);
+  if (value === null || value === undefined) {
+    return '-';
+  }
+  const text = value.toFixed(2);
+  return text === '-0.00' ? '0.00' : text;
 }
 
 /** A figure and its interval, as `0.71 [0.40, 0.90]`; '-' for either when there is none. */
