@@ -500,7 +500,7 @@ function modelCells(row: ModelReport, dimension: DimensionReport, ranking: Repor
 }
 
 /** ` (u/r undefined)` after an interval some of whose resamples were undefined; else nothing. */
-function undefinedShare(interval: Omit<Interval, 'ci95'>): string {
+export function undefinedShare(interval: Omit<Interval, 'ci95'>): string {
   if (interval.undefined_resamples === 0) {
     return '';
   }
@@ -508,7 +508,7 @@ function undefinedShare(interval: Omit<Interval, 'ci95'>): string {
 }
 
 /** A figure to two decimals ('0.00', never '-0.00'); '-' when there is none. */
-function figure(value: number | null | undefined): string {
+export function figure(value: number | null | undefined): string {
   if (value === null || value === undefined) {
     return '-';
   }
@@ -517,7 +517,10 @@ function figure(value: number | null | undefined): string {
 }
 
 /** A figure and its interval, as `0.71 [0.40, 0.90]`; '-' for either when there is none. */
-function withInterval(value: number | null | undefined, ci: [number, number] | null): string {
+export function withInterval(
+  value: number | null | undefined,
+  ci: [number, number] | null,
+): string {
   const interval = ci === null ? '-' : `[${figure(ci[0])}, ${figure(ci[1])}]`;
   return `${figure(value)} ${interval}`;
 }
