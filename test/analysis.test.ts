@@ -286,6 +286,69 @@ describe('one convention: scores by their position on the scale, over matched tr
   });
 });
 
+describe("the JSON's field names: issue 16's, which report-page and report-cli code against", () => {
+  test('each dimension, its gap, leniency, alpha and per-model entries, and each model, in this order', () => {
+    const report = JSON.parse(JSON.stringify(referenceReport()));
+    const [dimension] = report.dimensions;
+    assert.deepEqual(Object.keys(dimension), [
+      'name',
+      'labels',
+      'judge_vs_human',
+      'human_vs_human',
+      'gap_to_ceiling',
+      'leniency',
+      'alpha',
+      'per_model',
+      'self_consistency',
+    ]);
+    assert.deepEqual(Object.keys(dimension.judge_vs_human), [
+      'n',
+      'exact',
+      'within_one',
+      'kappa',
+      'confusion',
+      'kappa_ci95',
+      'undefined_resamples',
+      'resamples',
+    ]);
+    assert.deepEqual(Object.keys(dimension.gap_to_ceiling), [
+      'kappa_diff',
+      'ci95',
+      'verdict',
+      'undefined_resamples',
+      'resamples',
+    ]);
+    assert.deepEqual(Object.keys(dimension.leniency), ['mean_diff', 'ci95']);
+    assert.deepEqual(Object.keys(dimension.alpha), [
+      'humans',
+      'humans_ci95',
+      'humans_and_judge',
+      'humans_and_judge_ci95',
+    ]);
+    assert.deepEqual(Object.keys(dimension.per_model[0]), [
+      'model',
+      'n',
+      'exact',
+      'within_one',
+      'kappa',
+      'kappa_ci95',
+      'undefined_resamples',
+      'resamples',
+    ]);
+    assert.deepEqual(Object.keys(report.models[0]), [
+      'model',
+      'n_judge',
+      'n_human',
+      'n_matched',
+      'judge_mean',
+      'judge_ci95',
+      'human_mean',
+      'human_ci95',
+      'judge_mean_all',
+    ]);
+  });
+});
+
 describe('the gap to the ceiling: judge kappa minus the humans, paired over transcripts with two scorers', () => {
   const scorers = ['al', 'bo'];
   const dataSet = (judgeScore: (human: number) => number, transcripts = 6) => {
