@@ -587,37 +587,39 @@ function countsAgreement(counts: Float64Array, at: number, k: number): Agreement
   };
 }
 
-/** Quadratic-weighted kappa of a k x k confusion matrix held flat in `counts` from `at`. */
+/** Quadratic-weighted kappa of a k x k confusion matrix held flat in `counts` from `at`: with
+ * weights (i - j)^2 / (k - 1)^2, the expected disagreement sum(w r_i c_j) / n^2 expands into the
+ * margins' first and second moments, so one pass over the cells, no array, and exact integers. */
 function kappaOfCounts(counts: Float64Array, at: number, k: number): number | null {
   if (k < 2) {
     return null;
   }
 
-  const rowTotals = new Float64Array(k);
-  const columnTotals = new Float64Array(k);
   let n = 0;
+  let squaredSteps = 0;
+  let firstSum = 0;
+  let secondSum = 0;
+  let firstSquares = 0;
+  let secondSquares = 0;
   for (let i = 0; i < k; i++) {
     for (let j = 0; j < k; j++) {
       const count = counts[at + i * k + j]!;
-      rowTotals[i]! += count;
-      columnTotals[j]! += count;
       n += count;
+      squaredSteps += count * (i - j) ** 2;
+      firstSum += count * i;
+      secondSum += count * j;
+      firstSquares += count * i * i;
+      secondSquares += count * j * j;
     }
   }
   if (n === 0) {
     return null;
   }
 
-  let disagreed = 0;
-  let expected = 0;
-  for (let i = 0; i < k; i++) {
-    for (let j = 0; j < k; j++) {
-      const weight = (i - j) ** 2 / (k - 1) ** 2;
-      disagreed += (weight * counts[at + i * k + j]!) / n;
-      expected += (weight * rowTotals[i]! * columnTotals[j]!) / n ** 2;
-    }
-  }
-  return expected === 0 ? null : 1 - disagreed / expected;
+  // n^2 (k - 1)^2 times the observed and the expected disagreement.
+  const observed = n * squaredSteps;
+  const expected = n * firstSquares + n * secondSquares - 2 * firstSum * secondSum;
+  return expected === 0 ? null : 1 - observed / expected;
 }
 
 /** Krippendorff's alpha, interval metric on positions, of units each holding its raters' scores;
