@@ -1,7 +1,8 @@
-// report-analysis.ts: the figures of the report, from (human, judge) score pairs: agreement per
-// dimension, the human ceiling, the judge's self-consistency, the models side by side, and the
-// report's text cells, which the text formats (report.ts) and the page (report-html.ts) both print.
-// Pure functions, nothing read or printed here.
+// report-analysis.ts: the figures of the report, over the matched transcripts: agreement per
+// dimension and per tutor, the human ceiling and the gap to it, leniency, Krippendorff's alpha, the
+// judge's self-consistency, the models side by side, and the report's text cells, which the text
+// formats (report.ts) and the page (report-html.ts) both print. Definitions: docs/analysis.md, "How
+// the figures are computed". Pure functions, nothing read or printed here.
 import {
   allowedScores,
   byNumber,
