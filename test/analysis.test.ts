@@ -190,6 +190,31 @@ describe('one convention: scores by their position on the scale, over matched tr
     assert.deepEqual([uneven.exact, uneven.within_one], [0, 2 / 3]);
   });
 
+  test('small cases as scikit-learn gives them: perfect 1, a constant judge 0, one step off 0', () => {
+    // cohen_kappa_score(first, second, labels=[0, 1, 2], weights='quadratic'): 1.0, 0.0 and
+    // -2.220446049250313e-16 (0 but for rounding; here the sums are integers, so exactly 0).
+    const kappa = (pairs: [number, number][]) => agreement(pairs, [0, 1, 2]).kappa;
+    const perfect: [number, number][] = [
+      [0, 0],
+      [1, 1],
+      [2, 2],
+      [1, 1],
+    ];
+    const constant: [number, number][] = [
+      [0, 2],
+      [1, 2],
+      [2, 2],
+    ];
+    const oneOff: [number, number][] = [
+      [0, 1],
+      [1, 2],
+      [2, 1],
+    ];
+    assert.equal(kappa(perfect), 1);
+    assert.equal(kappa(constant), 0);
+    assert.equal(kappa(oneOff), 0);
+  });
+
   test('a reference data set: every figure as scikit-learn, SciPy and NLTK compute it', () => {
     const report = referenceReport();
     for (const dimension of report.dimensions) {
