@@ -18,6 +18,7 @@ import {
   readCsvFile,
   readHumanScores,
   readTranscripts,
+  refuseFlagsNpmTook,
   rubricDimensions,
   scoreColumns,
   unguard,
@@ -36,6 +37,10 @@ export async function main(argv: string[], io: IO): Promise<number> {
 
   // 2. Run the one asked for; a user error is one line on stderr and exit 2, never a stack trace.
   try {
+    refuseFlagsNpmTook(
+      process.env,
+      [cli, ...cli.commands].flatMap((command) => command.options),
+    );
     await cli.parseAsync(argv, { from: 'user' });
     return 0;
   } catch (error) {

@@ -218,8 +218,10 @@ export async function main(argv: string[], io: IO): Promise<number> {
   const signals = listenForSignals(controller, io.stderr);
 
   try {
-    // 1. Read the command line; the dry-run prints one prompt and stops, calling nothing.
-    const options = buildCli(io).parse(argv, { from: 'user' }).opts<RunOptions>();
+    // 1. Read the command line (npm must not have taken a flag); the dry-run calls nothing.
+    const cli = buildCli(io);
+    refuseFlagsNpmTook(io.env, cli.options);
+    const options = cli.parse(argv, { from: 'user' }).opts<RunOptions>();
     if (options.dryRun) return dryRun(options, io);
 
     // 2. Judge every selected transcript that has no row yet.
@@ -291,6 +293,29 @@ function listenForSignals(controller: AbortController, stderr: Stream) {
 }
 
 const signalExitCode = (signal: NodeJS.Signals) => (signal === 'SIGTERM' ? 143 : 130);
+
+/**
+ * Under `npm run`, a flag before `--` is npm's: it sets npm_config_<name> and the script never sees
+ * it (`npm run judge --dry-run` would start a paid run). Refuses to go on when one of ours was taken.
+ */
+export function refuseFlagsNpmTook(env: NodeJS.ProcessEnv, options: readonly Option[]): void {
+  const script = env.npm_lifecycle_event;
+  if (!script) return;
+
+  const taken: string[] = [];
+  for (const option of options) {
+    const name = option.long?.replace(/^--(no-)?/, '');
+    if (name && env[`npm_config_${name.replaceAll('-', '_')}`] !== undefined) {
+      taken.push(option.flags.replace(/^-\w, /, ''));
+    }
+  }
+  if (taken.length === 0) return;
+  const names = taken.map((flags) => flags.split(' ')[0]).join(', ');
+  throw new EvalConfigurationError(
+    `npm took ${names} for itself, so this script never saw ${taken.length > 1 ? 'them' : 'it'}; ` +
+      `put -- before the script's flags: npm run ${script} -- ${taken.join(' ')}`,
+  );
+}
 
 /** The command line: every flag, its default and its check. */
 function buildCli(io: IO): Command {
@@ -392,7 +417,12 @@ function buildCli(io: IO): Command {
       writeOut: (text) => io.stdout.write(text),
       writeErr: (text) => io.stderr.write(text),
       outputError: (text, write) => {
-        write(`run-judge: ${text.replace(/^error: /, '').trimEnd()} (see --help)\n`);
+        // commander puts its "(Did you mean ...?)" on a line of its own
+        const message = text
+          .replace(/^error: /, '')
+          .trim()
+          .replace(/\s*\n\s*/g, ' ');
+        write(`run-judge: ${message} (see --help)\n`);
       },
     })
     .exitOverride();

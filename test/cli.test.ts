@@ -12,6 +12,7 @@ import {
   DEAD_BASE_URL,
   EXPECTED_HEADER,
   REPO,
+  TSX_LOADER,
   csvRows,
   delay,
   hold,
@@ -20,12 +21,14 @@ import {
   readCsv,
   readLog,
   rowCount,
+  runEnv,
   runMain,
   setupRun,
   shippedRubricJson,
   snapshot,
   startFake,
   tagOf,
+  tempDir,
   waitFor,
   writeJson,
   allKeys,
@@ -502,6 +505,79 @@ describe('--version, and the bin `npx run-judge` runs', () => {
 });
 
 // ---------------------------------------------------------------------------------------------
+describe("npm's own flags: a flag of ours that npm took (no `--`) stops the run before anything, exit 2", () => {
+  /** A package whose scripts run both tools, as this project's package.json does. */
+  function npmPackage(t: TestContext): string {
+    const dir = tempDir(t, 'rj-npm-');
+    const run = (file: string) => `node --import ${TSX_LOADER} ${path.join(REPO, file)}`;
+    const scripts = { judge: run('run-judge.ts'), report: run('report.ts') };
+    writeJson(path.join(dir, 'package.json'), { name: 'npm-flags', version: '1.0.0', scripts });
+    return dir;
+  }
+  const npm = (dir: string, args: string[]) =>
+    spawnSync('npm', ['run', ...args], { cwd: dir, encoding: 'utf8', env: runEnv() });
+
+  test('`--dry-run` taken by npm: no request, nothing written, one line saying `npm run judge -- --dry-run`', async (t) => {
+    const { fake, ws, run } = await setupRun(t);
+    const before = snapshot(ws.dir);
+    const env = { npm_lifecycle_event: 'judge', npm_config_dry_run: 'true' };
+    const result = await run([], { env });
+    assert.equal(result.code, 2, result.stderr);
+    assert.equal(
+      result.stderr,
+      'run-judge: npm took --dry-run for itself, so this script never saw it; ' +
+        "put -- before the script's flags: npm run judge -- --dry-run\n",
+    );
+    assert.equal(fake.requests.length, 0);
+    assert.deepEqual(snapshot(ws.dir), before);
+  });
+
+  test('every flag it took is named with its argument, --no-fallback too', async (t) => {
+    const { fake, run } = await setupRun(t);
+    const env = {
+      npm_lifecycle_event: 'judge',
+      npm_config_task: 'true',
+      npm_config_fallback: '',
+      npm_config_concurrency: 'true',
+    };
+    const result = await run([], { env });
+    assert.equal(result.code, 2, result.stderr);
+    assert.match(result.stderr, /npm took --task, --concurrency, --no-fallback for itself/);
+    assert.match(result.stderr, /npm run judge -- --task <id> --concurrency <n> --no-fallback\n$/);
+    assert.equal(fake.requests.length, 0);
+  });
+
+  test('the same variables outside npm (no npm_lifecycle_event) are not flags: the run goes on', async (t) => {
+    const { run } = await setupRun(t);
+    const result = await run(['--dry-run'], { env: { npm_config_task: 'true' } });
+    assert.equal(result.code, 0, result.stderr);
+  });
+
+  test("real npm: `npm run judge --dry-run` is refused; with `--`, the dry-run runs (npm's own variables are not ours)", (t) => {
+    const dir = npmPackage(t);
+    const swallowed = npm(dir, ['judge', '--dry-run', '--task', 'proof01']);
+    assert.equal(swallowed.status, 2, swallowed.stderr);
+    assert.match(swallowed.stderr, /npm run judge -- --task <id> --dry-run\n/);
+    assert.ok(!fs.existsSync(path.join(dir, 'evals')), 'nothing written');
+
+    const passed = npm(dir, ['judge', '--', '--dry-run', '--task', 'proof01', '--model', 'stub']);
+    assert.equal(passed.status, 2, passed.stderr);
+    assert.match(passed.stderr, /rubric\.json: file not found/, 'the flags reached the script');
+    assert.doesNotMatch(passed.stderr, /npm took/);
+  });
+
+  test('real npm: report.ts refuses the same way (`npm run report --scores x.csv`)', (t) => {
+    const dir = npmPackage(t);
+    const swallowed = npm(dir, ['report', '--scores', 'x.csv']);
+    assert.equal(swallowed.status, 2, swallowed.stderr);
+    assert.match(
+      swallowed.stderr,
+      /report: npm took --scores for itself.*npm run report -- --scores <file>\n/,
+    );
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
 describe('exit status 1: some transcripts failed, the others were judged and written', () => {
   test('a transcript unusable from every judge fails; the five others get rows', async (t) => {
     const { fake, ws, run } = await setupRun(t, {
@@ -765,9 +841,10 @@ describe('exit status 2: a usage or configuration error stops the run before any
     });
   }
 
-  test('a usage error prints one line ending "(see --help)", not the whole help', async (t) => {
+  test('a usage error prints one line ending "(see --help)", not the whole help, a did-you-mean on it too', async (t) => {
     const { run } = await setupRun(t);
-    for (const args of [['--bogus'], ['--concurrency', '0'], ['--limit', 'x']]) {
+    const usageErrors = [['--bogus'], ['--concurrency', '0'], ['--limit', 'x'], ['--rescor']];
+    for (const args of usageErrors) {
       const result = await run(args);
       assert.equal(result.code, 2);
       assert.equal(lines(result.stderr.trimEnd()).length, 1, result.stderr);
