@@ -37,10 +37,7 @@ export async function main(argv: string[], io: IO): Promise<number> {
 
   // 2. Run the one asked for; a user error is one line on stderr and exit 2, never a stack trace.
   try {
-    refuseFlagsNpmTook(
-      process.env,
-      [cli, ...cli.commands].flatMap((command) => command.options),
-    );
+    refuseFlagsNpmTook(process.env, cli);
     await cli.parseAsync(argv, { from: 'user' });
     return 0;
   } catch (error) {

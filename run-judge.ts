@@ -220,7 +220,7 @@ export async function main(argv: string[], io: IO): Promise<number> {
   try {
     // 1. Read the command line (npm must not have taken a flag); the dry-run calls nothing.
     const cli = buildCli(io);
-    refuseFlagsNpmTook(io.env, cli.options);
+    refuseFlagsNpmTook(io.env, cli);
     const options = cli.parse(argv, { from: 'user' }).opts<RunOptions>();
     if (options.dryRun) return dryRun(options, io);
 
@@ -296,13 +296,15 @@ const signalExitCode = (signal: NodeJS.Signals) => (signal === 'SIGTERM' ? 143 :
 
 /**
  * Under `npm run`, a flag before `--` is npm's: it sets npm_config_<name> and the script never sees
- * it (`npm run judge --dry-run` would start a paid run). Refuses to go on when one of ours was taken.
+ * it (`npm run judge --dry-run` would start a paid run). Refuses to go on when one of the flags of
+ * `cli` or its commands was taken.
  */
-export function refuseFlagsNpmTook(env: NodeJS.ProcessEnv, options: readonly Option[]): void {
+export function refuseFlagsNpmTook(env: NodeJS.ProcessEnv, cli: Command): void {
   const script = env.npm_lifecycle_event;
   if (!script) return;
 
   const taken: string[] = [];
+  const options = [cli, ...cli.commands].flatMap((command) => command.options);
   for (const option of options) {
     const name = option.long?.replace(/^--(no-)?/, '');
     if (name && env[`npm_config_${name.replaceAll('-', '_')}`] !== undefined) {
