@@ -504,6 +504,15 @@ async function runJudge(
 
     // 6. Summarise.
     summary.stoppedBy = controller.signal.reason;
+    const failed = new Set(summary.failed.map((failure) => failure.label));
+    for (const ref of pending) {
+      const key = pairKey(ref.task_id, ref.model);
+      if (output.scoreFile.replacing.has(key)) {
+        summary.oldRowsKept.push(pairLabel(ref));
+      } else if (!output.scoreFile.done.has(key) && !failed.has(pairLabel(ref))) {
+        summary.leftWithoutRow++;
+      }
+    }
     summary.wallMs = clock.now() - started;
     return summary;
   } finally {
@@ -2696,7 +2705,7 @@ function recordOutcome(run: Run, ref: TranscriptRef, outcome: Outcome, sync = tr
       scores: outcome.verdict.scores,
       notes: outcome.verdict.notes,
     };
-    run.scoreFile.append(row, sync);
+    run.scoreFile.write(row, sync);
     run.summary.scored++;
     const judge = outcome.judge!;
     run.summary.scoredBy.set(judge, (run.summary.scoredBy.get(judge) ?? 0) + 1);
@@ -3107,8 +3116,8 @@ function openOutput(options: RunOptions, rubric: Rubric) {
 }
 
 /**
- * The selected transcripts without a row (after --rescore
- * removed theirs), saying how many were skipped.
+ * The selected transcripts without a row, and with --rescore
+ * those whose row is replaced; says how many were skipped.
  */
 function pendingTranscripts(run: Run): TranscriptRef[] {
   const { scoreFile, log, options, summary, selected, progress } = run;
@@ -3125,11 +3134,12 @@ function pendingTranscripts(run: Run): TranscriptRef[] {
   // With --rescore, only the rows of the first `limit` selected are replaced.
   const limit = options.limit ?? Infinity;
   if (options.rescore) {
-    const pairs = new Set(selected.slice(0, limit).map((ref) => pairKey(ref.task_id, ref.model)));
-    const removed = scoreFile.removePairs(pairs);
-    if (removed > 0) {
+    const pairs = selected.slice(0, limit).map((ref) => pairKey(ref.task_id, ref.model));
+    const replacing = scoreFile.replaceOnWrite(pairs);
+    if (replacing > 0) {
       progress.log(
-        `--rescore: removed ${removed} existing row(s) from ${options.output}; the audit log keeps their answers`,
+        `--rescore: judging ${replacing} scored transcript(s) again; each old row in ${options.output} ` +
+          'stays until its new row replaces it',
       );
     }
   }
@@ -3154,9 +3164,14 @@ function pendingTranscripts(run: Run): TranscriptRef[] {
   return pending;
 }
 
-/** The output CSV, open for appending; knows which (task_id, model) pairs it already holds. */
+/**
+ * The output CSV, open for appending; knows which (task_id, model) pairs it already holds (`done`),
+ * and which of their rows are to be replaced by the next row written for them (`replacing`).
+ */
 export class ScoreFile {
   readonly done = new Set<string>();
+  readonly replacing = new Set<string>();
+  private readonly spans = new Map<string, { start: number; end: number }>(); // each row's bytes
 
   private constructor(
     readonly file: string,
@@ -3172,7 +3187,7 @@ export class ScoreFile {
   static open(file: string, dimensions: string[], { readOnly = false } = {}): ScoreFile {
     const columns = csvColumns(dimensions);
     const content = fs.existsSync(file) ? fs.readFileSync(file) : Buffer.alloc(0);
-    const { rows, completeBytes } = readScoreRows(file, content, columns);
+    const { rows, spans, completeBytes } = readScoreRows(file, content, columns);
 
     let fd = -1;
     let torn = 0;
@@ -3188,40 +3203,93 @@ export class ScoreFile {
         start = csvLine(columns);
       } else if (content[completeBytes - 1] !== 0x0a) {
         start = '\n';
+        if (spans.length > 0) spans.at(-1)!.end++; // the last row's line break
       }
       appendDurably({ fd, file }, start);
     }
 
     const scoreFile = new ScoreFile(file, columns, fd, torn);
-    for (const row of rows) {
+    for (const [i, row] of rows.entries()) {
       scoreFile.done.add(rowKey(row));
+      scoreFile.spans.set(rowKey(row), spans[i]!);
     }
     return scoreFile;
   }
 
+  /**
+   * Marks the rows of these pairs (those that have one) to be replaced, each when its new row is
+   * written: until then it stays (--rescore, a stale row). Returns how many were marked.
+   */
+  replaceOnWrite(pairs: Iterable<string>): number {
+    let marked = 0;
+    for (const pair of pairs) {
+      if (!this.done.delete(pair)) continue;
+      this.replacing.add(pair);
+      marked++;
+    }
+    return marked;
+  }
+
+  /** Writes a pair's row: replacing its old row if it is marked so, else appended. */
+  write(row: ScoreRow, sync = true): void {
+    const key = pairKey(row.task_id, row.model);
+    if (this.replacing.has(key)) {
+      this.replace(key, this.lineOf(row));
+    } else {
+      this.append(row, sync);
+    }
+    this.replacing.delete(key);
+    this.done.add(key);
+  }
+
   append(row: ScoreRow, sync = true): void {
+    const line = this.lineOf(row);
+    const start = fs.fstatSync(this.fd).size;
+    appendDurably(this, line, sync);
+    const key = pairKey(row.task_id, row.model);
+    this.spans.set(key, { start, end: start + Buffer.byteLength(line) });
+    this.done.add(key);
+  }
+
+  /**
+   * The old row's bytes swapped for the new row's in one atomic rewrite of the file: after a crash
+   * at any moment, the pair has its old row or its new one, never neither, never both.
+   */
+  private replace(key: string, line: string): void {
+    const span = this.spans.get(key)!;
+    const added = Buffer.from(line);
+    try {
+      const content = fs.readFileSync(this.file);
+      const before = content.subarray(0, span.start);
+      const after = content.subarray(span.end);
+      replaceFileDurably(this.file, Buffer.concat([before, added, after]));
+      fs.closeSync(this.fd);
+      this.fd = fs.openSync(this.file, 'a');
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code ?? String(error);
+      throw new EvalOutputError(
+        `${this.file}: cannot be rewritten (${code}); its old rows are kept; free space or fix the disk, then rerun`,
+        { cause: error },
+      );
+    }
+
+    // The rows after it moved by the difference in length.
+    const shift = added.length - (span.end - span.start);
+    for (const other of this.spans.values()) {
+      if (other.start < span.end) continue;
+      other.start += shift;
+      other.end += shift;
+    }
+    span.end = span.start + added.length;
+  }
+
+  /** A row as its CSV line: formula guards on, keys redacted. */
+  private lineOf(row: ScoreRow): string {
     const scores = this.columns.slice(2, -1).map((name) => row.scores[name]!);
     const cells = [row.task_id, row.model, ...scores, row.notes].map((cell) =>
       guardCell(redact(String(cell))),
     );
-    appendDurably(this, csvLine(cells), sync);
-    this.done.add(pairKey(row.task_id, row.model));
-  }
-
-  /**
-   * Rewrites the CSV once without the given pairs (for
-   * --rescore), atomically; returns how many rows went.
-   */
-  removePairs(pairs: Set<string>): number {
-    const { rows } = readScoreRows(this.file, fs.readFileSync(this.file), this.columns);
-    const kept = rows.filter((row) => !pairs.has(rowKey(row)));
-    replaceFileDurably(this.file, [this.columns, ...kept].map(csvLine).join(''));
-    fs.closeSync(this.fd);
-    this.fd = fs.openSync(this.file, 'a');
-    for (const pair of pairs) {
-      this.done.delete(pair);
-    }
-    return rows.length - kept.length;
+    return csvLine(cells);
   }
 
   close(): void {
@@ -3282,7 +3350,8 @@ function readScoreRows(file: string, content: Buffer, columns: string[]) {
       `${file}: line ${bad.line} has ${bad.fields.length} fields, expected ${columns.length}`,
     );
   }
-  return { rows: rows.map((row) => row.fields), completeBytes };
+  const spans = rows.map((row, i) => ({ start: records[i]!.end, end: row.end }));
+  return { rows: rows.map((row) => row.fields), spans, completeBytes };
 }
 
 /**
@@ -3526,7 +3595,7 @@ function appendDurably(target: { fd: number; file: string }, content: string, sy
  * Replaces a file atomically: a temp file flushed to disk,
  * a rename, an fsync of the folder; never a partial file.
  */
-function replaceFileDurably(file: string, content: string): void {
+function replaceFileDurably(file: string, content: string | Buffer): void {
   const temp = `${file}.${process.pid}.tmp`;
   fs.writeFileSync(temp, content, { flush: true });
   fs.renameSync(temp, file);
@@ -4088,6 +4157,8 @@ function newSummary(selected: number, judges: Judge[] = []) {
     judges,
     scoredBy: new Map(judges.map((judge) => [judge.model, 0])), // in chain order: the primary first
     stoppedBy: undefined as EvalError | undefined, // why the run stopped early, if it did
+    oldRowsKept: [] as string[], // rows --rescore was to replace, kept: no new row was written
+    leftWithoutRow: 0, // pending, neither judged nor failed: a stop came first
   };
 }
 
@@ -4118,18 +4189,23 @@ function formatSummary(summary: RunSummary, options: RunOptions): string {
     lines.push(`  rows by judge: ${byJudge.join(', ')}`);
   }
 
-  // Not those that --limit left for a later run on purpose.
-  const left = summary.pending - summary.scored - summary.failed.length;
+  // Not those that --limit left for a later run on purpose, nor those that kept an old row.
+  const left = summary.leftWithoutRow;
   if (interrupted && left > 0) {
-    const again = options.rescore
-      ? ' again without --rescore (a rerun with it replaces the rows just written)'
-      : ' again';
     lines.push(
-      `  ${left} transcript(s) left without a row: run the same command${again} to continue`,
+      `  ${left} transcript(s) left without a row: run the same command again to continue`,
     );
   }
   for (const failure of summary.failed) {
     lines.push(`  failed ${failure.label}: ${failure.reason}`);
+  }
+  const kept = summary.oldRowsKept;
+  if (kept.length > 0) {
+    const listed = kept.slice(0, 10).join(', ') + (kept.length > 10 ? ', ...' : '');
+    lines.push(
+      `  --rescore: ${kept.length} transcript(s) kept their old row in ${options.output}, ` +
+        `not judged again (failed or not reached): ${listed}`,
+    );
   }
   for (const judge of summary.judges) {
     if (judge.gate.hurried > 0) {

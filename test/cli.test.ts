@@ -292,17 +292,17 @@ describe('--limit: a trial judges at most n of the selected transcripts without 
     assert.equal(fake.requests.length, 4);
   });
 
-  test('--rescore --limit 1 replaces only the first row; the other rows stay', async (t) => {
+  test('--rescore --limit 1 replaces only the first row, in its place; the other rows stay', async (t) => {
     const { fake, ws, run } = await setupRun(t);
     assert.equal((await run()).code, 0);
     const before = csvRows(ws.output).map((row) => row.key);
     const result = await run(['--rescore', '--limit', '1']);
     assert.equal(result.code, 0, result.stderr);
-    assert.match(result.stderr, /--rescore: removed 1 existing row/);
+    assert.match(result.stderr, /--rescore: judging 1 scored transcript\(s\) again/);
     assert.equal(fake.requests.length, 7);
     assert.deepEqual(
       csvRows(ws.output).map((row) => row.key),
-      [...before.slice(1), before[0]],
+      before,
     );
   });
 });
@@ -449,10 +449,15 @@ describe('the count of what is left, and what to run, after a Ctrl-C (in-process
     );
   });
 
-  test('--rescore stopped after 2: the advice is to rerun without --rescore (with it, the new rows would go again)', async (t) => {
+  test('--rescore stopped after 2: the 4 not judged again keep their old row, and the summary says so', async (t) => {
     const result = await interrupted(t, ['--rescore'], (run) => run());
     assert.equal(result.code, 130, result.stderr);
-    assert.match(result.stderr, /left without a row: run the same command again without --rescore/);
+    assert.match(result.stderr, /^interrupted: 6 selected: 2 scored/m);
+    assert.match(
+      result.stderr,
+      /\n {2}--rescore: 4 transcript\(s\) kept their old row in .+, not judged again \(failed or not reached\): m01\/proof03, m02\/proof01, m02\/proof02, m02\/proof03\n/,
+    );
+    assert.doesNotMatch(result.stderr, /left without a row/);
   });
 });
 

@@ -9,6 +9,7 @@ import { describe, test } from 'node:test';
 import type { TestContext } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import {
+  DEAD_BASE_URL,
   DIMENSIONS,
   EXPECTED_HEADER,
   SCRIPT,
@@ -581,7 +582,7 @@ describe('resume and --rescore', () => {
     const before = fake.requests.length;
     const result = await run(['--rescore', '--task', 'proof01']);
     assert.equal(result.code, 0, result.stderr);
-    assert.match(result.stderr, /--rescore: removed 2 existing row\(s\)/);
+    assert.match(result.stderr, /--rescore: judging 2 scored transcript\(s\) again/);
     assert.deepEqual(judgedSince(fake.requests, before), ['m01/proof01', 'm02/proof01']);
     assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws), 'exactly one row per pair');
     const rows = csvRows(ws.output);
@@ -606,6 +607,108 @@ describe('resume and --rescore', () => {
       [],
       'no temp file left',
     );
+  });
+});
+
+describe('--rescore replaces, never removes: an old row leaves only when its new row is written', () => {
+  test('the API down: every old row is kept byte for byte, and the summary says which; exit 2', async (t) => {
+    const { ws, run } = await setupRun(t, { clock: true });
+    assert.equal((await run()).code, 0);
+    const csv = fs.readFileSync(ws.output, 'utf8');
+    const result = await run(['--rescore'], { baseUrl: DEAD_BASE_URL });
+    assert.equal(result.code, 2, result.stderr);
+    assert.equal(fs.readFileSync(ws.output, 'utf8'), csv, 'not one row removed');
+    assert.match(
+      result.stderr,
+      /\n {2}--rescore: 6 transcript\(s\) kept their old row in .+judge_scores\.csv, not judged again \(failed or not reached\): m01\/proof01, m01\/proof02, /,
+    );
+  });
+
+  test('a re-judgement that fails (unusable from every judge) keeps its old row; the others are replaced in place', async (t) => {
+    let round = 1;
+    const { fake, ws, run } = await setupRun(t, {
+      responder: (req) => {
+        if (round === 2 && tagOf(req) === 'm01/proof02') return { text: 'not json' };
+        return { text: fake.validAnswer({}, `round ${round}`) };
+      },
+    });
+    assert.equal((await run()).code, 0);
+    const before = csvRows(ws.output);
+    round = 2;
+    const result = await run(['--rescore']);
+    assert.equal(result.code, 1, result.stderr);
+    const after = csvRows(ws.output);
+    assert.deepEqual(
+      after.map((r) => r.key),
+      before.map((r) => r.key),
+      'one row per pair, in the same order',
+    );
+    for (const r of after) {
+      const expected = r.key === 'm01/proof02' ? 'round 1' : 'round 2';
+      assert.equal(r.record[8], expected, r.key);
+    }
+    assert.match(result.stderr, /\n {2}failed m01\/proof02: /);
+    assert.match(
+      result.stderr,
+      /--rescore: 1 transcript\(s\) kept their old row in .+: m01\/proof02\n/,
+    );
+  });
+
+  test('kill -9 at several moments of a --rescore: each pair has its old row or its new one, never neither, never both', async (t) => {
+    let round = 1;
+    const {
+      fake,
+      ws,
+      run,
+      spawn: spawnCli,
+    } = await setupRun(
+      t,
+      { latencyMs: 30, responder: () => ({ text: fake.validAnswer({}, `round ${round}`) }) },
+      { models: 3 },
+    );
+    assert.equal((await run()).code, 0);
+    round = 2;
+    // Killed once 1 request is sent (nothing answered yet), then once 4 answers are logged.
+    for (const [answers, requests] of [
+      [0, 1],
+      [4, 0],
+    ]) {
+      const sent = fake.requests.length;
+      const logged = readLog(ws.log).length;
+      const { child, done } = spawnCli(['--rescore', '--concurrency', '2']);
+      await waitFor(
+        () =>
+          fake.requests.length >= sent + requests! && readLog(ws.log).length >= logged + answers!,
+        20_000,
+        `${requests} request(s) and ${answers} audit line(s)`,
+      );
+      child.kill('SIGKILL');
+      assert.equal((await done).signal, 'SIGKILL');
+      assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws), `every pair once, after ${answers}`);
+    }
+    const notes = csvRows(ws.output).map((r) => r.record[8]);
+    assert.ok(notes.includes('round 2'), `some rows were replaced: ${notes.join(', ')}`);
+  });
+});
+
+describe('ScoreFile.replaceOnWrite: a marked row is swapped for its new one, every other byte kept', () => {
+  test('a CRLF file with a quoted multi-line cell and no final line break: only the marked row changes', (t) => {
+    const file = path.join(tempDir(t), 'scores.csv');
+    const first = 'p1,stub,2,2,1,2,2,2,"two\r\nlines, quoted"\r\n';
+    const last = 'p3,stub,0,0,0,0,0,0,last';
+    fs.writeFileSync(file, `${EXPECTED_HEADER}\r\n${first}p2,stub,1,1,1,1,1,1,old\r\n${last}`);
+    const scores = ScoreFile.open(file, dimensions);
+    t.after(() => scores.close());
+    assert.equal(scores.replaceOnWrite(['stub\u0000p2', 'stub\u0000p3', 'stub\u0000nothing']), 2);
+    scores.write(row('p2', 'new'));
+    scores.write(row('p4', 'appended'));
+    scores.write(row('p3', 'new last'));
+    assert.equal(
+      fs.readFileSync(file, 'utf8'),
+      `${EXPECTED_HEADER}\r\n${first}p2,stub,2,2,1,2,2,2,new\n` +
+        'p3,stub,2,2,1,2,2,2,new last\np4,stub,2,2,1,2,2,2,appended\n',
+    );
+    assert.deepEqual(fs.readdirSync(path.dirname(file)), ['scores.csv'], 'no temp file left');
   });
 });
 
@@ -651,7 +754,7 @@ describe('task and model cells read back as written: formula guards are put on, 
     round = 0;
     const rescore = await run(['--rescore', '--model=-x']);
     assert.equal(rescore.code, 0, rescore.stderr);
-    assert.match(rescore.stderr, /--rescore: removed 3 existing row\(s\)/);
+    assert.match(rescore.stderr, /--rescore: judging 3 scored transcript\(s\) again/);
     assert.deepEqual(judgedSince(fake.requests, 6), ['-x/=t1', "-x/'t2", '-x/proof01'].sort());
     const records = readCsv(ws.output).slice(1);
     assert.equal(records.length, 6, 'one row per pair');
