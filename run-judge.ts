@@ -502,9 +502,9 @@ async function runJudge(
       await judgeConcurrently(run, pending, judges);
     }
 
-    // 6. Summarise.
+    // 6. Summarise; an unreachable API's message counts every transcript it left without a row.
     summary.stoppedBy = controller.signal.reason;
-    const failed = new Set(summary.failed.map((failure) => failure.label));
+    const failed = new Set([...summary.failed, ...summary.unreachable].map((entry) => entry.label));
     for (const ref of pending) {
       const key = pairKey(ref.task_id, ref.model);
       if (output.scoreFile.replacing.has(key)) {
@@ -512,6 +512,11 @@ async function runJudge(
       } else if (!output.scoreFile.done.has(key) && !failed.has(pairLabel(ref))) {
         summary.leftWithoutRow++;
       }
+    }
+    if (summary.stoppedBy !== undefined && summary.stoppedBy === summary.unreachableStop) {
+      summary.stoppedBy = unreachableError(run);
+    } else {
+      releaseUnreachable(run);
     }
     summary.wallMs = clock.now() - started;
     return summary;
@@ -2569,7 +2574,10 @@ async function judgeTranscript(
     if (decide(error).action === 'stop-run') return;
   }
 
-  if (answers.length > 0 || chain.attempts.some(reachedApi)) run.summary.reached = true;
+  if (answers.length > 0 || chain.attempts.some(reachedApi)) {
+    run.summary.reached = true;
+    releaseUnreachable(run); // the API answers after all: those were failures of their own
+  }
 }
 
 /**
@@ -2627,7 +2635,12 @@ function recordFailure(
   const reason = error.message.startsWith(`${label}: `)
     ? error.message.slice(label.length + 2)
     : error.message;
-  if (!stopsRun) {
+  // Until the API has answered once, a transcript no attempt could connect for is held back: if
+  // the API stays unreachable, one message says how many, not a line each.
+  const heldBack = !stopsRun && !run.summary.reached && isUnreachable(trace.attempts);
+  if (heldBack) {
+    run.summary.unreachable.push({ label, reason });
+  } else if (!stopsRun) {
     run.summary.failed.push({ label, reason }); // before the outcome, so progress counts it
   }
   recordOutcome(run, ref, {
@@ -2641,26 +2654,42 @@ function recordFailure(
     run.controller.abort(error);
     return;
   }
-
+  if (heldBack) {
+    stopIfUnreachable(run);
+    return;
+  }
   run.progress.log(`failed ${label}: ${reason}`);
-  if (isUnreachable(trace.attempts)) stopIfUnreachable(run);
 }
 
 /**
- * Connection failures on every attempt of the first
- * transcripts, with no answer yet: one message, not one each.
+ * Connection failures on every attempt of the first transcripts, with no answer yet: the run stops
+ * starting transcripts, and one message says how many got no answer.
  */
 function stopIfUnreachable(run: Run): void {
-  if (run.summary.reached) return;
-  run.summary.unreachable++;
-  if (run.summary.unreachable < UNREACHABLE_STOP_AFTER) return;
+  if (run.summary.unreachableStop || run.summary.unreachable.length < UNREACHABLE_STOP_AFTER)
+    return;
+  run.summary.unreachableStop = unreachableError(run);
+  run.controller.abort(run.summary.unreachableStop);
+}
+
+/** The one message of an unreachable API, with how many transcripts it left without an answer. */
+function unreachableError(run: Run): EvalConfigurationError {
   const url = run.judges[0]!.client.baseURL;
-  run.controller.abort(
-    new EvalConfigurationError(
-      `cannot reach the API at ${url}: no answer on the first ${UNREACHABLE_STOP_AFTER} transcripts; ` +
-        'check the network, or ANTHROPIC_BASE_URL if it is set',
-    ),
+  const unanswered = run.summary.unreachable.length;
+  const notStarted =
+    run.summary.leftWithoutRow > 0 ? `, ${run.summary.leftWithoutRow} not started` : '';
+  return new EvalConfigurationError(
+    `cannot reach the API at ${url}: ${unanswered} transcript(s) got no answer (every attempt failed ` +
+      `to connect; each is in the audit log)${notStarted}; check the network, or ANTHROPIC_BASE_URL if it is set`,
   );
+}
+
+/** Failures held back as unreachable become failures of their own, each said. */
+function releaseUnreachable(run: Run): void {
+  for (const failure of run.summary.unreachable.splice(0)) {
+    run.summary.failed.push(failure);
+    run.progress.log(`failed ${failure.label}: ${failure.reason}`);
+  }
 }
 
 /**
@@ -4153,7 +4182,10 @@ function newSummary(selected: number, judges: Judge[] = []) {
     batchesCreated: 0,
     batchesResumed: 0,
     reached: false, // whether any attempt got an answer from the API
-    unreachable: 0, // transcripts whose every attempt failed to connect, before any answer
+    // transcripts whose every attempt failed to connect, before any answer: one message if the API
+    // stays unreachable
+    unreachable: [] as { label: string; reason: string }[],
+    unreachableStop: undefined as EvalError | undefined,
     judges,
     scoredBy: new Map(judges.map((judge) => [judge.model, 0])), // in chain order: the primary first
     stoppedBy: undefined as EvalError | undefined, // why the run stopped early, if it did

@@ -21,6 +21,7 @@ import {
   readCsv,
   readLog,
   rowCount,
+  runCli,
   runEnv,
   runMain,
   setupRun,
@@ -702,9 +703,12 @@ describe('exit status 2: an API that cannot be reached stops the run after 3 tra
     const { ws } = await setupRun(t);
     const result = await runMain(ws.args('--concurrency', '1')); // the default base URL: a closed loopback port
     assert.equal(result.code, 2, result.stderr);
-    assert.match(result.stderr, summaryLine(0, 3, 6));
-    const stopped = `stopped: cannot reach the API at ${DEAD_BASE_URL}: no answer on the first 3 transcripts`;
+    assert.match(result.stderr, summaryLine(0, 0, 6));
+    const stopped =
+      `stopped: cannot reach the API at ${DEAD_BASE_URL}: 3 transcript(s) got no answer ` +
+      '(every attempt failed to connect; each is in the audit log), 3 not started;';
     assert.ok(result.stderr.includes(stopped), result.stderr);
+    assert.equal(lines(result.stderr.trimEnd()).length, 2, result.stderr);
     assert.match(result.stderr, /check the network, or ANTHROPIC_BASE_URL/);
     assert.equal(rowCount(ws.output), 0);
     const log = readLog(ws.log);
@@ -718,6 +722,34 @@ describe('exit status 2: an API that cannot be reached stops the run after 3 tra
         ],
       );
     }
+  });
+
+  for (const concurrency of ['8', '64']) {
+    test(`90 transcripts at --concurrency ${concurrency}: one message counting them, at most 5 lines, no listener warning`, async (t) => {
+      const { ws } = await setupRun(t, {}, { models: 30 });
+      const result = await runCli(ws.args('--concurrency', concurrency));
+      assert.equal(result.code, 2, result.stderr);
+      const printed = lines(result.stderr.trimEnd());
+      assert.ok(printed.length <= 5, `${printed.length} lines:\n${result.stderr}`);
+      assert.doesNotMatch(result.stderr, /MaxListenersExceededWarning|^\s*failed /m);
+      const logged = readLog(ws.log).length;
+      const counts = result.stderr.match(
+        /stopped: cannot reach the API at \S+: (\d+) transcript\(s\) got no answer .*, (\d+) not started;/,
+      );
+      assert.ok(counts, result.stderr);
+      assert.equal(Number(counts[1]), logged, 'those that got no answer are the audit lines');
+      assert.equal(Number(counts[1]) + Number(counts[2]), 90);
+      assert.equal(rowCount(ws.output), 0);
+    });
+  }
+
+  test('fewer than 3 transcripts, none reached: each is a failure of its own, said once and in the summary', async (t) => {
+    const { ws } = await setupRun(t);
+    const result = await runMain(ws.args('--task', 'proof01'));
+    assert.equal(result.code, 1, result.stderr);
+    assert.match(result.stderr, summaryLine(0, 2, 2));
+    assert.equal(result.stderr.match(/failed m01\/proof01: all 2 judges failed/g)?.length, 2);
+    assert.doesNotMatch(result.stderr, /cannot reach/);
   });
 
   test('an HTTP error is an answer: a server failing every request with 500 is not "unreachable"', async (t) => {
