@@ -9,6 +9,7 @@ import {
   EvalError,
   EvalInputError,
   allowedScore,
+  checkOutputFile,
   csvLine,
   guardCell,
   isEntryModule,
@@ -124,6 +125,7 @@ function printAgreement(options: AgreementOptions, io: IO): void {
   if (!['table', 'markdown', 'json'].includes(options.format)) {
     throw new EvalInputError(`--format ${options.format}: use table, markdown or json`);
   }
+  if (options.html !== undefined) checkOutputFile(options.html); // a FIFO would hang the write
 
   // 2. The inputs: the rubric, the judge's rows, the human rows, the audit log if there is one.
   const rubric = loadRubric(options.rubric);

@@ -547,12 +547,21 @@ function dryRun(options: RunOptions, io: IO): number {
     return 0;
   }
 
-  // 3. Without: the first selected transcript's prompt, and the estimate.
+  // 3. Without: the first selected transcript's prompt, and the estimate (when any is to judge).
   const first = inputs.selected[0]!;
   showPrompt(inputs.prepare(first), io);
-  io.stderr.write(
-    `dry-run: ${inputs.selected.length} transcript(s) selected; ${printedFor(first)}\n`,
-  );
+  const selected = inputs.selected.length;
+  const scoredCount = selected - unscored.length;
+  const already = scoredCount > 0 ? `, ${scoredCount} already scored in ${options.output}` : '';
+  io.stderr.write(`dry-run: ${selected} transcript(s) selected${already}; ${printedFor(first)}\n`);
+  if (unscored.length === 0) {
+    const samples = options.samples > 1 ? ` with ${options.samples} samples` : '';
+    io.stderr.write(
+      `dry-run: a run would judge none: every selected transcript has a row; ` +
+        `--rescore would judge them again${samples}\n`,
+    );
+    return 0;
+  }
   const refs = unscored.slice(0, options.limit);
   io.stderr.write(`${estimateCost(inputs, refs, primary, options.samples, options.cacheTtl)}\n`);
   return 0;
@@ -795,7 +804,7 @@ export function loadJson(file: string, ErrorClass: typeof EvalError = EvalInputE
     content = fs.readFileSync(file, 'utf8');
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    const reason = code === 'ENOENT' ? 'file not found' : String(error);
+    const reason = code === 'ENOENT' ? `file not found${relativeHint(file)}` : String(error);
     throw new ErrorClass(`${file}: ${reason}`, { cause: error });
   }
   try {
@@ -986,15 +995,14 @@ export function readTranscripts(
   modelName?: string,
 ): TranscriptRef[] {
   if (!fs.statSync(inputDir, { throwIfNoEntry: false })?.isDirectory()) {
-    const relative = path.isAbsolute(inputDir)
-      ? ''
-      : ` (paths are relative to the current folder, ${process.cwd()})`;
-    throw new EvalInputError(`${inputDir}: transcripts folder not found${relative}`);
+    throw new EvalInputError(`${inputDir}: transcripts folder not found${relativeHint(inputDir)}`);
   }
+  refuseFolderAbove(inputDir);
 
   const root = fs.realpathSync(inputDir);
   const all: TranscriptRef[] = [];
   for (const folder of listDir(inputDir)) {
+    if (folder.name === 'node_modules') continue; // a project's packages, never a tutor
     if (!entryKind(root, inputDir, folder).isDirectory()) continue;
     const modelDir = path.join(inputDir, folder.name);
     for (const file of listDir(modelDir)) {
@@ -1012,6 +1020,29 @@ export function readTranscripts(
   });
   if (selected.length > 0) return selected;
   throw noTranscriptError(inputDir, all, taskId, modelName);
+}
+
+/**
+ * The project or evals folder given as the transcripts folder (`.` or `evals`): its folders are not
+ * tutors, so it is refused, naming the folder to pass.
+ */
+function refuseFolderAbove(inputDir: string): void {
+  for (const below of ['transcripts', path.join('evals', 'transcripts')]) {
+    const candidate = path.join(inputDir, below);
+    const isDir = fs.statSync(candidate, { throwIfNoEntry: false })?.isDirectory() === true;
+    if (isDir && listDir(candidate).some((entry) => entry.isDirectory())) {
+      throw new EvalInputError(
+        `${inputDir}: not a transcripts folder ({model}/{task_id}.json): it holds ${candidate}; ` +
+          `pass --transcripts ${candidate}`,
+      );
+    }
+  }
+}
+
+/** Where a relative path was looked up from, for a message saying it was not found. */
+function relativeHint(file: string): string {
+  if (path.isAbsolute(file)) return '';
+  return ` (paths are relative to the current folder, ${process.cwd()})`;
 }
 
 /**
@@ -3111,11 +3142,7 @@ type AuditLog = { file: string; fd: number; torn: number; runId: string; rubricS
 function openOutput(options: RunOptions, rubric: Rubric) {
   const lockFile = `${options.output}.lock`;
   for (const file of [options.output, options.log, lockFile]) {
-    // Checked before anything is created.
-    const stat = writablePath(file, () => fs.statSync(file, { throwIfNoEntry: false }));
-    if (stat && !stat.isFile()) {
-      throw new EvalConfigurationError(`${file}: not a regular file; choose a file path`);
-    }
+    checkOutputFile(file); // before anything is created
   }
 
   const undo = [writablePath(lockFile, () => acquireLock(options.output))];
@@ -3176,9 +3203,10 @@ function pendingTranscripts(run: Run): TranscriptRef[] {
   const unscored = selected.filter((ref) => !scoreFile.done.has(pairKey(ref.task_id, ref.model)));
   summary.skipped = selected.length - unscored.length;
   if (summary.skipped > 0) {
+    const samples = options.samples > 1 ? ` with ${options.samples} samples` : '';
     progress.log(
       `skipping ${summary.skipped} transcript(s) already scored in ${options.output} ` +
-        '(use --rescore to judge them again)',
+        `(use --rescore to judge them again${samples})`,
     );
   }
   const pending = unscored.slice(0, limit);
@@ -3564,6 +3592,17 @@ function isProcessAlive(pid: number): boolean {
   } catch (error) {
     // EPERM: another user's; no /proc: assume it runs
     return (error as NodeJS.ErrnoException).code !== 'ESRCH';
+  }
+}
+
+/**
+ * Refuses an output path that is not a regular file (a folder, a FIFO a write would hang on, a
+ * device) or cannot be reached; report.ts checks its --html page with it too.
+ */
+export function checkOutputFile(file: string): void {
+  const stat = writablePath(file, () => fs.statSync(file, { throwIfNoEntry: false }));
+  if (stat && !stat.isFile()) {
+    throw new EvalConfigurationError(`${file}: not a regular file; choose a file path`);
   }
 }
 

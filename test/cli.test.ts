@@ -120,6 +120,33 @@ describe("dry-run: an estimate of the run's input tokens and cost, with and with
     assert.equal(fake.requests.length, 2, 'the dry-run sent nothing');
   });
 
+  test('every row exists: the dry-run says a run would judge none, not "~0 input tokens for 0"; --samples 3 names --rescore', async (t) => {
+    const { ws, run } = await setupRun(t);
+    assert.equal((await run()).code, 0);
+    const result = await run(['--dry-run']);
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(
+      result.stderr,
+      `dry-run: 6 transcript(s) selected, 6 already scored in ${ws.output}; ` +
+        'printed the prompt for m01/proof01; nothing was sent or written\n' +
+        'dry-run: a run would judge none: every selected transcript has a row; --rescore would judge them again\n',
+    );
+    const samples = await run(['--dry-run', '--samples', '3']);
+    assert.match(samples.stderr, /--rescore would judge them again with 3 samples\n$/);
+  });
+
+  test('a run with --samples 3 on an already-scored CSV says --rescore would judge them again with 3 samples', async (t) => {
+    const { fake, run } = await setupRun(t);
+    assert.equal((await run()).code, 0);
+    const result = await run(['--samples', '3']);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(
+      result.stderr,
+      /skipping 6 transcript\(s\) already scored in .+ \(use --rescore to judge them again with 3 samples\)/,
+    );
+    assert.equal(fake.requests.length, 6, 'nothing judged again');
+  });
+
   test('--batch --dry-run estimates the requests it would batch; a judge without a price gets tokens only', async (t) => {
     const { run } = await setupRun(t);
     const result = await run(['--dry-run', '--batch']);

@@ -36,6 +36,7 @@ const {
   rubricDimensions,
   transcriptImages,
 } = await import('../run-judge.ts');
+const { main: reportMain } = await import('../report.ts');
 
 interface ErrorCase {
   label: string;
@@ -444,6 +445,56 @@ describe('readTranscripts', () => {
     assert.throws(() => readTranscripts(dir, 'nope', 'alpha'), {
       name: 'EvalInputError',
       message: mentioning('nope', 'alpha', 'zeta', 't1', 't2', 't3'),
+    });
+  });
+
+  test('the evals folder given (it holds transcripts/): refused, naming the folder to pass; tasks are never read as transcripts', (t) => {
+    const evals = tempDir(t);
+    transcriptTree(path.join(evals, 'transcripts'), { stub: ['proof01'] });
+    writeJson(path.join(evals, 'reference_keys', 'proof01.json'), { task_id: 'proof01' });
+    writeJson(path.join(evals, 'tasks', 'proof01.json'), { task_id: 'proof01' });
+    const expected = path.join(evals, 'transcripts');
+    assert.throws(() => readTranscripts(evals), {
+      name: 'EvalInputError',
+      message: `${evals}: not a transcripts folder ({model}/{task_id}.json): it holds ${expected}; pass --transcripts ${expected}`,
+    });
+  });
+
+  test('the project folder given (`--transcripts .`): refused, naming evals/transcripts; node_modules is never a tutor', (t) => {
+    const project = tempDir(t);
+    transcriptTree(path.join(project, 'evals', 'transcripts'), { stub: ['proof01'] });
+    writeJson(path.join(project, 'node_modules', '.package-lock.json'), {});
+    assert.throws(() => readTranscripts(project), {
+      name: 'EvalInputError',
+      message: mentioning(`pass --transcripts ${path.join(project, 'evals', 'transcripts')}`),
+    });
+    const withPackages = transcriptTree(tempDir(t), { alpha: ['t1'] });
+    writeJson(path.join(withPackages, 'node_modules', 'x.json'), {});
+    assert.deepEqual(pairsOf(readTranscripts(withPackages)), ['alpha/t1']);
+  });
+
+  test('report.ts sheet --transcripts <the evals folder>: exit 2 with the same message, no sheet', async (t) => {
+    const evals = tempDir(t);
+    transcriptTree(path.join(evals, 'transcripts'), { stub: ['proof01'] });
+    let stdout = '';
+    let stderr = '';
+    const io = {
+      stdout: { write: (text: string) => (stdout += text) },
+      stderr: { write: (text: string) => (stderr += text) },
+    } as unknown as Parameters<typeof reportMain>[1];
+    const code = await reportMain(['sheet', '--transcripts', evals, '--rubric', RUBRIC_FILE], io);
+    assert.equal(code, 2, stderr);
+    assert.equal(stdout, '');
+    assert.match(stderr, /not a transcripts folder.*pass --transcripts /);
+  });
+
+  test('a relative rubric.json that is missing → the message says paths are relative to the current folder', (t) => {
+    const cwd = process.cwd();
+    process.chdir(tempDir(t));
+    t.after(() => process.chdir(cwd));
+    assert.throws(() => loadRubric('rubric.json'), {
+      name: 'EvalConfigurationError',
+      message: `rubric.json: file not found (paths are relative to the current folder, ${process.cwd()})`,
     });
   });
 

@@ -1,7 +1,7 @@
 // Output stage: the CSV (formula escaping, header, reading it back, torn tails), resume and --rescore, crash safety,
 // the lock, the audit log, and outputs that cannot be written.
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import { createRequire, syncBuiltinESMExports } from 'node:module';
 import * as path from 'node:path';
@@ -12,6 +12,7 @@ import {
   DEAD_BASE_URL,
   DIMENSIONS,
   EXPECTED_HEADER,
+  REPO,
   SCRIPT,
   addTaskFiles,
   TSX_LOADER,
@@ -1398,6 +1399,22 @@ describe('CSV formula injection', () => {
 // ---------------------------------------------------------------------------------------------
 
 describe('an output path that cannot be created', () => {
+  test('report.ts --html pointed at a FIFO: refused at once (exit 2, naming it), never a hang', async (t) => {
+    const { ws, run } = await setupRun(t);
+    assert.equal((await run()).code, 0);
+    const fifo = path.join(ws.dir, 'page.html');
+    execFileSync('mkfifo', [fifo]);
+    const inputs = ['--scores', ws.output, '--human-scores', ws.humanScores, '--rubric', ws.rubric];
+    const paths = ['--log', ws.log, '--transcripts', ws.transcripts, '--html', fifo];
+    const report = spawnSync(
+      process.execPath,
+      ['--import', TSX_LOADER, path.join(REPO, 'report.ts'), ...inputs, ...paths],
+      { encoding: 'utf8', timeout: 60_000 },
+    );
+    assert.equal(report.status, 2, `${report.signal ?? ''} ${report.stderr}`);
+    assert.equal(report.stderr, `report: ${fifo}: not a regular file; choose a file path\n`);
+  });
+
   /** The workspace's flags with one path flag's value replaced. */
   const withFlag = (args: string[], flag: string, value: string) =>
     args.map((arg, i) => (args[i - 1] === flag ? value : arg));
