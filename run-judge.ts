@@ -4096,13 +4096,19 @@ function settleBatchGroup(
         answers.push(answer);
       }
     }
+    // Every answer to the current prompt is parsed (its scores logged) before any failure, as
+    // judgeSamples does.
+    const stale = run.prepare(ref).promptSha !== promptSha;
+    const parsed = stale ? [] : answers.map((answer) => attemptVerdict(answer, run.rubric));
     const failed = lines.find((line) => line?.result?.type !== 'succeeded');
     if (failed !== undefined) throw batchRequestFailure(entry, failed);
-    if (run.prepare(ref).promptSha !== promptSha) {
+    if (stale) {
       const changed = 'the batch answer judged a prompt that has changed since it was submitted';
       throw new EvalJudgeResponseError(changed, { judge: entry.judge });
     }
-    const verdicts = answers.map((answer) => verdictFromAnswer(answer, run.rubric));
+    const unusable = parsed.find((verdict) => verdict instanceof EvalError);
+    if (unusable !== undefined) throw unusable;
+    const verdicts = parsed as JudgeVerdict[];
     const outcome: Outcome = {
       judge: entry.judge,
       verdict: medianVerdict(verdicts),
@@ -4117,6 +4123,16 @@ function settleBatchGroup(
     if (!(error instanceof EvalError) || isUnrecordable(error)) throw error;
     const prior = { error: batchAttemptFailure(error, entry.judge), answers, promptSha };
     rejudge.push({ task_id: ref.task_id, model: ref.model, path: ref.path, prior });
+  }
+}
+
+/** A batch answer's verdict, or why it is unusable (returned, so the other samples are parsed too). */
+function attemptVerdict(answer: JudgeAnswer, rubric: Rubric): JudgeVerdict | EvalError {
+  try {
+    return verdictFromAnswer(answer, rubric);
+  } catch (error) {
+    if (error instanceof EvalJudgeResponseError) return error;
+    throw error;
   }
 }
 

@@ -566,6 +566,68 @@ describe('--batch: results that cannot become rows go through the synchronous ch
 });
 
 // ---------------------------------------------------------------------------------------------
+describe('--batch --samples 5 with one sample errored: the valid batch answers keep their scores', () => {
+  // As without --batch (judgeSamples): fewer than k usable samples is never a row; the chain judges all k again.
+  const errored = 'm01/proof02';
+  const sampleScores = (i: number) => goodScores({ mathematical_correctness: i % 3 });
+  const batch: FakeOptions['batch'] = {
+    result: (customId, params) => {
+      const i = Number(customId.slice(customId.lastIndexOf('_s') + 2));
+      if (tagOfParams(params) === errored && i === 3) {
+        return { type: 'errored', errorType: 'api_error', message: 'Internal server error' };
+      }
+      return { type: 'succeeded', text: answerJson(sampleScores(i), `sample ${i}`) };
+    },
+  };
+
+  test('each of the 4 paid answers is logged with its scores; the transcript is judged again, 5 samples, as without --batch', async (t) => {
+    const sync = answerJson(goodScores({ mathematical_correctness: 0 }), 'sync');
+    const { fake, ws, run } = await setup(
+      t,
+      { batch, responder: () => ({ text: sync }) },
+      {
+        models: 1,
+      },
+    );
+    const result = await run([...BATCH, '--samples', '5']);
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(fake.batches[0]!.requests.length, 15);
+    assert.deepEqual(
+      fake.requests.map((req) => tagOf(req)),
+      Array(5).fill(errored),
+      'the errored transcript, all 5 samples again, synchronously',
+    );
+
+    const entry = logByKey(ws.log).get(errored)!;
+    assert.equal(entry.status, 'scored');
+    assert.match(entry.attempts[0]!.message, /batch request errored: api_error/);
+    const answers = entry.answers as unknown as { text: string; scores: unknown }[];
+    assert.equal(answers.length, 9, "the batch's 4 usable samples and the 5 synchronous ones");
+    for (const [n, i] of [1, 2, 4, 5].entries()) {
+      assert.equal(answers[n]!.text, answerJson(sampleScores(i), `sample ${i}`));
+      assert.deepEqual(answers[n]!.scores, sampleScores(i), `batch sample ${i} keeps its scores`);
+    }
+    for (const answer of answers.slice(4)) assert.deepEqual(answer.scores, JSON.parse(sync).scores);
+    assert.deepEqual(entry.scores, JSON.parse(sync).scores, 'the row is the synchronous median');
+    assert.deepEqual(rowKeys(ws.output), keysOf(ws));
+  });
+
+  test('--no-fallback: the transcript fails, and its 4 paid answers are still logged with their scores', async (t) => {
+    const { fake, ws, run } = await setup(t, { batch }, { models: 1 });
+    const result = await run([...BATCH, '--samples', '5', '--no-fallback']);
+    assert.equal(result.code, 1, result.stderr);
+    assert.equal(fake.requests.length, 0);
+    const entry = logByKey(ws.log).get(errored)!;
+    assert.equal(entry.status, 'failed');
+    const answers = entry.answers as unknown as { scores: unknown }[];
+    assert.deepEqual(
+      answers.map((answer) => answer.scores),
+      [1, 2, 4, 5].map(sampleScores),
+    );
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
 describe('--batch: a rerun resumes pending batches', () => {
   test('after kill -9 while polling: the state names the batch; the rerun creates none, writes each row once', async (t) => {
     const { fake, http, ws, run, spawn, stateFile } = await setup(t, {
