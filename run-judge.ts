@@ -89,6 +89,16 @@ const RAW_TEXT_KEPT = 64 * 1024; // of an answer that cannot be used, in the aud
 const IMAGE_MAX_BYTES = (5 * 1024 * 1024 * 3) / 4; // 5 MB once base64-encoded
 const IMAGE_TOKENS = 1600; // what an image costs the judge, as if it were text
 const BATCH_LIMITS = { maxRequests: 100_000, maxBytes: 256 * 1024 * 1024 };
+// connection failures before anything was sent
+const NOT_CONNECTED_CODES = [
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EADDRNOTAVAIL',
+  'UND_ERR_CONNECT_TIMEOUT',
+];
 
 /**
  * A finished turn; anything else (max_tokens, refusal,
@@ -1977,9 +1987,31 @@ function isUnrecordable(error: EvalError): boolean {
  * no batch; another 5xx or a lost connection may have.
  */
 function batchMayExist(error: EvalError): boolean {
-  if (error instanceof EvalInterruptedError) return false;
+  if (error instanceof EvalInterruptedError || neverConnected(error) !== undefined) return false;
   const status = (error.cause as { status?: number } | undefined)?.status;
   return status === undefined || (status >= 500 && status !== 529);
+}
+
+/**
+ * Why a connection was never made (refused, no such host, a port fetch refuses): nothing was
+ * sent. Undefined when it may have been (a connection lost after sending, or no failure to connect).
+ */
+function neverConnected(error: EvalError): string | undefined {
+  if (!(error instanceof EvalProviderError) || !error.unreachable) return undefined;
+  for (let cause = error.cause; cause instanceof Error; cause = cause.cause) {
+    const code = (cause as { code?: unknown }).code;
+    if (typeof code === 'string' && NOT_CONNECTED_CODES.includes(code)) return cause.message;
+    if (cause.message === 'bad port') return 'bad port (one that fetch never connects to)';
+  }
+  return undefined;
+}
+
+/** What the API's address is, and that it cannot be reached: the run stops (exit 2). */
+function cannotReachApi(run: Run, why: string): EvalConfigurationError {
+  const url = run.judges[0]!.client.baseURL;
+  return new EvalConfigurationError(
+    `cannot reach the API at ${url}: ${why}; check the network, or ANTHROPIC_BASE_URL if it is set`,
+  );
 }
 
 /**
@@ -3980,8 +4012,20 @@ async function submitBatches(run: Run, batches: BatchState, refs: TranscriptRef[
       const batch = await withRetries(primary, create, run.controller.signal);
       entry.id = batch.id;
     } catch (error) {
-      if (error instanceof EvalError && !batchMayExist(error)) batches.remove(entry);
+      if (!(error instanceof EvalError)) throw error;
+      if (!batchMayExist(error)) batches.remove(entry);
       if (error instanceof EvalInterruptedError) break;
+      const refused = neverConnected(error);
+      if (refused !== undefined) throw cannotReachApi(run, `${refused}; no batch was made`);
+      if (batchMayExist(error)) {
+        const count = Object.keys(requests).length;
+        throw new EvalProviderError(
+          `${error.message}; the batch may exist: check the Console's batches for one of ${count} ` +
+            `request(s) created at ${entry.submitted_at}, then delete its entry (id null) from ` +
+            `${batches.file} to submit them again`,
+          { cause: error },
+        );
+      }
       throw error;
     }
     batches.save();

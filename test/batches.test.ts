@@ -4,6 +4,7 @@
 // need a real process. Plus unit tests of splitIntoBatches and batchCustomId.
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
+import { createServer } from 'node:net';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
@@ -81,6 +82,15 @@ async function setup(t: TestContext, fakeOpts: FakeOptions = {}, wsOpts: Workspa
     return () => void intercepts.delete(fn);
   };
   return { ...base, http, intercept, stateFile: `${base.ws.output}.batches.json` };
+}
+
+/** A loopback port nothing listens on: a connection to it is refused. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
 }
 
 /** Answers an intercepted request with an API error, once its body is read; a 529 may be retried at once. */
@@ -785,7 +795,8 @@ describe('--batch: a create that fails', () => {
       answer: (req) => (req.socket.destroy(), true),
       attempts: 1,
       code: 1,
-      message: /run-judge: judge judge-a: connection failed/,
+      message:
+        /run-judge: judge judge-a: connection failed: .*; the batch may exist: check the Console's batches .*, then delete its entry .*batches\.json/,
       mayExist: true,
     },
   ];
@@ -851,6 +862,27 @@ describe('--batch: a create that fails', () => {
       assert.equal(fs.existsSync(`${ws.output}.lock`), false);
     });
   }
+
+  test('the API unreachable (connection refused: nothing was sent): exit 2, the one message naming the address; no state entry', async (t) => {
+    const { fake, http, ws, run, stateFile } = await setup(t, {}, { models: 1 });
+    const closed = await closedPort();
+    const failed = await run(BATCH, { baseUrl: `http://127.0.0.1:${closed}` });
+    assert.equal(failed.code, 2, failed.stderr);
+    assert.equal(failed.stderr.trim().split('\n').length, 1, `one line: ${failed.stderr}`);
+    assert.match(
+      failed.stderr,
+      mentioning(`run-judge: cannot reach the API at http://127.0.0.1:${closed}`, 'ECONNREFUSED'),
+    );
+    assert.doesNotMatch(failed.stderr, /may exist/);
+    assert.equal(fs.existsSync(stateFile), false, 'no state entry: no batch can exist');
+    assert.equal(fs.existsSync(`${ws.output}.lock`), false);
+    assert.deepEqual(http, []);
+
+    const rerun = await run(BATCH);
+    assert.equal(rerun.code, 0, rerun.stderr);
+    assert.equal(fake.batches.length, 1);
+    assert.deepEqual(rowKeys(ws.output), keysOf(ws));
+  });
 
   test('answered 429 once (retry-after 0.01 s), it is retried on the same judge: 2 attempts, 1 batch, nothing judged synchronously', async (t) => {
     const { fake, http, ws, run, intercept, stateFile } = await setup(t, {}, { models: 1 });
