@@ -89,6 +89,9 @@ const RAW_TEXT_KEPT = 64 * 1024; // of an answer that cannot be used, in the aud
 const IMAGE_MAX_BYTES = (5 * 1024 * 1024 * 3) / 4; // 5 MB once base64-encoded
 const IMAGE_TOKENS = 1600; // what an image costs the judge, as if it were text
 const BATCH_LIMITS = { maxRequests: 100_000, maxBytes: 256 * 1024 * 1024 };
+// failed results downloads of a batch before the chain judges it; failed polls in a row before the
+// run stops (the batch left pending, for a rerun)
+const BATCH_TRIES = 3;
 // connection failures before anything was sent
 const NOT_CONNECTED_CODES = [
   'ECONNREFUSED',
@@ -3781,7 +3784,7 @@ async function judgeInBatches(run: Run, pending: TranscriptRef[]): Promise<void>
 
   // 3. Poll until every batch has ended and its results are written.
   await pollBatches(run, batches);
-  if (batches.entries.length > 0 && run.controller.signal.reason instanceof EvalInterruptedError) {
+  if (batches.entries.length > 0 && run.controller.signal.aborted) {
     const ids = batches.entries.map((entry) => entry.id).join(', ');
     run.progress.log(
       `batch(es) ${ids} left running at Anthropic, not cancelled; ` +
@@ -3799,24 +3802,35 @@ async function pollBatches(run: Run, batches: BatchState): Promise<void> {
   const signal = run.controller.signal;
   const interval = run.options.pollInterval * 1000;
   const downloads = new Map<BatchEntry, number>();
+  const failedPolls = new Map<BatchEntry, number>(); // in a row: a poll that succeeds resets it
+  const latest = new Map<BatchEntry, BatchCounts>(); // each batch's counts at its last poll
 
   for (let polls = 0; batches.entries.length > 0 && !signal.aborted; polls++) {
-    const counts = { processing: 0, succeeded: 0, errored: 0, canceled: 0, expired: 0 };
+    const counts = noBatchCounts();
     for (const entry of [...batches.entries]) {
       try {
-        const batch = await classified(
-          primary,
-          primary.client.messages.batches.retrieve(entry.id!),
+        const expired = `batch ${entry.id} poll timed out after ${batchTimeoutS(run)} s (timeout_s)`;
+        const batch = await batchCall(run, expired, (options) =>
+          primary.client.messages.batches.retrieve(entry.id!, {}, options),
         );
-        for (const key of Object.keys(counts) as (keyof typeof counts)[]) {
-          counts[key] += batch.request_counts?.[key] ?? 0;
-        }
+        failedPolls.delete(entry);
+        latest.set(entry, addBatchCounts(noBatchCounts(), batch.request_counts));
+        addBatchCounts(counts, batch.request_counts);
+        run.progress.batchCounts = [...latest.values()].reduce(addBatchCounts, noBatchCounts());
         if (batch.processing_status !== 'ended') continue;
         const tries = (downloads.get(entry) ?? 0) + 1;
         downloads.set(entry, tries);
-        await collectBatchResults(run, entry, tries <= 3);
+        await collectBatchResults(run, entry, tries <= BATCH_TRIES);
       } catch (error) {
+        if (signal.aborted) return; // Ctrl-C, or a failure that stops the run: the batch stays
         if (!(error instanceof EvalError) || decide(error).action !== 'next-judge') throw error;
+        const failed = (failedPolls.get(entry) ?? 0) + 1;
+        failedPolls.set(entry, failed);
+        if (failed >= BATCH_TRIES) {
+          const message = `batch ${entry.id}: ${failed} polls in a row failed, the last: ${error.message}`;
+          run.controller.abort(new EvalProviderError(message, { cause: error }));
+          return;
+        }
         run.progress.log(`batch ${entry.id}: ${error.message}; trying again at the next poll`);
         continue;
       }
@@ -3831,6 +3845,55 @@ async function pollBatches(run: Run, batches: BatchState): Promise<void> {
       const wait = Math.min(interval * 1.5 ** polls, interval * 10);
       await sleepUnlessAborted(run.clock, wait, signal).catch(() => {});
     }
+  }
+}
+
+type BatchCounts = Record<keyof Anthropic.Messages.Batches.MessageBatchRequestCounts, number>;
+
+function noBatchCounts(): BatchCounts {
+  return { processing: 0, succeeded: 0, errored: 0, canceled: 0, expired: 0 };
+}
+
+/** Adds a poll's request_counts (any of them may be missing) to `total`, and returns it. */
+function addBatchCounts(total: BatchCounts, counts: Partial<BatchCounts> | undefined): BatchCounts {
+  for (const key of Object.keys(total) as (keyof BatchCounts)[]) {
+    total[key] += counts?.[key] ?? 0;
+  }
+  return total;
+}
+
+/** The judge's timeout_s, the deadline of each batch poll and of each wait for a results line. */
+function batchTimeoutS(run: Run): number {
+  return timeoutMs(run.judges[0]!.config) / 1000;
+}
+
+/**
+ * A call about a batch, stopped at once by Ctrl-C, and failing with `expired` once timeout_s has
+ * passed (the body included, as for a message); `received()` restarts it (a results line came).
+ */
+async function batchCall<T>(
+  run: Run,
+  expired: string,
+  call: (options: { signal: AbortSignal }, received: () => void) => Promise<T>,
+): Promise<T> {
+  const primary = run.judges[0]!;
+  const deadline = new AbortController();
+  // Real time, as callJudge's deadline: a wait for the network, not one the run's clock paces.
+  const timer = setTimeout(() => {
+    deadline.abort(new EvalTimeoutError(expired, { judge: primary.model }));
+  }, timeoutMs(primary.config));
+
+  try {
+    const signal = AbortSignal.any([run.controller.signal, deadline.signal]);
+    return await call({ signal }, () => timer.refresh());
+  } catch (error) {
+    // Why the call was stopped, rather than how the SDK saw it stop
+    const stopped = [run.controller.signal, deadline.signal].find((signal) => signal.aborted);
+    if (stopped) throw stopped.reason;
+    throw error instanceof EvalError ? error : classifyApiError(error, primary);
+  } finally {
+    clearTimeout(timer);
+    deadline.abort(); // what the call left open (a results stream read up to its last result) closes
   }
 }
 
@@ -3891,8 +3954,12 @@ async function resumeBatches(run: Run, batches: BatchState): Promise<void> {
   const primary = run.judges[0]!;
   for (const entry of [...batches.entries]) {
     try {
-      await classified(primary, primary.client.messages.batches.retrieve(entry.id!));
+      const expired = `batch ${entry.id} check timed out after ${batchTimeoutS(run)} s (timeout_s)`;
+      await batchCall(run, expired, (options) =>
+        primary.client.messages.batches.retrieve(entry.id!, {}, options),
+      );
     } catch (error) {
+      if (run.controller.signal.aborted) return; // Ctrl-C: the batches stay pending
       if (!(error instanceof EvalError)) throw error;
       if (isBatchGone(error)) {
         const count = Object.keys(entry.requests).length;
@@ -4047,21 +4114,24 @@ async function collectBatchResults(run: Run, entry: BatchEntry, download = true)
   // 1. Each transcript's results, settled (written, or handed to the chain) as each completes.
   const groups = resultGroups(entry);
   const rejudge: PendingItem[] = [];
-  // After three failed downloads there is none: every request counts as missing.
-  if (download) {
-    await readBatchResults(run, entry, groups, rejudge);
-  }
-  for (const group of groups.values()) {
-    settleBatchGroup(run, entry, group, rejudge); // those missing a result
-  }
+  // After BATCH_TRIES failed downloads there is none: every request counts as missing.
+  try {
+    if (download) {
+      await readBatchResults(run, entry, groups, rejudge);
+    }
+    for (const group of groups.values()) {
+      settleBatchGroup(run, entry, group, rejudge); // those missing a result
+    }
 
-  // 2. The chain for those without a usable answer. With --no-fallback no judge is left: the
-  // batch's own failure is the transcript's.
-  await judgeConcurrently(run, rejudge, run.options.fallback ? run.judges : []);
-
-  // 3. The rows, flushed once: until the batch leaves the state file, a rerun can re-read them.
-  appendDurably(run.scoreFile, '');
-  appendDurably(run.log, '');
+    // 2. The chain for those without a usable answer. With --no-fallback no judge is left: the
+    // batch's own failure is the transcript's.
+    await judgeConcurrently(run, rejudge, run.options.fallback ? run.judges : []);
+  } finally {
+    // 3. The rows written, flushed once (also when the download failed midway): until the batch
+    // leaves the state file, a rerun can re-read them.
+    appendDurably(run.scoreFile, '');
+    appendDurably(run.log, '');
+  }
 }
 
 /** A transcript's k samples are its k requests in this batch: its row waits for all k results. */
@@ -4083,33 +4153,47 @@ async function readBatchResults(
   rejudge: PendingItem[],
 ): Promise<void> {
   const primary = run.judges[0]!;
-  try {
-    const results = await classified(primary, primary.client.messages.batches.results(entry.id!));
-    for await (const line of results) {
-      // A line may be null, or not an object: it then has no known custom_id.
-      const { custom_id = '', result } = (line ?? {}) as Partial<typeof line>;
-      if (!Object.hasOwn(entry.requests, custom_id)) {
-        run.progress.log(
-          `batch ${entry.id}: ignoring a result with unknown custom_id ${custom_id}`,
-        );
-        continue;
-      }
-      const [taskId, model] = entry.requests[custom_id]!;
-      const group = groups.get(pairKey(taskId, model));
-      if (group === undefined) continue; // already settled
-      group.set(custom_id, { result });
-      if (![...group.values()].includes(null)) {
-        groups.delete(pairKey(taskId, model));
-        settleBatchGroup(run, entry, group, rejudge);
-      }
-    }
-  } catch (error) {
-    // A download cut off midway, even inside a line, is tried again at the next poll.
-    if (error instanceof SyntaxError) {
+  const expired = `batch ${entry.id} results timed out: no line for ${batchTimeoutS(run)} s (timeout_s)`;
+  await batchCall(run, expired, async (options, received) => {
+    try {
+      await readResultLines(run, entry, groups, rejudge, options, received);
+    } catch (error) {
+      // A download cut off midway, even inside a line, is tried again at the next poll.
+      if (!(error instanceof SyntaxError)) throw error;
       const message = `batch ${entry.id} results were cut off: ${error.message}`;
       throw new EvalProviderError(message, { cause: error, judge: primary.model });
     }
-    throw error instanceof EvalError ? error : classifyApiError(error, primary);
+  });
+}
+
+/** The results download itself: each line as it comes, until every request's result is in. */
+async function readResultLines(
+  run: Run,
+  entry: BatchEntry,
+  groups: Map<string, Map<string, ResultLine>>,
+  rejudge: PendingItem[],
+  options: { signal: AbortSignal },
+  received: () => void,
+): Promise<void> {
+  const primary = run.judges[0]!;
+  const results = await primary.client.messages.batches.results(entry.id!, {}, options);
+  for await (const line of results) {
+    received();
+    // A line may be null, or not an object: it then has no known custom_id.
+    const { custom_id = '', result } = (line ?? {}) as Partial<typeof line>;
+    if (!Object.hasOwn(entry.requests, custom_id)) {
+      run.progress.log(`batch ${entry.id}: ignoring a result with unknown custom_id ${custom_id}`);
+      continue;
+    }
+    const [taskId, model] = entry.requests[custom_id]!;
+    const group = groups.get(pairKey(taskId, model));
+    if (group === undefined) continue; // already settled
+    group.set(custom_id, { result });
+    if (![...group.values()].includes(null)) {
+      groups.delete(pairKey(taskId, model));
+      settleBatchGroup(run, entry, group, rejudge);
+    }
+    if (groups.size === 0) return; // every result is in: what follows in the stream is not awaited
   }
 }
 
@@ -4379,6 +4463,7 @@ function formatTokens(summary: RunSummary): string {
  */
 class Progress {
   total = 0;
+  batchCounts?: BatchCounts; // of the pending batches, at their last poll
   private lastDraw = 0;
   private lastShare = 0;
   private readonly finished: number[]; // when judging began, then when each judgement ended
@@ -4444,6 +4529,12 @@ class Progress {
     const rate = done > 0 && span > 0 ? (recent.length - 1) / span : undefined;
     const eta = rate ? `${Math.ceil(Math.max(this.total - done, 0) / rate)} s` : '?';
     const failed = this.summary.failed.length;
+    if (this.batchCounts) {
+      // waiting on a batch: its own counts, not a rate or an ETA that the batch does not follow
+      const { processing, succeeded, errored } = this.batchCounts;
+      const batch = `${processing} processing, ${succeeded} succeeded, ${errored} errored`;
+      return `judged ${done}/${this.total}, failed ${failed}; batch: ${batch}`;
+    }
     return `judged ${done}/${this.total}, failed ${failed}, ${rate?.toFixed(1) ?? '?'}/s, ETA ${eta}`;
   }
 }

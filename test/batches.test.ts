@@ -29,7 +29,7 @@ import {
   assertAnswerSchema,
   allowedScoresOf,
 } from './helpers.ts';
-import type { JudgeEntry, Workspace, WorkspaceOptions } from './helpers.ts';
+import type { JudgeEntry, JumpClock, Workspace, WorkspaceOptions } from './helpers.ts';
 import type { ReferenceKey, Task } from '../run-judge.ts';
 
 // Destructured, not imported by name: a renamed export then fails its own tests, not the whole file.
@@ -133,6 +133,8 @@ const dropResults = (body: string, dropped: string[]) =>
     .map((line) => `${line}\n`)
     .join('');
 
+/** How far the jump clock of `setup` has run ahead of real time. */
+const jumpedMs = (clock: unknown) => (clock as JumpClock).jumpedMs();
 const modelOf = (req: RecordedRequest) => req.body?.model as string;
 const keysOf = (ws: Workspace) => ws.pairs.map((pair) => `${pair.model}/${pair.task_id}`).sort();
 const rowKeys = (file: string) =>
@@ -961,6 +963,185 @@ describe('--batch: a poll or a results download that fails is tried again at the
       assert.equal(fs.existsSync(stateFile), false);
     });
   }
+});
+
+// ---------------------------------------------------------------------------------------------
+describe('--batch: every wait has an end: a stalled poll or results download fails at its deadline (timeout_s)', () => {
+  // timeout_s of real time, as for a message request: short where a stall is waited out, else too long to pass.
+  const judge = judgeEntry('judge-a', { timeout_s: 0.3 });
+  const patient = judgeEntry('judge-a', { timeout_s: 600 });
+  const HANG_GUARD = { timeout: 20_000 }; // a run that never ends fails this test instead of hanging it
+
+  test(
+    'a poll whose body stalls is a failed poll, tried again at the next poll; every row from the batch',
+    HANG_GUARD,
+    async (t) => {
+      const batch = { stallPoll: (poll: number) => poll === 1 };
+      const { fake, ws, run, stateFile } = await setup(t, { batch }, { models: 1, judge });
+      const result = await run(BATCH);
+      assert.equal(result.code, 0, result.stderr);
+      assert.match(
+        result.stderr,
+        /batch msgbatch_fake_1: judge judge-a: batch msgbatch_fake_1 poll timed out after 0.3 s \(timeout_s\); trying again at the next poll/,
+      );
+      assert.equal(
+        fake.batchPolls,
+        3,
+        'the stalled poll, the next, the one the results call makes',
+      );
+      assert.equal(fake.requests.length, 0, 'nothing judged synchronously');
+      assert.deepEqual(rowKeys(ws.output), keysOf(ws));
+      assert.equal(fs.existsSync(stateFile), false);
+    },
+  );
+
+  test(
+    'a results stream that sends one line then stalls: that row is kept, the rest come from the next download, each once',
+    HANG_GUARD,
+    async (t) => {
+      const batch = { stallResults: (download: number) => (download === 1 ? 1 : undefined) };
+      const { fake, ws, run, stateFile } = await setup(t, { batch }, { models: 1, judge });
+      const result = await run(BATCH);
+      assert.equal(result.code, 0, result.stderr);
+      assert.match(
+        result.stderr,
+        /batch msgbatch_fake_1: judge judge-a: batch msgbatch_fake_1 results timed out: no line for 0.3 s \(timeout_s\); trying again at the next poll/,
+      );
+      assert.equal(fake.batchDownloads, 2);
+      assert.equal(fake.requests.length, 0, 'nothing judged synchronously');
+      assert.deepEqual(rowKeys(ws.output), keysOf(ws));
+      assert.equal(readCsv(ws.output).length, 4, 'each row once');
+      assert.equal(logByKey(ws.log).size, 3);
+      assert.equal(fs.existsSync(stateFile), false);
+    },
+  );
+
+  test(
+    'a results stream that stalls every time: 3 downloads, then the chain judges what is missing',
+    HANG_GUARD,
+    async (t) => {
+      const batch = { stallResults: () => 1 };
+      const { fake, ws, run } = await setup(t, { batch }, { models: 1, judge });
+      const result = await run(BATCH);
+      assert.equal(result.code, 0, result.stderr);
+      assert.equal(fake.batchDownloads, 3);
+      assert.equal(
+        fake.requests.length,
+        2,
+        'the two results that never came, judged synchronously',
+      );
+      assert.deepEqual(rowKeys(ws.output), keysOf(ws));
+      assert.equal(readCsv(ws.output).length, 4, 'each row once');
+    },
+  );
+
+  test(
+    'the run ends as soon as the last results are written, even when the stream stays open after them',
+    HANG_GUARD,
+    async (t) => {
+      const batch = { pollsUntilEnded: 2, stallResults: () => 3 };
+      const { fake, ws, run, clock, stateFile } = await setup(
+        t,
+        { batch },
+        { models: 1, judge: patient },
+      );
+      const result = await run([...BATCH.slice(0, 2), '10']);
+      assert.equal(result.code, 0, result.stderr);
+      assert.equal(fake.batchDownloads, 1);
+      assert.equal(fake.requests.length, 0);
+      assert.doesNotMatch(result.stderr, /timed out|trying again/);
+      assert.ok(
+        jumpedMs(clock) < 15_000,
+        `one poll interval (10 s), no deadline and no further interval: ${jumpedMs(clock)}`,
+      );
+      assert.deepEqual(rowKeys(ws.output), keysOf(ws));
+      assert.equal(fs.existsSync(stateFile), false);
+    },
+  );
+
+  test("while polling, the progress line shows the batch's counts, not 'judged 0/3 ... ETA ?'", async (t) => {
+    const { ws, run } = await setup(t, { batch: { pollsUntilEnded: 3 } }, { models: 1 });
+    const result = await run(BATCH, { isTTY: true });
+    assert.equal(result.code, 0, result.stderr);
+    const polling = result.stderr.slice(result.stderr.indexOf('batches pending'));
+    const drawn = polling
+      .split('\r\x1b[2K')
+      .map((part) => part.split('\n')[0]!)
+      .filter((line) => line.startsWith('judged '));
+    assert.ok(
+      drawn.some((line) =>
+        /^judged 0\/3, failed 0; batch: 3 processing, 0 succeeded, 0 errored$/.test(line),
+      ),
+      drawn.join('\n'),
+    );
+    assert.ok(!drawn.some((line) => line.includes('ETA')), drawn.join('\n'));
+    for (const line of drawn) {
+      const judged = Number(/^judged (\d+)/.exec(line)![1]);
+      assert.ok(judged === 0 || line.includes(' 0 processing'), `counts of the last poll: ${line}`);
+    }
+    assert.deepEqual(rowKeys(ws.output), keysOf(ws));
+  });
+
+  for (const [what, batch] of [
+    ['a stalled poll', { stallPoll: () => true }],
+    ['a stalled results download', { stallResults: () => 0 }],
+  ] as const) {
+    test(`one Ctrl-C interrupts ${what} at once: exit 130, the batch left running and named`, async (t) => {
+      const { fake, spawn, stateFile } = await setup(t, { batch }, { models: 1, judge: patient });
+      const cli = spawn(BATCH, { timeoutMs: 15_000 });
+      await waitFor(
+        () => (what === 'a stalled poll' ? fake.batchPolls : fake.batchDownloads) >= 1,
+        15_000,
+        what,
+      );
+      cli.child.kill('SIGINT');
+      const interrupted = await cli.done;
+      assert.equal(interrupted.code, 130, interrupted.stderr);
+      assert.match(
+        interrupted.stderr,
+        mentioning('batch(es) msgbatch_fake_1 left running at Anthropic', stateFile),
+      );
+      assert.equal(readState(stateFile).batches[0]!.id, 'msgbatch_fake_1');
+    });
+  }
+});
+
+// ---------------------------------------------------------------------------------------------
+describe('--batch: polls that fail 3 times in a row stop the run, the batch left pending', () => {
+  test(
+    'exit 1, the last failure named, the batch left running for a rerun; the rerun collects it',
+    { timeout: 20_000 },
+    async (t) => {
+      const { fake, ws, run, intercept, stateFile } = await setup(t, {}, { models: 1 });
+      const stopFailing = intercept(
+        (req, res) => isRetrieve(req) && answerError(req, res, 503, 'api_error', 'unavailable'),
+      );
+      const stopped = await run(BATCH);
+      assert.equal(stopped.code, 1, stopped.stderr);
+      assert.equal(
+        stopped.stderr.split('\n').filter((line) => line.endsWith('trying again at the next poll'))
+          .length,
+        2,
+      );
+      assert.match(
+        stopped.stderr,
+        /^stopped: batch msgbatch_fake_1: 3 polls in a row failed, the last: judge judge-a: HTTP 503 api_error: unavailable/m,
+      );
+      assert.match(
+        stopped.stderr,
+        mentioning('batch(es) msgbatch_fake_1 left running at Anthropic', 'rerun', stateFile),
+      );
+      assert.equal(readState(stateFile).batches[0]!.id, 'msgbatch_fake_1');
+      assert.equal(fake.requests.length, 0, 'nothing judged synchronously');
+
+      stopFailing();
+      const rerun = await run(BATCH);
+      assert.equal(rerun.code, 0, rerun.stderr);
+      assert.equal(fake.batches.length, 1, 'never submitted again');
+      assert.deepEqual(rowKeys(ws.output), keysOf(ws));
+      assert.equal(fs.existsSync(stateFile), false);
+    },
+  );
 });
 
 // ---------------------------------------------------------------------------------------------

@@ -70,6 +70,10 @@ export interface FakeOptions {
   batch?: {
     pollsUntilEnded?: number;
     result?: (customId: string, params: any, index: number) => BatchResult | undefined;
+    /** Whether the n-th retrieve (from 1) stalls: its headers and half its body sent, the rest never. */
+    stallPoll?: (poll: number) => boolean;
+    /** How many result lines the n-th results download (from 1) sends before it stalls; undefined: all, then ends. */
+    stallResults?: (download: number) => number | undefined;
   };
   responder?: (req: RecordedRequest, index: number) => Reply | undefined;
   rateLimit?: { limit: number; windowMs: number };
@@ -205,6 +209,8 @@ export class FakeAnthropic {
   readonly batches: FakeBatch[] = [];
   /** How many times a batch was retrieved (polled). */
   batchPolls = 0;
+  /** How many times batch results were downloaded. */
+  batchDownloads = 0;
   /**
    * With `buckets`, what the admitted Messages requests cost: requests, input tokens taken from the bucket (uncached
    * input and cache writes), cache reads (free), and output tokens taken when their answers were sent.
@@ -438,8 +444,12 @@ export class FakeAnthropic {
       this.batchPolls++;
       if (++batch.polls >= (this.opts.batch?.pollsUntilEnded ?? 1))
         batch.endedAt ??= this.wallNow();
-      return json(200, this.batchObject(batch));
+      const body = JSON.stringify(this.batchObject(batch));
+      if (this.opts.batch?.stallPoll?.(this.batchPolls))
+        return this.stall(res, n, body.slice(0, body.length / 2), 'application/json');
+      return json(200, JSON.parse(body));
     }
+    this.batchDownloads++;
     const lines = batch.requests
       .map((request, index) => {
         const scripted = this.opts.batch?.result?.(request.custom_id, request.params, index) ?? {
@@ -475,11 +485,23 @@ export class FakeAnthropic {
         return JSON.stringify({ custom_id: request.custom_id, result });
       })
       .reverse();
+    const sent = this.opts.batch?.stallResults?.(this.batchDownloads);
+    if (sent !== undefined) {
+      const part = lines.slice(0, sent).map((line) => `${line}\n`);
+      return this.stall(res, n, part.join(''), 'application/binary');
+    }
     this.send(res, n, {
       status: 200,
       body: lines.map((line) => `${line}\n`).join(''),
       headers: { 'content-type': 'application/binary' },
     });
+  }
+
+  /** Sends the headers and `part` of a body, then nothing more: held (settled) until the client gives up. */
+  private stall(res: ServerResponse, n: number, part: string, contentType: string): void {
+    this.holdUntil(new Promise((resolve) => res.once('close', resolve)));
+    res.writeHead(200, { 'content-type': contentType, 'request-id': `req_fake_${n}` });
+    res.write(part);
   }
 
   private batchObject(batch: FakeBatch) {
