@@ -1997,7 +1997,7 @@ function batchMayExist(error: EvalError): boolean {
 
 /**
  * Why a connection was never made (refused, no such host, a port fetch refuses): nothing was
- * sent. Undefined when it may have been (a connection lost after sending, or no failure to connect).
+ * sent. Undefined when it may have been (lost after sending), or it was no connection failure.
  */
 function neverConnected(error: EvalError): string | undefined {
   if (!(error instanceof EvalProviderError) || !error.unreachable) return undefined;
@@ -3809,7 +3809,8 @@ async function pollBatches(run: Run, batches: BatchState): Promise<void> {
     const counts = noBatchCounts();
     for (const entry of [...batches.entries]) {
       try {
-        const expired = `batch ${entry.id} poll timed out after ${batchTimeoutS(run)} s (timeout_s)`;
+        const seconds = batchTimeoutS(run);
+        const expired = `batch ${entry.id} poll timed out after ${seconds} s (timeout_s)`;
         const batch = await batchCall(run, expired, (options) =>
           primary.client.messages.batches.retrieve(entry.id!, {}, options),
         );
@@ -3827,7 +3828,8 @@ async function pollBatches(run: Run, batches: BatchState): Promise<void> {
         const failed = (failedPolls.get(entry) ?? 0) + 1;
         failedPolls.set(entry, failed);
         if (failed >= BATCH_TRIES) {
-          const message = `batch ${entry.id}: ${failed} polls in a row failed, the last: ${error.message}`;
+          const last = `the last: ${error.message}`;
+          const message = `batch ${entry.id}: ${failed} polls in a row failed, ${last}`;
           run.controller.abort(new EvalProviderError(message, { cause: error }));
           return;
         }
@@ -3893,7 +3895,7 @@ async function batchCall<T>(
     throw error instanceof EvalError ? error : classifyApiError(error, primary);
   } finally {
     clearTimeout(timer);
-    deadline.abort(); // what the call left open (a results stream read up to its last result) closes
+    deadline.abort(); // closes what the call left open: a stream read up to its last result
   }
 }
 
@@ -4087,9 +4089,9 @@ async function submitBatches(run: Run, batches: BatchState, refs: TranscriptRef[
       if (batchMayExist(error)) {
         const count = Object.keys(requests).length;
         throw new EvalProviderError(
-          `${error.message}; the batch may exist: check the Console's batches for one of ${count} ` +
-            `request(s) created at ${entry.submitted_at}, then delete its entry (id null) from ` +
-            `${batches.file} to submit them again`,
+          `${error.message}; the batch may exist: check the Console's batches for one of ` +
+            `${count} request(s) created at ${entry.submitted_at}, then delete its entry (id null) ` +
+            `from ${batches.file} to submit them again`,
           { cause: error },
         );
       }
@@ -4153,7 +4155,8 @@ async function readBatchResults(
   rejudge: PendingItem[],
 ): Promise<void> {
   const primary = run.judges[0]!;
-  const expired = `batch ${entry.id} results timed out: no line for ${batchTimeoutS(run)} s (timeout_s)`;
+  const seconds = batchTimeoutS(run);
+  const expired = `batch ${entry.id} results timed out: no line for ${seconds} s (timeout_s)`;
   await batchCall(run, expired, async (options, received) => {
     try {
       await readResultLines(run, entry, groups, rejudge, options, received);
@@ -4254,7 +4257,7 @@ function settleBatchGroup(
   }
 }
 
-/** A batch answer's verdict, or why it is unusable (returned, so the other samples are parsed too). */
+/** A batch answer's verdict, or why it is unusable (returned: the other samples are parsed too). */
 function attemptVerdict(answer: JudgeAnswer, rubric: Rubric): JudgeVerdict | EvalError {
   try {
     return verdictFromAnswer(answer, rubric);
