@@ -4220,19 +4220,26 @@ function settleBatchGroup(
   const answers: JudgeAnswer[] = [];
 
   try {
+    // Every answer is kept, and each answer to the current prompt parsed (its scores logged),
+    // before any failure is raised, as judgeSamples does: one bad sample loses no other.
+    let failed: EvalError | undefined;
     for (const line of lines) {
-      if (line?.result?.type === 'succeeded') {
+      if (line?.result?.type !== 'succeeded') {
+        failed ??= batchRequestFailure(entry, line);
+        continue;
+      }
+      try {
         const answer = answerFromMessage((line.result as Succeeded).message, entry.judge, 0);
         answer.batch = true;
         answers.push(answer);
+      } catch (error) {
+        if (!(error instanceof EvalError)) throw error;
+        failed ??= error;
       }
     }
-    // Every answer to the current prompt is parsed (its scores logged) before any failure, as
-    // judgeSamples does.
     const stale = run.prepare(ref).promptSha !== promptSha;
     const parsed = stale ? [] : answers.map((answer) => attemptVerdict(answer, run.rubric));
-    const failed = lines.find((line) => line?.result?.type !== 'succeeded');
-    if (failed !== undefined) throw batchRequestFailure(entry, failed);
+    if (failed !== undefined) throw failed;
     if (stale) {
       const changed = 'the batch answer judged a prompt that has changed since it was submitted';
       throw new EvalJudgeResponseError(changed, { judge: entry.judge });

@@ -624,6 +624,27 @@ describe('--batch --samples 5 with one sample errored: the valid batch answers k
     assert.deepEqual(rowKeys(ws.output), keysOf(ws));
   });
 
+  test('a sample that is no message (succeeded without "message") loses none of the other 4 answers', async (t) => {
+    const malformed: FakeOptions['batch'] = {
+      result: (customId, params) => {
+        const i = Number(customId.slice(customId.lastIndexOf('_s') + 2));
+        if (tagOfParams(params) === errored && i === 1)
+          return { type: 'raw', result: { type: 'succeeded' } };
+        return { type: 'succeeded', text: answerJson(sampleScores(i), `sample ${i}`) };
+      },
+    };
+    const { ws, run } = await setup(t, { batch: malformed }, { models: 1 });
+    const result = await run([...BATCH, '--samples', '5', '--no-fallback']);
+    assert.equal(result.code, 1, result.stderr);
+    const entry = logByKey(ws.log).get(errored)!;
+    assert.match(entry.error!.message, /the answer is not a message/);
+    const answers = entry.answers as unknown as { scores: unknown }[];
+    assert.deepEqual(
+      answers.map((answer) => answer.scores),
+      [2, 3, 4, 5].map(sampleScores),
+    );
+  });
+
   test('--no-fallback: the transcript fails, and its 4 paid answers are still logged with their scores', async (t) => {
     const { fake, ws, run } = await setup(t, { batch }, { models: 1 });
     const result = await run([...BATCH, '--samples', '5', '--no-fallback']);
