@@ -1986,8 +1986,8 @@ function isUnrecordable(error: EvalError): boolean {
 }
 
 /**
- * After a failed batch create: a 4xx, a 529 or Ctrl-C made
- * no batch; another 5xx or a lost connection may have.
+ * After a failed batch create: a 4xx, a 529, Ctrl-C or a connection never made made no
+ * batch; another 5xx, a timeout or a connection lost after sending may have.
  */
 function batchMayExist(error: EvalError): boolean {
   if (error instanceof EvalInterruptedError || neverConnected(error) !== undefined) return false;
