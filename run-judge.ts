@@ -3828,9 +3828,7 @@ async function pollBatches(run: Run, batches: BatchState): Promise<void> {
         const failed = (failedPolls.get(entry) ?? 0) + 1;
         failedPolls.set(entry, failed);
         if (failed >= BATCH_TRIES) {
-          const last = `the last: ${error.message}`;
-          const message = `batch ${entry.id}: ${failed} polls in a row failed, ${last}`;
-          run.controller.abort(new EvalProviderError(message, { cause: error }));
+          run.controller.abort(pollsFailed(run, entry, failed, error));
           return;
         }
         run.progress.log(`batch ${entry.id}: ${error.message}; trying again at the next poll`);
@@ -3848,6 +3846,14 @@ async function pollBatches(run: Run, batches: BatchState): Promise<void> {
       await sleepUnlessAborted(run.clock, wait, signal).catch(() => {});
     }
   }
+}
+
+/** Why the run stops after polls of a batch failed `failed` times in a row, the last with `error`. */
+function pollsFailed(run: Run, entry: BatchEntry, failed: number, error: EvalError): EvalError {
+  const polls = `${failed} polls in a row of batch ${entry.id} failed`;
+  const refused = neverConnected(error);
+  if (refused !== undefined) return cannotReachApi(run, `${refused} (${polls})`);
+  return new EvalProviderError(`${polls}, the last: ${error.message}`, { cause: error });
 }
 
 type BatchCounts = Record<keyof Anthropic.Messages.Batches.MessageBatchRequestCounts, number>;

@@ -1143,7 +1143,7 @@ describe('--batch: polls that fail 3 times in a row stop the run, the batch left
       );
       assert.match(
         stopped.stderr,
-        /^stopped: batch msgbatch_fake_1: 3 polls in a row failed, the last: judge judge-a: HTTP 503 api_error: unavailable/m,
+        /^stopped: 3 polls in a row of batch msgbatch_fake_1 failed, the last: judge judge-a: HTTP 503 api_error: unavailable/m,
       );
       assert.match(
         stopped.stderr,
@@ -1158,6 +1158,34 @@ describe('--batch: polls that fail 3 times in a row stop the run, the batch left
       assert.equal(fake.batches.length, 1, 'never submitted again');
       assert.deepEqual(rowKeys(ws.output), keysOf(ws));
       assert.equal(fs.existsSync(stateFile), false);
+    },
+  );
+
+  test(
+    'the API unreachable once the batch is submitted (connection refused): exit 2, the one message naming the address',
+    { timeout: 20_000 },
+    async (t) => {
+      const { fake, ws, run, intercept, stateFile } = await setup(t, {}, { models: 1 });
+      intercept((req, res) => {
+        if (isCreate(req)) res.on('finish', () => void fake.close());
+        return false;
+      });
+      const stopped = await run(BATCH);
+      assert.equal(stopped.code, 2, stopped.stderr);
+      assert.match(
+        stopped.stderr,
+        mentioning(
+          `stopped: cannot reach the API at ${fake.url}`,
+          'ECONNREFUSED',
+          '3 polls in a row of batch msgbatch_fake_1 failed',
+        ),
+      );
+      assert.match(
+        stopped.stderr,
+        mentioning('batch(es) msgbatch_fake_1 left running at Anthropic', 'rerun', stateFile),
+      );
+      assert.equal(readState(stateFile).batches[0]!.id, 'msgbatch_fake_1', 'kept: it exists');
+      assert.deepEqual(rowKeys(ws.output), []);
     },
   );
 });
