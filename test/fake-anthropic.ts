@@ -447,7 +447,7 @@ export class FakeAnthropic {
       const body = JSON.stringify(this.batchObject(batch));
       if (this.opts.batch?.stallPoll?.(this.batchPolls))
         return this.stall(res, n, body.slice(0, body.length / 2), 'application/json');
-      return json(200, JSON.parse(body));
+      return this.send(res, n, { status: 200, body, headers: {} });
     }
     this.batchDownloads++;
     const lines = batch.requests
