@@ -1886,13 +1886,6 @@ function parseRetryAfter(headers: Headers | undefined): number | undefined {
   return wait > 0 ? wait : undefined;
 }
 
-/** An SDK call's promise whose failure is classified like every other call's. */
-function classified<T>(judge: JudgeSpec, call: Promise<T>): Promise<T> {
-  return call.catch((error) => {
-    throw classifyApiError(error, judge);
-  });
-}
-
 // ---- The failure policy: what each failure means, in one place ----------------------------------
 
 export type Decision =
@@ -4081,8 +4074,18 @@ async function submitBatches(run: Run, batches: BatchState, refs: TranscriptRef[
     batches.save(); // before the create call: a crash after it leaves a trace, not an unknown batch
 
     const sent = chunk.flatMap((item) => item.requests);
-    const create = () =>
-      classified(primary, primary.client.messages.batches.create({ requests: sent }));
+    // A deadline over the whole answer, as for a message; Ctrl-C lets a create in flight finish.
+    const create = async () => {
+      const deadline = AbortSignal.timeout(timeoutMs(primary.config));
+      try {
+        return await primary.client.messages.batches.create(
+          { requests: sent },
+          { signal: deadline },
+        );
+      } catch (error) {
+        throw classifyApiError(error, primary, deadline.aborted);
+      }
+    };
     try {
       const batch = await withRetries(primary, create, run.controller.signal);
       entry.id = batch.id;

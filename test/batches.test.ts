@@ -886,6 +886,34 @@ describe('--batch: a create that fails', () => {
     });
   }
 
+  test(
+    'a create whose answer stalls ends at timeout_s (the body included): the batch may exist, its entry stays',
+    { timeout: 20_000 },
+    async (t) => {
+      const judge = judgeEntry('judge-a', { timeout_s: 1 }); // real time, as for a message request
+      const { http, ws, run, intercept, stateFile } = await setup(t, {}, { models: 1, judge });
+      intercept((req, res) => {
+        if (!isCreate(req)) return false;
+        req.resume().on('end', () => {
+          res.writeHead(200, { 'content-type': 'application/json' }).write('{"id": "msgbatch_');
+        });
+        return true;
+      });
+      const failed = await run(BATCH);
+      assert.equal(failed.code, 1, failed.stderr);
+      assert.match(
+        failed.stderr,
+        /run-judge: judge judge-a: request timed out .*; the batch may exist: .*delete its entry/,
+      );
+      assert.equal(count(http, CREATE), 1, 'never resubmitted');
+      assert.deepEqual(
+        readState(stateFile).batches.map((entry) => entry.id),
+        [null],
+      );
+      assert.deepEqual(rowKeys(ws.output), []);
+    },
+  );
+
   test('the API unreachable (connection refused: nothing was sent): exit 2, the one message naming the address; no state entry', async (t) => {
     const { fake, http, ws, run, stateFile } = await setup(t, {}, { models: 1 });
     const closed = await closedPort();
