@@ -2733,14 +2733,13 @@ function stopIfUnreachable(run: Run): void {
 
 /** The one message of an unreachable API, with how many transcripts it left without an answer. */
 function unreachableError(run: Run): EvalConfigurationError {
-  const url = run.judges[0]!.client.baseURL;
   const unanswered = run.summary.unreachable.length;
   const notStarted =
     run.summary.leftWithoutRow > 0 ? `, ${run.summary.leftWithoutRow} not started` : '';
-  return new EvalConfigurationError(
-    `cannot reach the API at ${url}: ${unanswered} transcript(s) got no answer (every attempt failed ` +
-      `to connect; each is in the audit log)${notStarted}; check the network, or ANTHROPIC_BASE_URL if it is set`,
-  );
+  const why =
+    `${unanswered} transcript(s) got no answer (every attempt failed to connect; ` +
+    `each is in the audit log)${notStarted}`;
+  return cannotReachApi(run, why);
 }
 
 /** Failures held back as unreachable become failures of their own, each said. */
