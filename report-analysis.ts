@@ -5,7 +5,9 @@
 // the figures are computed". Pure functions, nothing read or printed here.
 import {
   allowedScores,
+  assignmentLabel,
   byNumber,
+  compareAssignments,
   compareText,
   isComplete,
   pairKey,
@@ -37,7 +39,7 @@ export function analyse(
 ) {
   // 1. Each transcript's judge row, and its complete human rows (a row not fully scored is none).
   const judgeOf = new Map(judged.map((row) => [pairKey(row.task_id, row.model), row]));
-  const complete = humans.filter((row) => isComplete(row, rubric));
+  const complete = comparableHumanRows(humans, rubric);
   const humansOf = groupBy(complete, (row) => pairKey(row.task_id, row.model));
 
   // 2. The matched transcripts (a judge row and a complete human row): every figure is over these.
@@ -69,7 +71,7 @@ export function analyse(
 
   return {
     pairs: dimensions[0]?.judge_vs_human.n ?? 0,
-    missing: missingRows(judged, complete),
+    missing: missingRows(judged, humans, rubric),
     dimensions,
     models,
     ranking: modelRanking(models, rubric),
@@ -381,18 +383,32 @@ function roundForTies(value: number): number {
   return Math.round(value * 1e9) / 1e9;
 }
 
-/** What cannot be compared, listed: judge rows without a human row, and the reverse. */
-function missingRows(judged: Scored[], complete: HumanRow[]) {
+/** The human rows every figure rests on: complete, and of the transcript as it is now. */
+export function comparableHumanRows(humans: HumanRow[], rubric: Rubric): HumanRow[] {
+  return humans.filter((row) => isComplete(row, rubric) && row.stale !== true);
+}
+
+/**
+ * What cannot be compared, listed: judge rows without a human row, and the reverse; human rows
+ * left out of every figure, incomplete (an empty score) or stale (their transcript edited since).
+ */
+function missingRows(judged: Scored[], humans: HumanRow[], rubric: Rubric) {
+  const complete = comparableHumanRows(humans, rubric);
   const judgeKeys = new Set(judged.map((row) => pairKey(row.task_id, row.model)));
   const humanKeys = new Set(complete.map((row) => pairKey(row.task_id, row.model)));
 
   const noHuman = judged.filter((row) => !humanKeys.has(pairKey(row.task_id, row.model)));
   const noJudge = complete.filter((row) => !judgeKeys.has(pairKey(row.task_id, row.model)));
+  const incomplete = humans.filter((row) => !isComplete(row, rubric));
+  // An incomplete row is listed as incomplete only, stale or not.
+  const stale = humans.filter((row) => row.stale === true && isComplete(row, rubric));
 
   // A transcript scored by several people is listed once.
   return {
     no_human: noHuman.map(pairLabel).sort(compareText),
     no_judge: [...new Set(noJudge.map(pairLabel))].sort(compareText),
+    incomplete_human: incomplete.sort(compareAssignments).map(assignmentLabel),
+    stale_human: stale.sort(compareAssignments).map(assignmentLabel),
   };
 }
 
@@ -444,7 +460,16 @@ function summaryLine(report: Report): string {
   const noJudge = report.missing.no_judge.join(', ') || 'none';
   const byJudge = Object.entries(report.judges).map(([judge, rows]) => `${judge} ${rows}`);
   const judges = byJudge.join(', ') || 'no audit log';
-  return `${report.pairs} (transcript, scorer) pairs; no human row: ${noHuman}; no judge row: ${noJudge}; rows by judge: ${judges}`;
+  let line = `${report.pairs} (transcript, scorer) pairs; no human row: ${noHuman}; no judge row: ${noJudge}; rows by judge: ${judges}`;
+  // Left out of every figure, so said whenever there are any.
+  const { incomplete_human: incomplete, stale_human: stale } = report.missing;
+  if (incomplete.length > 0) {
+    line += `; incomplete human rows (left out): ${incomplete.join(', ')}`;
+  }
+  if (stale.length > 0) {
+    line += `; stale human rows (transcript edited since scored; left out): ${stale.join(', ')}`;
+  }
+  return line;
 }
 
 /** One dimension's row of the agreement table. */

@@ -83,7 +83,11 @@ function buildCli(io: IO): Command {
     .description('the judge against the human scores, per dimension and per model')
     .option('--format <format>', 'table, markdown or json', 'table')
     .option('--scores <file>', 'the judge CSV', DEFAULTS.output)
-    .option('--human-scores <file>', 'the human scores CSV', DEFAULTS.humanScores)
+    .option(
+      '--human-scores <path>',
+      'the human scores: a folder of sheets (every *.csv in it) or one CSV',
+      DEFAULTS.humanScores,
+    )
     .option('--rubric <file>', 'rubric', DEFAULTS.rubric)
     .option(
       '--log <file>',
@@ -94,7 +98,11 @@ function buildCli(io: IO): Command {
       '--html <file>',
       'also write the report as one self-contained HTML page, with every transcript',
     )
-    .option('--transcripts <dir>', 'transcripts folder, for --html', DEFAULTS.transcripts)
+    .option(
+      '--transcripts <dir>',
+      'transcripts folder: for --html, and to find stale human rows',
+      DEFAULTS.transcripts,
+    )
     .action((options: AgreementOptions) => printAgreement(options, io));
 
   return cli;
@@ -130,7 +138,8 @@ function printAgreement(options: AgreementOptions, io: IO): void {
   // 2. The inputs: the rubric, the judge's rows, the human rows, the audit log if there is one.
   const rubric = loadRubric(options.rubric);
   const judged = readJudgeScores(options.scores, rubric);
-  const humans = readHumanScores(options.humanScores, rubric);
+  const checks = { judgeCsv: options.scores, transcripts: options.transcripts };
+  const humans = readHumanScores(options.humanScores, rubric, checks);
   const audit = readAuditLog(options.log);
 
   // 3. The analysis.

@@ -70,7 +70,7 @@ export const DEFAULTS = {
   models: 'models.json',
   output: 'evals/scores/judge_scores.csv',
   log: 'evals/scores/judge_log.jsonl',
-  humanScores: 'evals/human_scores.csv',
+  humanScores: 'evals/human/',
   concurrency: 8,
   pollInterval: 30,
   samples: 1,
@@ -210,6 +210,7 @@ type Run = {
   rubric: Rubric;
   selected: TranscriptRef[]; // every transcript the filters chose, sorted
   prepare: (ref: TranscriptRef) => PreparedTranscript; // reads one transcript and builds its prompt
+  promptSha: (ref: TranscriptRef) => string; // the hash of its prompt as built now (no images read)
   judges: Judge[]; // the chain: the primary first
   scoreFile: ScoreFile; // the CSV, open for appending
   log: AuditLog; // the JSONL audit log, open for appending
@@ -217,6 +218,7 @@ type Run = {
   progress: Progress;
   controller: AbortController; // aborted (with the reason) once the run is stopping
   clock: Clock;
+  humanScoring: HumanScoring; // as the run found the human scores when it started
 };
 
 // ---- The entry point ----------------------------------------------------------------------------
@@ -393,7 +395,7 @@ function buildCli(io: IO): Command {
     )
     .option(
       '--before-human-scoring',
-      'run without --task/--model before people have scored every transcript',
+      'run without --task/--model before people have scored every row of the plan',
     )
     .option(
       '--no-fallback',
@@ -423,8 +425,8 @@ function buildCli(io: IO): Command {
       DEFAULTS.log,
     )
     .option(
-      '--human-scores <file>',
-      'human scores CSV (npx tsx report.ts sheet makes it)',
+      '--human-scores <path>',
+      'the human scores: a folder of sheets (every *.csv in it) or one CSV; the plan is its rows',
       DEFAULTS.humanScores,
     )
     .addHelpText('after', `\n${exits}`)
@@ -479,7 +481,7 @@ async function runJudge(
 
   // 1. Check what costs nothing: rubric, transcripts, that people scored first (a full run).
   const inputs = loadInputs(options);
-  checkHumanScoringDone(options, inputs.rubric, inputs.selected);
+  const humanScoring = checkHumanScoringDone(options, inputs.rubric);
 
   // 2. Make the judges: their keys checked, the SDK loaded.
   const models = loadModelsConfig(options.models);
@@ -494,6 +496,7 @@ async function runJudge(
     rubric: inputs.rubric,
     selected: inputs.selected,
     prepare: inputs.prepare,
+    promptSha: inputs.promptSha,
     judges,
     scoreFile: output.scoreFile,
     log: output.log,
@@ -501,6 +504,7 @@ async function runJudge(
     progress,
     controller,
     clock,
+    humanScoring,
   };
 
   try {
@@ -552,7 +556,17 @@ function dryRun(options: RunOptions, io: IO): number {
   const scored = options.rescore
     ? new Set<string>()
     : ScoreFile.open(options.output, dimensions, { readOnly: true }).done;
-  const unscored = inputs.selected.filter((ref) => !scored.has(pairKey(ref.task_id, ref.model)));
+
+  // Stale rows would be judged again: said, and in the estimate.
+  const stale = staleJudgeRows(inputs, scored, options.log);
+  for (const line of staleLines(stale, options.output)) {
+    io.stderr.write(`dry-run: ${line}\n`);
+  }
+  const staleKeys = new Set(stale.rows.map((ref) => pairKey(ref.task_id, ref.model)));
+  const unscored = inputs.selected.filter((ref) => {
+    const key = pairKey(ref.task_id, ref.model);
+    return !scored.has(key) || staleKeys.has(key);
+  });
 
   // 2. With --batch: what would go in batches.
   if (options.batch) {
@@ -806,7 +820,7 @@ type PreparedTranscript = { prompt: string; promptSha: string; images: Transcrip
  * The rubric, the selected transcripts, and how to
  * prepare one (each task's files read once, when needed).
  */
-type Inputs = Pick<Run, 'rubric' | 'selected' | 'prepare'>;
+type Inputs = Pick<Run, 'rubric' | 'selected' | 'prepare' | 'promptSha'>;
 
 /**
  * Reads a JSON file; a missing or malformed file is an error of the given class naming the file.
@@ -1164,7 +1178,7 @@ function loadInputs(options: RunOptions): Inputs {
   const selected = readTranscripts(options.transcripts, options.task, options.model);
   const taskFiles = new Map<string, { task: Task; referenceKey: ReferenceKey }>();
 
-  const prepare = (ref: TranscriptRef): PreparedTranscript => {
+  const promptOf = (ref: TranscriptRef) => {
     let files = taskFiles.get(ref.task_id);
     if (files === undefined) {
       files = {
@@ -1175,81 +1189,161 @@ function loadInputs(options: RunOptions): Inputs {
     }
     const transcript = loadTranscript(ref);
     const prompt = buildJudgePrompt(files.task, files.referenceKey, transcript, rubric);
+    return { transcript, prompt };
+  };
+  const prepare = (ref: TranscriptRef): PreparedTranscript => {
+    const { transcript, prompt } = promptOf(ref);
     return { prompt, promptSha: sha256(prompt), images: transcriptImages(transcript, ref.path) };
   };
+  const promptSha = (ref: TranscriptRef) => sha256(promptOf(ref).prompt);
 
-  return { rubric, selected, prepare };
+  return { rubric, selected, prepare, promptSha };
 }
 
 // ---- The human-scores gate: people score first, blind to the judge ------------------------------
 
 /**
- * One person's scores of one transcript; a score left
- * empty (not scored yet) is absent, and the row incomplete.
+ * One person's scores of one transcript; a score left empty (not scored yet) is absent, and the row
+ * incomplete. `transcript_sha256` is the transcript's hash as scored (old sheets have none); `stale`
+ * is set when the transcript on disk has another hash now.
  */
-export type HumanRow = ScoreRow & { scorer: string };
+export type HumanRow = ScoreRow & { scorer: string; transcript_sha256?: string; stale?: boolean };
+
+/** Human scoring as a run finds it: no row at all, some assignment still open, or all scored. */
+export type HumanScoring = 'complete' | 'incomplete' | 'none';
+
+/** What human rows are checked against as they are read: the judge's CSV, the transcripts. */
+export type HumanScoresChecks = { judgeCsv?: string; transcripts?: string };
+
+/** The columns a sheet may have beside the judge CSV's. */
+const SHEET_COLUMNS = ['scorer', 'transcript_sha256'];
 
 /**
- * A full run (no --task, no --model) starts only once people have scored every selected transcript.
+ * The state of human scoring; and the gate: a full run (no --task, no --model) starts only once
+ * every row of the plan (an assignment) is scored, unless --before-human-scoring.
  */
-function checkHumanScoringDone(
-  options: RunOptions,
-  rubric: Rubric,
-  selected: TranscriptRef[],
-): void {
+function checkHumanScoringDone(options: RunOptions, rubric: Rubric): HumanScoring {
+  const source = options.humanScores;
+  const exists = fs.existsSync(source);
+  const rows = exists ? readHumanScores(source, rubric, { judgeCsv: options.output }) : [];
+  const state = humanScoringState(rows, rubric);
   const spotCheck = options.task !== undefined || options.model !== undefined;
-  if (spotCheck || options.beforeHumanScoring) return;
+  if (spotCheck || options.beforeHumanScoring || state === 'complete') return state;
 
-  const file = options.humanScores;
-  const exists = fs.existsSync(file);
-  const rows = exists ? readHumanScores(file, rubric) : [];
-  const scored = new Set<string>();
-  for (const row of rows) {
-    if (isComplete(row, rubric)) scored.add(pairKey(row.task_id, row.model));
+  const anyway = 'or pass --before-human-scoring to run anyway';
+  if (state === 'none') {
+    const why = exists ? 'no row in it yet' : 'it does not exist';
+    throw new EvalConfigurationError(
+      `no human scores in ${source} (${why}): ${planAdvice(source)}; have people score, then run ` +
+        `again; ${anyway}`,
+    );
   }
-  const lacking = selected.filter((ref) => !scored.has(pairKey(ref.task_id, ref.model)));
-  if (lacking.length === 0) return;
-
-  const more = lacking.length > 10 ? ', ...' : '';
-  const listed = lacking.slice(0, 10).map(pairLabel).join(', ') + more;
-  const where = exists ? `a complete row in ${file}` : `human scores: ${file} does not exist`;
+  const open = rows.filter((row) => !isComplete(row, rubric)).sort(compareAssignments);
+  const more = open.length > 10 ? ', ...' : '';
+  const listed = open.slice(0, 10).map(assignmentLabel).join(', ') + more;
   throw new EvalConfigurationError(
-    `${lacking.length} transcript(s) lack ${where}: ${listed}; make the sheet with ` +
-      `\`npx tsx report.ts sheet > ${file}\` and have people score it first, ` +
-      'or pass --before-human-scoring to run anyway',
+    `human scoring is not complete in ${source}: ${open.length} of ${rows.length} assignment(s) ` +
+      `open: ${listed}; each scorer fills in every dimension of their rows, then run again; ${anyway}`,
   );
 }
 
+/** No row at all is none; any row with an empty score, incomplete. */
+export function humanScoringState(rows: HumanRow[], rubric: Rubric): HumanScoring {
+  if (rows.length === 0) return 'none';
+  return rows.every((row) => isComplete(row, rubric)) ? 'complete' : 'incomplete';
+}
+
+/** How to make the plan without overwriting anything: sheets go into a folder, never over a score. */
+function planAdvice(source: string): string {
+  const folder = /\.csv$/i.test(source) ? DEFAULTS.humanScores : source;
+  const out = folder === DEFAULTS.humanScores ? '' : ` --out ${folder}`;
+  const advice =
+    `make the plan with \`npx tsx report.ts sheet --scorers alice,bob${out}\` (a sheet per ` +
+    `scorer in ${folder}; it never overwrites a sheet that holds a score)`;
+  return folder === source ? advice : `${advice} and pass --human-scores ${folder}`;
+}
+
+/** An assignment as the gate and the report list it: `scorer: model/task` (no scorer: the pair). */
+export function assignmentLabel(row: HumanRow): string {
+  return row.scorer === '' ? pairLabel(row) : `${row.scorer}: ${pairLabel(row)}`;
+}
+
+/** Assignments in transcript order, then by scorer. */
+export function compareAssignments(a: HumanRow, b: HumanRow): number {
+  return comparePairs(a, b) || compareText(a.scorer, b.scorer);
+}
+
 /**
- * Reads the filled-in scoring sheet: columns in any order,
- * `scorer` optional; a bad cell or repeat names its line.
+ * The sheets a human-scores path names: a folder's *.csv files, sorted, or the one file given.
  */
-export function readHumanScores(file: string, rubric: Rubric): HumanRow[] {
-  const required = scoreColumns(rubric);
-  const checkHeader = (header: string[]) => {
-    const missing = required.filter((column) => !header.includes(column));
-    const unknown = header.filter((column) => !required.includes(column) && column !== 'scorer');
-    if (missing.length === 0 && unknown.length === 0) return header;
-    const problems: string[] = [];
-    if (missing.length > 0) problems.push(`missing ${missing}`);
-    if (unknown.length > 0) problems.push(`unknown ${unknown}`);
-    throw new EvalInputError(
-      `${file}: header: ${problems.join('; ')} (expected ${required}[,scorer])`,
-    );
-  };
+export function humanScoreFiles(source: string): string[] {
+  if (!statOf(source)?.isDirectory()) return [source];
+  const sheets = listDir(source).filter((entry) => {
+    return !entry.isDirectory() && entry.name.toLowerCase().endsWith('.csv');
+  });
+  const names = sheets.map((entry) => entry.name).sort(compareText);
+  return names.map((name) => path.join(source, name));
+}
+
+/**
+ * Reads the filled-in sheets (a folder of them or one file): columns in any order, `scorer` and
+ * `transcript_sha256` optional; a bad cell, column or repeat names its file and line. A sheet that
+ * is the judge CSV, or holds the judge's rows, is refused; rows of an edited transcript are stale.
+ */
+export function readHumanScores(
+  source: string,
+  rubric: Rubric,
+  checks: HumanScoresChecks = {},
+): HumanRow[] {
+  const files = humanScoreFiles(source);
+  const judgeRows =
+    checks.judgeCsv === undefined ? new Map() : judgeRowTexts(files, checks.judgeCsv);
 
   const seen = new Set<string>();
-  const records = readCsvFile<Record<string, string>>(file, { columns: checkHeader });
-  return records.map(({ record, info }) => {
-    const at = `${file}: line ${info.lines}`;
-    const row = humanRowOf(record, rubric, at);
-    const key = JSON.stringify([pairKey(row.task_id, row.model), row.scorer]);
-    if (seen.has(key)) {
-      throw new EvalInputError(`${at}: ${pairLabel(row)} scored twice by "${row.scorer}"`);
+  const rows: HumanRow[] = [];
+  for (const file of files) {
+    const columns = (header: string[]) => checkSheetHeader(file, header, rubric);
+    for (const { record, info } of readCsvFile<Record<string, string>>(file, { columns })) {
+      const at = `${file}: line ${info.lines}`;
+      const row = humanRowOf(record, rubric, at);
+      const key = JSON.stringify([pairKey(row.task_id, row.model), row.scorer]);
+      if (seen.has(key)) {
+        throw new EvalInputError(`${at}: ${pairLabel(row)} scored twice by "${row.scorer}"`);
+      }
+      seen.add(key);
+      const text = humanRowText(row, rubric);
+      if (text !== undefined && judgeRows.get(pairKey(row.task_id, row.model)) === text) {
+        throw new EvalInputError(
+          `${at}: ${pairLabel(row)} has the judge's scores and notes from ${checks.judgeCsv}: ` +
+            'a judge CSV is not human scores; pass the sheets people filled in as --human-scores',
+        );
+      }
+      rows.push(row);
     }
-    seen.add(key);
-    return row;
+  }
+
+  if (checks.transcripts !== undefined) markStaleRows(rows, checks.transcripts);
+  return rows;
+}
+
+/** A sheet's header: the judge CSV's columns, each once, and optionally the sheet's own. */
+function checkSheetHeader(file: string, header: string[], rubric: Rubric): string[] {
+  const twice = header.find((column, i) => header.indexOf(column) !== i);
+  if (twice !== undefined) {
+    throw new EvalInputError(`${file}: header: column "${twice}" appears twice; keep one`);
+  }
+  const required = scoreColumns(rubric);
+  const missing = required.filter((column) => !header.includes(column));
+  const unknown = header.filter((column) => {
+    return !required.includes(column) && !SHEET_COLUMNS.includes(column);
   });
+  if (missing.length === 0 && unknown.length === 0) return header;
+  const problems: string[] = [];
+  if (missing.length > 0) problems.push(`missing ${missing}`);
+  if (unknown.length > 0) problems.push(`unknown ${unknown}`);
+  throw new EvalInputError(
+    `${file}: header: ${problems.join('; ')} (expected ${required}[,${SHEET_COLUMNS}])`,
+  );
 }
 
 /** One sheet record as a human row: the scores filled in so far, each an allowed score. */
@@ -1266,7 +1360,86 @@ function humanRowOf(record: Record<string, string>, rubric: Rubric, at: string):
   const model = unguard(record.model!);
   if (!task_id) throw new EvalInputError(`${at}: task_id is empty`);
   if (!model) throw new EvalInputError(`${at}: model is empty`);
-  return { task_id, model, scorer: unguard(record.scorer ?? ''), scores, notes: record.notes! };
+  // "alice " is alice: else the human ceiling would compare one person with herself.
+  const scorer = unguard(record.scorer ?? '').trim();
+  const row: HumanRow = { task_id, model, scorer, scores, notes: record.notes! };
+
+  const hash = (record.transcript_sha256 ?? '').trim().toLowerCase();
+  if (hash !== '' && !/^[0-9a-f]{64}$/.test(hash)) {
+    throw new EvalInputError(
+      `${at}: transcript_sha256: "${hash}" is not a sha256 (64 hex digits); leave it as the sheet had it`,
+    );
+  }
+  if (hash !== '') row.transcript_sha256 = hash;
+  return row;
+}
+
+/**
+ * The judge CSV's rows by pair, as their score and notes cells; refuses a sheet that is that file.
+ * A CSV it cannot read is no judge row here (the run or the report says what is wrong with it).
+ */
+function judgeRowTexts(files: string[], judgeCsv: string): Map<string, string> {
+  const judge = statOf(judgeCsv);
+  const texts = new Map<string, string>();
+  if (judge === undefined) return texts;
+  for (const file of files) {
+    const stat = statOf(file);
+    if (stat?.dev === judge.dev && stat.ino === judge.ino) {
+      throw new EvalInputError(
+        `${file} is the judge's score CSV, not people's scores: pass the sheets people filled in ` +
+          `as --human-scores (default ${DEFAULTS.humanScores})`,
+      );
+    }
+  }
+
+  let records: { record: string[] }[] = [];
+  try {
+    records = readCsvFile(judgeCsv);
+  } catch (error) {
+    if (!(error instanceof EvalInputError)) throw error;
+  }
+  for (const { record } of records.slice(1)) {
+    const cells = record.map(unguard);
+    texts.set(pairKey(cells[0]!, cells[1] ?? ''), JSON.stringify(cells.slice(2)));
+  }
+  return texts;
+}
+
+/** A complete human row with notes as its judge-CSV cells would be; undefined for any other. */
+function humanRowText(row: HumanRow, rubric: Rubric): string | undefined {
+  if (!isComplete(row, rubric) || unguard(row.notes).trim() === '') return undefined;
+  const scores = rubricDimensions(rubric).map((name) => String(row.scores[name]));
+  return JSON.stringify([...scores, unguard(row.notes)]);
+}
+
+/** Marks the rows whose transcript file has changed since it was scored (a missing file: unknown). */
+function markStaleRows(rows: HumanRow[], transcripts: string): void {
+  const hashes = new Map<string, string | undefined>();
+  for (const row of rows) {
+    if (row.transcript_sha256 === undefined) continue;
+    const file = transcriptRef(transcripts, row.model, row.task_id).path;
+    if (!hashes.has(file)) hashes.set(file, fileSha256(file));
+    const now = hashes.get(file);
+    if (now !== undefined && now !== row.transcript_sha256) row.stale = true;
+  }
+}
+
+/** A path's stat, or undefined when there is none to be had (absent, a file in its path...). */
+function statOf(file: string): fs.Stats | undefined {
+  try {
+    return fs.statSync(file);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The sha256 of a file's bytes, or undefined when it cannot be read. */
+function fileSha256(file: string): string | undefined {
+  try {
+    return sha256(fs.readFileSync(file));
+  } catch {
+    return undefined;
+  }
 }
 
 /** Whether a human row scores every dimension of the rubric. */
@@ -2856,6 +3029,7 @@ function auditEntry(
     rubric_sha256: run.log.rubricSha,
     sample_scores: outcome.samples?.map((sample) => sample.scores),
     before_human_scoring: run.options.beforeHumanScoring === true,
+    human_scoring: run.humanScoring,
   };
 }
 
@@ -3214,17 +3388,36 @@ function pendingTranscripts(run: Run): TranscriptRef[] {
     progress.log(`repaired ${options.log}: removed a torn last line (${log.torn} bytes)`);
   }
 
-  // With --rescore, only the rows of the first `limit` selected are replaced.
+  // Rows judged on another prompt than today's are listed, and judged again like --rescore's.
+  const stale = staleJudgeRows(run, scoreFile.done, options.log);
+  for (const line of staleLines(stale, options.output)) {
+    progress.log(line);
+  }
+  const staleKeys = new Set(stale.rows.map((ref) => pairKey(ref.task_id, ref.model)));
+
+  // With --rescore, only the rows of the first `limit` selected are replaced; stale rows are
+  // replaced when --limit leaves them their turn.
   const limit = options.limit ?? Infinity;
+  const again = new Set<string>();
   if (options.rescore) {
-    const pairs = selected.slice(0, limit).map((ref) => pairKey(ref.task_id, ref.model));
-    const replacing = scoreFile.replaceOnWrite(pairs);
-    if (replacing > 0) {
-      progress.log(
-        `--rescore: judging ${replacing} scored transcript(s) again; each old row in ${options.output} ` +
-          'stays until its new row replaces it',
-      );
+    for (const ref of selected.slice(0, limit)) {
+      again.add(pairKey(ref.task_id, ref.model));
     }
+  }
+  const waiting = selected.filter((ref) => {
+    const key = pairKey(ref.task_id, ref.model);
+    return !scoreFile.done.has(key) || staleKeys.has(key);
+  });
+  for (const ref of waiting.slice(0, limit)) {
+    const key = pairKey(ref.task_id, ref.model);
+    if (staleKeys.has(key)) again.add(key);
+  }
+  const replacing = scoreFile.replaceOnWrite(again);
+  if (replacing > 0) {
+    const what = options.rescore
+      ? `--rescore: judging ${replacing} scored transcript(s) again`
+      : `judging ${replacing} stale row(s) again`;
+    progress.log(`${what}; each old row in ${options.output} stays until its new row replaces it`);
   }
 
   const unscored = selected.filter((ref) => !scoreFile.done.has(pairKey(ref.task_id, ref.model)));
@@ -3246,6 +3439,82 @@ function pendingTranscripts(run: Run): TranscriptRef[] {
   progress.total = pending.length;
   summary.pending = pending.length;
   return pending;
+}
+
+/**
+ * The selected transcripts whose row was judged on another prompt than the one built now (the
+ * transcript, its task, reference key or the rubric edited since), by the audit log's last scored
+ * `prompt_sha256`; `unknown` counts rows it cannot tell (no hash logged, a transcript unreadable now).
+ */
+function staleJudgeRows(inputs: Inputs, done: Set<string>, logFile: string) {
+  const judgedOn = judgedPromptShas(logFile);
+  const rows: TranscriptRef[] = [];
+  let unknown = 0;
+  for (const ref of inputs.selected) {
+    const key = pairKey(ref.task_id, ref.model);
+    if (!done.has(key)) continue;
+    const judged = judgedOn.get(key);
+    const now = judged ? promptShaNow(inputs, ref) : undefined;
+    if (now === undefined) {
+      unknown++;
+    } else if (now !== judged) {
+      rows.push(ref);
+    }
+  }
+  return { rows, unknown };
+}
+
+/** A transcript's prompt hash as built now; undefined when its inputs cannot be read. */
+function promptShaNow(inputs: Inputs, ref: TranscriptRef): string | undefined {
+  try {
+    return inputs.promptSha(ref);
+  } catch (error) {
+    if (error instanceof EvalInputError) return undefined;
+    throw error;
+  }
+}
+
+/** What a run and the dry-run say about stale rows: the first ten, and the rows it cannot tell. */
+function staleLines(stale: ReturnType<typeof staleJudgeRows>, output: string): string[] {
+  const lines: string[] = [];
+  if (stale.rows.length > 0) {
+    const more = stale.rows.length > 10 ? ', ...' : '';
+    const listed = stale.rows.slice(0, 10).map(pairLabel).join(', ') + more;
+    lines.push(
+      `${stale.rows.length} stale row(s) in ${output}, judged on another prompt than today's ` +
+        `(the transcript, its task, reference key or the rubric edited since): ${listed}; ` +
+        'they are judged again',
+    );
+  }
+  if (stale.unknown > 0) {
+    lines.push(
+      `note: ${stale.unknown} row(s) in ${output} cannot be checked for changes since judged ` +
+        '(no prompt_sha256 in the audit log, or the transcript cannot be read now): kept as they are',
+    );
+  }
+  return lines;
+}
+
+/**
+ * Each pair's last scored `prompt_sha256` in the audit log (null: none logged); a line that is not
+ * JSON (a torn end) tells nothing.
+ */
+function judgedPromptShas(logFile: string): Map<string, string | null> {
+  const shas = new Map<string, string | null>();
+  const text = readIfExists(logFile) ?? '';
+  for (const line of text.split('\n')) {
+    let entry: unknown;
+    try {
+      entry = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    if (!isRecord(entry) || entry.status !== 'scored') continue;
+    if (typeof entry.task_id !== 'string' || typeof entry.model !== 'string') continue;
+    const sha = typeof entry.prompt_sha256 === 'string' ? entry.prompt_sha256 : null;
+    shas.set(pairKey(entry.task_id, entry.model), sha);
+  }
+  return shas;
 }
 
 /**

@@ -1,6 +1,10 @@
-// The human-scoring gate: a full run (no --task, no --model) starts only once every selected transcript has a complete
-// human row, else it exits 2 before any call; --before-human-scoring runs anyway and says so in its summary and in
-// every audit-log line; filtered runs and the dry-run need no human scores. `main` runs in-process against the fake.
+// The human-scoring gate, on the plan: the rows of the human scores (a folder of sheets, by default evals/human/, or
+// one CSV) are the assignments; a full run (no --task, no --model) starts once every row has every dimension scored,
+// then judges every selected transcript, sampled or not; else it exits 2 before any call, listing the open
+// assignments; --before-human-scoring runs anyway and says so. Every audit line records the state of human scoring.
+// Rows judged on an older prompt are stale: listed, judged again, counted by the dry-run. Human rows are read
+// strictly: a column twice, a judge CSV given as human scores, are refused; scorer names are trimmed. `main` runs
+// in-process against the fake; the default folder is checked with the CLI in the workspace.
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -15,20 +19,26 @@ import {
   csvRows,
   readLog,
   setupRun,
+  sha256,
   snapshot,
+  startCli,
   tagOf,
+  tempDir,
   wellFormedCsv,
+  writeJson,
 } from './helpers.ts';
 import type { MainResult, Workspace, WorkspaceOptions } from './helpers.ts';
 import type { FakeAnthropic, FakeOptions, RecordedRequest } from './fake-anthropic.ts';
 
 // Destructured, not imported by name: a renamed export then fails its own tests, not the whole file.
 const { main: reportMain } = await import('../report.ts');
+const { readHumanScores, loadRubric } = await import('../run-judge.ts');
 
 // ---- Local helpers ---------------------------------------------------------------------------------------------------
 
 const BATCH = ['--batch', '--poll-interval', '0.01'];
 const HEADER = ['task_id', 'model', ...DIMENSIONS, 'notes', 'scorer'];
+const SHEET_HEADER = [...HEADER, 'transcript_sha256'];
 const isDimension = (column: string | undefined) =>
   (DIMENSIONS as readonly (string | undefined)[]).includes(column);
 type HumanCells = Record<string, string>;
@@ -49,15 +59,44 @@ const blankRow = (model: string, task_id: string, scorer = '') =>
     ...Object.fromEntries(DIMENSIONS.map((dimension) => [dimension, ''])),
   });
 
+/** CSV text of `rows` in the columns of `header`. */
+const csvOf = (rows: HumanCells[], header = HEADER) =>
+  stringifyCsv([header, ...rows.map((row) => header.map((column) => row[column] ?? ''))]);
+
 /** Writes a human scores CSV of `rows` in the columns of `header` into the workspace; returns its path. */
 function writeHumanFile(ws: Workspace, rows: HumanCells[], header = HEADER): string {
   const file = path.join(ws.dir, 'people.csv');
-  fs.writeFileSync(
-    file,
-    stringifyCsv([header, ...rows.map((row) => header.map((column) => row[column] ?? ''))]),
-  );
+  fs.writeFileSync(file, csvOf(rows, header));
   return file;
 }
+
+/** Writes one sheet per scorer (`<scorer>.csv`, the plan's format) into `dir` (default the workspace's human/). */
+function writeSheets(ws: Workspace, sheets: Record<string, HumanCells[]>, dir = 'human'): string {
+  const folder = path.join(ws.dir, dir);
+  fs.mkdirSync(folder, { recursive: true });
+  for (const [scorer, rows] of Object.entries(sheets)) {
+    const filled = rows.map((row) => ({
+      ...row,
+      scorer,
+      transcript_sha256: transcriptSha(ws, row.model!, row.task_id!),
+    }));
+    fs.writeFileSync(path.join(folder, `${scorer}.csv`), csvOf(filled, SHEET_HEADER));
+  }
+  return folder;
+}
+const transcriptFile = (ws: Workspace, model: string, task: string) =>
+  path.join(ws.transcripts, model, `${task}.json`);
+const transcriptSha = (ws: Workspace, model: string, task: string) =>
+  sha256(fs.readFileSync(transcriptFile(ws, model, task)));
+
+/** Edits a transcript's last message, so its prompt (and its file's hash) changes. */
+function editTranscript(ws: Workspace, model: string, task: string): void {
+  const file = transcriptFile(ws, model, task);
+  const json = JSON.parse(fs.readFileSync(file, 'utf8'));
+  json.messages.push({ role: 'assistant', content: 'EDITED-AFTER-JUDGING one more hint' });
+  writeJson(file, json);
+}
+
 /** A path in the workspace where no human scores file is. */
 const noHumanFile = (ws: Workspace) => path.join(ws.dir, 'not-scored-yet.csv');
 
@@ -84,110 +123,265 @@ function assertRefused(
   assert.deepEqual(snapshot(ws.dir), before, 'no CSV, log or lock; nothing changed');
   for (const file of [ws.output, ws.log, `${ws.output}.lock`])
     assert.equal(fs.existsSync(file), false, file);
+  assertNoOverwriteAdvice(result.stderr);
+}
+/** A refusal never suggests a command that would overwrite a sheet (a shell redirection into a file). */
+function assertNoOverwriteAdvice(stderr: string) {
+  assert.doesNotMatch(stderr, /\s>>?\s*\S/, `no redirection suggested: ${stderr}`);
 }
 const includesAll = (text: string, parts: string[]) => {
   for (const part of parts) assert.ok(text.includes(part), `"${part}" in:\n${text}`);
 };
-/** The "model/task" names the refusal lists, in order. */
-const listedPairs = (stderr: string) => stderr.match(/\bm\d\d\/proof\d\d\b/g) ?? [];
+/** The "scorer: model/task" (or "model/task") assignments the refusal lists, in order. */
+const listedPairs = (stderr: string) => {
+  const listed = /open: (.*?)(?:, \.\.\.)?; /.exec(stderr)?.[1];
+  return listed === undefined ? [] : listed.split(', ');
+};
 
-type LogLine = ReturnType<typeof readLog>[number] & { before_human_scoring?: unknown };
+type LogLine = ReturnType<typeof readLog>[number] & {
+  before_human_scoring?: unknown;
+  human_scoring?: unknown;
+};
 const logLines = (ws: Workspace) => readLog(ws.log) as LogLine[];
+const statesLogged = (ws: Workspace) => logLines(ws).map((line) => line.human_scoring);
+
+/** The workspace's args without its --human-scores pair: the default folder applies. */
+function argsWithoutHumanScores(ws: Workspace, extra: string[] = []): string[] {
+  const args = ws.args(...extra);
+  const at = args.indexOf('--human-scores');
+  args.splice(at, 2);
+  return args;
+}
 
 // ---------------------------------------------------------------------------------------------
-describe('a full run without human scores exits 2 before any call and says how to proceed', () => {
-  test('no human scores file: names it, says it does not exist, how many lack scores, the sheet and the flag', async (t) => {
+describe('no human scores: a full run exits 2 before any call and says how to make the plan', () => {
+  test('no such file: names it, says it does not exist, the plan command (never a redirection) and the flag', async (t) => {
     const { fake, ws, gated } = await setup(t);
     const file = noHumanFile(ws);
     const before = snapshot(ws.dir);
     const result = await gated(file);
     assertRefused(result, fake, ws, before);
     includesAll(result.stderr, [
-      file,
+      `no human scores in ${file}`,
       'does not exist',
-      '6 transcript(s)',
-      'report.ts sheet',
+      'report.ts sheet --scorers',
+      'never overwrites',
       '--before-human-scoring',
     ]);
-    assert.deepEqual(listedPairs(result.stderr), allKeys(ws), 'all six listed, in sorted order');
-    assert.ok(!result.stderr.includes('...'), 'nothing left out');
   });
 
-  const lists = [
+  const empty = [
+    { label: 'a folder with no CSV in it', make: (ws: Workspace) => writeSheets(ws, {}) },
     {
-      label: '14 lacking (one scored, one incomplete): the first ten in sorted order, then "..."',
-      models: 5,
-      rows: [scoredRow('m01', 'proof02'), scoredRow('m02', 'proof01', { error_diagnosis: '' })],
-      lacking: 14,
-      listed: ['m01/proof01', 'm01/proof03', 'm02/proof01', 'm02/proof02', 'm02/proof03']
-        .concat(['m03/proof01', 'm03/proof02', 'm03/proof03', 'm04/proof01', 'm04/proof02'])
-        .join(', '),
-      more: true,
-    },
-    {
-      label: '11 lacking: the first ten, then "..."',
-      models: 4,
-      rows: [scoredRow('m02', 'proof02')],
-      lacking: 11,
-      listed: ['m01/proof01', 'm01/proof02', 'm01/proof03', 'm02/proof01', 'm02/proof03']
-        .concat(['m03/proof01', 'm03/proof02', 'm03/proof03', 'm04/proof01', 'm04/proof02'])
-        .join(', '),
-      more: true,
-    },
-    {
-      label: 'exactly 10 lacking: all ten, no "..."',
-      models: 4,
-      rows: [scoredRow('m02', 'proof01'), scoredRow('m03', 'proof03')],
-      lacking: 10,
-      listed: ['m01/proof01', 'm01/proof02', 'm01/proof03', 'm02/proof02', 'm02/proof03']
-        .concat(['m03/proof01', 'm03/proof02', 'm04/proof01', 'm04/proof02', 'm04/proof03'])
-        .join(', '),
-      more: false,
+      label: 'a sheet with its header only',
+      make: (ws: Workspace) => writeHumanFile(ws, []),
     },
   ];
-  for (const { label, models, rows, lacking, listed, more } of lists) {
-    test(label, async (t) => {
-      const { fake, ws, gated } = await setup(t, { models });
-      const file = writeHumanFile(ws, rows);
+  for (const { label, make } of empty) {
+    test(`${label}: none yet, refused the same way`, async (t) => {
+      const { fake, ws, gated } = await setup(t);
+      const source = make(ws);
       const before = snapshot(ws.dir);
-      const result = await gated(file);
+      const result = await gated(source);
       assertRefused(result, fake, ws, before);
-      includesAll(result.stderr, [`${lacking} transcript(s)`, file]);
-      assert.equal(listedPairs(result.stderr).join(', '), listed);
-      assert.equal(
-        result.stderr.includes(`${listed}, ...`),
-        more,
-        'ends with "..." only when more lack',
-      );
+      includesAll(result.stderr, [`no human scores in ${source}`, 'no row in it yet']);
     });
   }
 });
 
 // ---------------------------------------------------------------------------------------------
-describe('what counts as scored: a complete row, by any scorer, in any column order', () => {
+describe('the gate on a sampled plan: the rows are the assignments', () => {
+  test('complete (2 of 6 transcripts, one scored twice): the full run judges all 6, no override, all logged complete', async (t) => {
+    const { fake, ws, gated } = await setup(t);
+    const folder = writeSheets(ws, {
+      alice: [scoredRow('m01', 'proof02'), scoredRow('m02', 'proof03')],
+      bob: [scoredRow('m02', 'proof03', { proof_scaffolding: '2' })],
+    });
+    const result = await gated(folder);
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(fake.requests.length, 6);
+    assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws));
+    assert.doesNotMatch(result.stderr, /before human scoring/i);
+    assert.deepEqual(statesLogged(ws), Array(6).fill('complete'));
+    assert.deepEqual(
+      logLines(ws).map((line) => line.before_human_scoring),
+      Array(6).fill(false),
+    );
+  });
+
+  test('incomplete: exit 2, no request; names the folder, how many of how many are open, the first ten as scorer: model/task', async (t) => {
+    const { fake, ws, gated } = await setup(t, { models: 4 });
+    const folder = writeSheets(ws, {
+      alice: [
+        blankRow('m01', 'proof01'),
+        scoredRow('m01', 'proof02'),
+        blankRow('m02', 'proof01'),
+        blankRow('m03', 'proof03'),
+        blankRow('m04', 'proof02'),
+      ],
+      bob: [
+        blankRow('m01', 'proof01'),
+        scoredRow('m02', 'proof01', { integrity_boundary: '' }),
+        blankRow('m02', 'proof02'),
+        blankRow('m03', 'proof01'),
+        blankRow('m03', 'proof03'),
+        blankRow('m04', 'proof03'),
+      ],
+    });
+    const before = snapshot(ws.dir);
+    const result = await gated(folder);
+    assertRefused(result, fake, ws, before);
+    includesAll(result.stderr, [
+      `human scoring is not complete in ${folder}`,
+      '10 of 11 assignment(s) open',
+      '--before-human-scoring',
+    ]);
+    assert.deepEqual(listedPairs(result.stderr), [
+      'alice: m01/proof01',
+      'bob: m01/proof01',
+      'alice: m02/proof01',
+      'bob: m02/proof01',
+      'bob: m02/proof02',
+      'bob: m03/proof01',
+      'alice: m03/proof03',
+      'bob: m03/proof03',
+      'alice: m04/proof02',
+      'bob: m04/proof03',
+    ]);
+    assert.ok(!result.stderr.includes('...'), 'exactly ten open: nothing left out');
+  });
+
+  test('more than ten open: the first ten, then "..."', async (t) => {
+    const { fake, ws, gated } = await setup(t, { models: 4 });
+    const rows = ws.pairs.map((pair) => blankRow(pair.model, pair.task_id));
+    const folder = writeSheets(ws, { carol: rows });
+    const before = snapshot(ws.dir);
+    const result = await gated(folder);
+    assertRefused(result, fake, ws, before);
+    includesAll(result.stderr, ['12 of 12 assignment(s) open']);
+    const listed = listedPairs(result.stderr);
+    assert.equal(listed.length, 10);
+    assert.equal(listed[0], 'carol: m01/proof01');
+    assert.match(result.stderr, /carol: m04\/proof01, \.\.\./);
+  });
+
+  test('--before-human-scoring on an incomplete plan: judged, lines say before_human_scoring and incomplete', async (t) => {
+    const { fake, ws, gated } = await setup(t);
+    const folder = writeSheets(ws, { alice: [blankRow('m01', 'proof01')] });
+    const result = await gated(folder, ['--before-human-scoring']);
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(fake.requests.length, 6);
+    assert.deepEqual(statesLogged(ws), Array(6).fill('incomplete'));
+    assert.deepEqual(
+      logLines(ws).map((line) => line.before_human_scoring),
+      Array(6).fill(true),
+    );
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+describe('the default --human-scores is the folder evals/human/, every *.csv in it', () => {
+  test('run-judge in the workspace: evals/human/ read (other files ignored); incomplete refused, complete judged', async (t) => {
+    const { fake, ws } = await setup(t);
+    const sheets = path.join(ws.dir, 'evals', 'human');
+    fs.mkdirSync(sheets, { recursive: true });
+    fs.writeFileSync(path.join(sheets, 'alice.html'), '<p>the scoring page, not a sheet</p>');
+    fs.writeFileSync(path.join(sheets, 'README.txt'), 'not a sheet');
+    fs.writeFileSync(path.join(sheets, 'bob.csv'), csvOf([blankRow('m02', 'proof01', 'bob')]));
+    fs.writeFileSync(path.join(sheets, 'alice.csv'), csvOf([scoredRow('m01', 'proof01')]));
+
+    const run = () => startCli(argsWithoutHumanScores(ws), { cwd: ws.dir, baseUrl: fake.url }).done;
+
+    const refused = await run();
+    assert.equal(refused.code, 2, refused.stderr);
+    includesAll(refused.stderr, ['evals/human/', '1 of 2 assignment(s) open: bob: m02/proof01']);
+    assert.equal(fake.requests.length, 0);
+
+    fs.writeFileSync(path.join(sheets, 'bob.csv'), csvOf([scoredRow('m02', 'proof01')]));
+    const judged = await run();
+    assert.equal(judged.code, 0, judged.stderr);
+    assert.equal(fake.requests.length, 6);
+    assert.deepEqual(statesLogged(ws), Array(6).fill('complete'));
+  });
+
+  test('report.ts reads evals/human/ by default too, and still takes one file', async (t) => {
+    const dir = tempDir(t);
+    const rubric = path.join(dir, 'rubric.json');
+    fs.copyFileSync(path.join(import.meta.dirname, '..', 'rubric.json'), rubric);
+    const judge = path.join(dir, 'judge.csv');
+    const judgeHeader = ['task_id', 'model', ...DIMENSIONS, 'notes'];
+    const judgeRows = [
+      scoredRow('m01', 'p1', { notes: 'j' }),
+      scoredRow('m01', 'p2', { notes: 'j' }),
+    ];
+    fs.writeFileSync(judge, csvOf(judgeRows, judgeHeader));
+    fs.mkdirSync(path.join(dir, 'evals', 'human'), { recursive: true });
+    fs.writeFileSync(
+      path.join(dir, 'evals', 'human', 'alice.csv'),
+      csvOf([scoredRow('m01', 'p1', { scorer: 'alice' })]),
+    );
+    fs.writeFileSync(
+      path.join(dir, 'evals', 'human', 'bob.csv'),
+      csvOf([scoredRow('m01', 'p1', { scorer: 'bob' }), scoredRow('m01', 'p2', { scorer: 'bob' })]),
+    );
+    const single = path.join(dir, 'one.csv');
+    fs.writeFileSync(single, csvOf([scoredRow('m01', 'p2', { scorer: 'carol' })]));
+
+    const cwd = process.cwd();
+    process.chdir(dir);
+    t.after(() => process.chdir(cwd));
+    const args = ['--format', 'json', '--scores', judge, '--rubric', rubric, '--log', 'none.jsonl'];
+    const folder = await reportOut(args);
+    assert.equal(folder.code, 0, folder.stderr);
+    assert.equal(JSON.parse(folder.stdout).pairs, 3, 'alice 1 + bob 2');
+    const file = await reportOut([...args, '--human-scores', single]);
+    assert.equal(file.code, 0, file.stderr);
+    assert.equal(JSON.parse(file.stdout).pairs, 1);
+  });
+});
+
+/** Runs report.ts's main in-process, capturing stdout and stderr. */
+async function reportOut(args: string[]) {
+  let stdout = '';
+  let stderr = '';
+  const sink = (append: (text: string) => void) =>
+    new Writable({
+      write(chunk, _encoding, done) {
+        append(String(chunk));
+        done();
+      },
+    });
+  const code = await reportMain(args, {
+    stdout: sink((text) => (stdout += text)),
+    stderr: sink((text) => (stderr += text)),
+  });
+  return { code, stdout, stderr };
+}
+
+// ---------------------------------------------------------------------------------------------
+describe('what the sheets hold: any column order, scorer and transcript_sha256 optional; an empty cell is open', () => {
   // One model, two transcripts: m01/proof01 and m01/proof02.
   const WS = { models: 1, tasks: ['proof01', 'proof02'] };
   const reversed = [...HEADER].reverse();
-  const cases: { label: string; rows: HumanCells[]; header?: string[]; lacking: string[] }[] = [
+  const cases: { label: string; rows: HumanCells[]; header?: string[]; open: string[] }[] = [
     {
-      label: 'a row with one empty score is incomplete: it does not count',
+      label: 'a row with one empty score is an open assignment',
       rows: [scoredRow('m01', 'proof01'), scoredRow('m01', 'proof02', { proof_scaffolding: '' })],
-      lacking: ['m01/proof02'],
+      open: ['m01/proof02'],
     },
     {
-      label: "a row of another model's transcript does not count",
-      rows: [scoredRow('m01', 'proof01'), scoredRow('m02', 'proof02')],
-      lacking: ['m01/proof02'],
-    },
-    {
-      label: 'one complete row by any scorer is enough, with incomplete rows by others alongside',
+      label:
+        "an incomplete row is open even beside another scorer's complete row of that transcript",
       rows: [
         scoredRow('m01', 'proof01', { scorer: 'alice', integrity_boundary: '' }),
         scoredRow('m01', 'proof01', { scorer: 'bob' }),
-        blankRow('m01', 'proof02', 'carol'),
-        scoredRow('m01', 'proof02', { scorer: 'dave', notes: 'a note' }),
       ],
-      lacking: [],
+      open: ['alice: m01/proof01'],
+    },
+    {
+      label: 'one complete row of one transcript (a sample) is a complete plan',
+      rows: [scoredRow('m01', 'proof02', { scorer: 'dave', notes: 'a note' })],
+      open: [],
     },
     {
       label: 'columns in another order, with a scorer column',
@@ -196,29 +390,32 @@ describe('what counts as scored: a complete row, by any scorer, in any column or
         scoredRow('m01', 'proof01', { scorer: 'alice' }),
         scoredRow('m01', 'proof02', { scorer: 'bob' }),
       ],
-      lacking: [],
+      open: [],
     },
     {
-      label: 'no scorer column at all',
+      label: 'no scorer column at all (an old sheet)',
       header: HEADER.filter((column) => column !== 'scorer'),
       rows: [scoredRow('m01', 'proof01'), scoredRow('m01', 'proof02')],
-      lacking: [],
+      open: [],
+    },
+    {
+      label: "the plan's columns, transcript_sha256 last",
+      header: SHEET_HEADER,
+      rows: [scoredRow('m01', 'proof01', { scorer: 'al', transcript_sha256: 'ab'.repeat(32) })],
+      open: [],
     },
   ];
-  for (const { label, rows, header, lacking } of cases) {
-    const outcome = lacking.length ? `refused, ${lacking.join(', ')} lacking` : 'the run proceeds';
+  for (const { label, rows, header, open } of cases) {
+    const outcome = open.length ? `refused, ${open.join(', ')} open` : 'the run judges both';
     test(`${label}: ${outcome}`, async (t) => {
       const { fake, ws, gated } = await setup(t, WS);
       const file = writeHumanFile(ws, rows, header);
       const before = snapshot(ws.dir);
       const result = await gated(file);
-      if (lacking.length) {
+      if (open.length) {
         assertRefused(result, fake, ws, before);
-        includesAll(result.stderr, [
-          `${lacking.length} transcript(s)`,
-          `a complete row in ${file}`,
-        ]);
-        assert.deepEqual(listedPairs(result.stderr), lacking);
+        includesAll(result.stderr, [`${open.length} of ${rows.length} assignment(s) open`, file]);
+        assert.deepEqual(listedPairs(result.stderr), open);
       } else {
         assert.equal(result.code, 0, result.stderr);
         assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws));
@@ -232,6 +429,15 @@ describe('what counts as scored: a complete row, by any scorer, in any column or
     rows: [scoredRow('m01', 'proof01'), scoredRow('m01', 'proof02', { proof_scaffolding: value })],
     says: [': line 3: proof_scaffolding: ', `"${value}"`],
   });
+  const twice = (column: string) => {
+    const header = [...HEADER, column];
+    return {
+      label: `a header with "${column}" twice`,
+      header,
+      rows: [scoredRow('m01', 'proof01', { scorer: 'al' })],
+      says: [`: header: column "${column}" appears twice`],
+    };
+  };
   const unreadable: { label: string; rows: HumanCells[]; header?: string[]; says: string[] }[] = [
     badScore('3', 'outside the rubric'),
     badScore('two', 'not a number'),
@@ -242,6 +448,8 @@ describe('what counts as scored: a complete row, by any scorer, in any column or
       rows: [scoredRow('m01', 'proof01'), scoredRow('m01', 'proof02')],
       says: [': header: missing proof_scaffolding'],
     },
+    twice('proof_scaffolding'),
+    twice('scorer'),
     {
       label: 'one scorer twice on one transcript',
       rows: [
@@ -249,6 +457,20 @@ describe('what counts as scored: a complete row, by any scorer, in any column or
         scoredRow('m01', 'proof01', { scorer: 'al' }),
       ],
       says: [': line 3: m01/proof01 scored twice by "al"'],
+    },
+    {
+      label: 'one scorer twice on one transcript, once with a trailing space ("al " is al)',
+      rows: [
+        scoredRow('m01', 'proof01', { scorer: 'al' }),
+        scoredRow('m01', 'proof01', { scorer: ' al ' }),
+      ],
+      says: [': line 3: m01/proof01 scored twice by "al"'],
+    },
+    {
+      label: 'a transcript_sha256 that is no sha256',
+      header: SHEET_HEADER,
+      rows: [scoredRow('m01', 'proof01', { transcript_sha256: 'abc' })],
+      says: [': line 2: transcript_sha256: "abc"'],
     },
   ];
   for (const { label, rows, header, says } of unreadable) {
@@ -262,7 +484,23 @@ describe('what counts as scored: a complete row, by any scorer, in any column or
     });
   }
 
-  test('the blank sheet of `report.ts sheet` is read (every row incomplete: refused); filled in, the run proceeds', async (t) => {
+  test('scorer names are read trimmed: "alice " is alice', (t) => {
+    const file = path.join(tempDir(t), 'h.csv');
+    fs.writeFileSync(
+      file,
+      csvOf([
+        scoredRow('m01', 'p1', { scorer: 'alice ' }),
+        scoredRow('m01', 'p2', { scorer: '  bob' }),
+      ]),
+    );
+    const rubric = loadRubric(path.join(import.meta.dirname, '..', 'rubric.json'));
+    assert.deepEqual(
+      readHumanScores(file, rubric).map((row) => row.scorer),
+      ['alice', 'bob'],
+    );
+  });
+
+  test('the blank sheet of `report.ts sheet` is read (every row open: refused); filled in, the run proceeds', async (t) => {
     const { fake, ws, gated } = await setup(t);
     let sheet = '';
     const stdout = new Writable({
@@ -285,7 +523,7 @@ describe('what counts as scored: a complete row, by any scorer, in any column or
     fs.writeFileSync(file, sheet);
     const blank = await gated(file);
     assert.equal(blank.code, 2, blank.stderr);
-    includesAll(blank.stderr, ['6 transcript(s)', `a complete row in ${file}`]);
+    includesAll(blank.stderr, ['6 of 6 assignment(s) open', file, 'alice: m01/proof01']);
     assert.equal(fake.requests.length, 0);
 
     const [header, ...rows] = parseCsv(sheet) as string[][];
@@ -298,7 +536,70 @@ describe('what counts as scored: a complete row, by any scorer, in any column or
 });
 
 // ---------------------------------------------------------------------------------------------
-describe('--before-human-scoring: the run proceeds, and says so in its summary and in every audit-log line', () => {
+describe('a judge CSV given as human scores is refused, by run-judge and by report.ts', () => {
+  /** A workspace where a spot check of m01 wrote three judge rows. */
+  async function judgedOnce(t: TestContext) {
+    const base = await setup(t);
+    const spot = await base.run(['--model', 'm01']);
+    assert.equal(spot.code, 0, spot.stderr);
+    return base;
+  }
+
+  test('the --output file itself: exit 2 naming it, before any call', async (t) => {
+    const { fake, ws, gated } = await judgedOnce(t);
+    const requests = fake.requests.length;
+    const csv = fs.readFileSync(ws.output, 'utf8');
+    const result = await gated(ws.output);
+    assert.equal(result.code, 2, result.stderr);
+    includesAll(result.stderr, [`${ws.output} is the judge's score CSV`, '--human-scores']);
+    assert.equal(fake.requests.length, requests);
+    assert.equal(fs.readFileSync(ws.output, 'utf8'), csv);
+  });
+
+  test('a copy of it (in a sheets folder): exit 2 naming the copy, its line and the judge CSV', async (t) => {
+    const { fake, ws, gated } = await judgedOnce(t);
+    const requests = fake.requests.length;
+    const folder = path.join(ws.dir, 'human');
+    fs.mkdirSync(folder);
+    const copy = path.join(folder, 'judge_scores.csv');
+    fs.copyFileSync(ws.output, copy);
+    const result = await gated(folder);
+    assert.equal(result.code, 2, result.stderr);
+    includesAll(result.stderr, [
+      `${copy}: line 2: m01/proof01 has the judge's scores and notes from ${ws.output}`,
+    ]);
+    assert.equal(fake.requests.length, requests);
+  });
+
+  test('report.ts: --human-scores the --scores file, or a copy of it: exit 2 naming it', async (t) => {
+    const { ws } = await judgedOnce(t);
+    const copy = path.join(ws.dir, 'copy.csv');
+    fs.copyFileSync(ws.output, copy);
+    const args = ['--scores', ws.output, '--rubric', ws.rubric, '--log', ws.log];
+    const same = await reportOut([...args, '--human-scores', ws.output]);
+    assert.equal(same.code, 2, same.stderr);
+    includesAll(same.stderr, [`${ws.output} is the judge's score CSV`]);
+    const copied = await reportOut([...args, '--human-scores', copy]);
+    assert.equal(copied.code, 2, copied.stderr);
+    includesAll(copied.stderr, [`${copy}: line 2: m01/proof01 has the judge's scores and notes`]);
+    assert.equal(copied.stdout, '');
+  });
+
+  test("a person's row with the judge's scores but their own notes is theirs (read)", async (t) => {
+    const { ws } = await judgedOnce(t);
+    const [header, ...rows] = parseCsv(fs.readFileSync(ws.output, 'utf8')) as string[][];
+    const own = rows.map((row) => [...row.slice(0, -1), 'my own note']);
+    const file = path.join(ws.dir, 'mine.csv');
+    fs.writeFileSync(file, stringifyCsv([header, ...own]));
+    const args = ['--scores', ws.output, '--rubric', ws.rubric, '--log', ws.log];
+    const result = await reportOut([...args, '--human-scores', file, '--format', 'json']);
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(JSON.parse(result.stdout).pairs, 3);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+describe('--before-human-scoring, and the state of human scoring in every audit-log line', () => {
   const modes = [
     {
       label: 'concurrently, one transcript failing (its failure line too)',
@@ -308,7 +609,7 @@ describe('--before-human-scoring: the run proceeds, and says so in its summary a
     { label: 'through Message Batches', args: BATCH, failing: undefined },
   ];
   for (const { label, args, failing } of modes) {
-    test(`${label}: no human scores needed; every log line has before_human_scoring: true`, async (t) => {
+    test(`${label}: no human scores needed; every line has before_human_scoring: true, human_scoring: none`, async (t) => {
       const responder = (req: RecordedRequest) =>
         tagOf(req) === failing ? { text: 'not JSON' } : undefined;
       const { ws, gated } = await setup(t, {}, { responder });
@@ -321,12 +622,13 @@ describe('--before-human-scoring: the run proceeds, and says so in its summary a
         lines.map((line) => line.before_human_scoring),
         lines.map(() => true),
       );
+      assert.deepEqual(statesLogged(ws), Array(6).fill('none'));
       assert.equal(lines.filter((line) => line.status === 'failed').length, failing ? 1 : 0);
       assert.equal(csvRows(ws.output).length, failing ? 5 : 6);
     });
   }
 
-  test('a gated run with every human score: before_human_scoring: false on every line, nothing said', async (t) => {
+  test('a gated run with every human score: before_human_scoring: false, human_scoring: complete, nothing said', async (t) => {
     const { ws, run } = await setup(t);
     const result = await run(); // the workspace's own human scores file: complete
     assert.equal(result.code, 0, result.stderr);
@@ -337,6 +639,18 @@ describe('--before-human-scoring: the run proceeds, and says so in its summary a
       lines.map((line) => line.before_human_scoring),
       lines.map(() => false),
     );
+    assert.deepEqual(statesLogged(ws), Array(6).fill('complete'));
+  });
+
+  test('spot checks record the state they ran in: none, then incomplete, then complete', async (t) => {
+    const { ws, gated } = await setup(t);
+    const folder = path.join(ws.dir, 'human');
+    assert.equal((await gated(folder, ['--task', 'proof01', '--model', 'm01'])).code, 0);
+    writeSheets(ws, { al: [blankRow('m01', 'proof02')] });
+    assert.equal((await gated(folder, ['--task', 'proof02', '--model', 'm01'])).code, 0);
+    writeSheets(ws, { al: [scoredRow('m01', 'proof02')] });
+    assert.equal((await gated(folder, ['--task', 'proof03', '--model', 'm01'])).code, 0);
+    assert.deepEqual(statesLogged(ws), ['none', 'incomplete', 'complete']);
   });
 });
 
@@ -356,13 +670,15 @@ describe('which runs are gated', () => {
       assert.equal(result.code, 0, result.stderr);
       assert.equal(fake.requests.length, requests);
       assert.equal(fs.existsSync(noHumanFile(ws)), false, 'nor is one made');
-      if (requests)
+      if (requests) {
         assert.deepEqual(
           logLines(ws)
             .map((line) => line.before_human_scoring)
             .sort(),
           Array(requests).fill(false),
         );
+        assert.deepEqual(statesLogged(ws), Array(requests).fill('none'));
+      }
     });
   }
 
@@ -378,7 +694,137 @@ describe('which runs are gated', () => {
       const before = snapshot(ws.dir);
       const result = await gated(noHumanFile(ws), args);
       assertRefused(result, fake, ws, before);
-      includesAll(result.stderr, ['6 transcript(s)', '--before-human-scoring']);
+      includesAll(result.stderr, ['does not exist', '--before-human-scoring']);
     });
   }
+});
+
+// ---------------------------------------------------------------------------------------------
+describe('stale judge rows: judged on another prompt than today, listed up front and judged again', () => {
+  test('an edited transcript: the dry-run counts it; the run lists it, judges it alone, replaces its row; old lines stay', async (t) => {
+    const responder = (req: RecordedRequest, index: number) =>
+      index >= 6
+        ? { text: JSON.stringify({ scores: allTwo(), notes: 'judged again' }) }
+        : undefined;
+    const { fake, ws, run } = await setup(t, {}, { responder });
+    assert.equal((await run()).code, 0);
+    editTranscript(ws, 'm01', 'proof02');
+
+    const dry = await run(['--dry-run']);
+    assert.equal(dry.code, 0, dry.stderr);
+    includesAll(dry.stderr, ['1 stale row(s)', 'm01/proof02', 'for 1 transcript(s)']);
+    assert.equal(fake.requests.length, 6);
+
+    const result = await run();
+    assert.equal(result.code, 0, result.stderr);
+    includesAll(result.stderr, ['1 stale row(s)', 'm01/proof02', 'judged again']);
+    assert.equal(fake.requests.length, 7);
+    assert.equal(tagOf(fake.requests[6]!), 'm01/proof02');
+    assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws), 'each pair once');
+    const row = csvRows(ws.output).find((entry) => entry.key === 'm01/proof02')!;
+    assert.equal(row.record.at(-1), 'judged again');
+    const lines = logLines(ws);
+    assert.equal(lines.length, 7, 'the old line stays');
+    assert.equal(lines.filter((line) => pairOf(line) === 'm01/proof02').length, 2);
+
+    const again = await run();
+    assert.equal(again.code, 0, again.stderr);
+    assert.doesNotMatch(again.stderr, /stale/, 'judged on the prompt of today: not stale any more');
+    assert.equal(fake.requests.length, 7);
+  });
+
+  test("an edited reference key: both of that task's rows are stale (the dry-run lists them, the estimate counts 2)", async (t) => {
+    const { ws, run } = await setup(t);
+    assert.equal((await run()).code, 0);
+    const file = path.join(ws.referenceKeys, 'proof03.json');
+    const key = JSON.parse(fs.readFileSync(file, 'utf8'));
+    key.red_flags.push('EDITED red flag');
+    writeJson(file, key);
+    const dry = await run(['--dry-run']);
+    assert.equal(dry.code, 0, dry.stderr);
+    includesAll(dry.stderr, ['2 stale row(s)', 'm01/proof03, m02/proof03', 'for 2 transcript(s)']);
+  });
+
+  test('a row the audit log has no prompt hash for is kept, and said to be unknown', async (t) => {
+    const { fake, ws, run } = await setup(t);
+    assert.equal((await run()).code, 0);
+    fs.rmSync(ws.log);
+    const result = await run();
+    assert.equal(result.code, 0, result.stderr);
+    includesAll(result.stderr, ['6 row(s)', 'cannot be checked', 'kept as they are']);
+    assert.equal(fake.requests.length, 6);
+  });
+});
+
+const allTwo = () => Object.fromEntries(DIMENSIONS.map((dimension) => [dimension, 2]));
+const pairOf = (line: LogLine) => `${line.model}/${line.task_id}`;
+
+// ---------------------------------------------------------------------------------------------
+describe('report.ts: stale and incomplete human rows are listed and left out of every figure', () => {
+  /** A workspace judged by the fake, sheets for alice and bob, then one transcript edited after they scored it. */
+  async function scoredThenEdited(t: TestContext) {
+    const { ws, run } = await setup(t);
+    assert.equal((await run()).code, 0);
+    const everyPair = ws.pairs.map((pair) => scoredRow(pair.model, pair.task_id));
+    const folder = writeSheets(ws, {
+      alice: everyPair,
+      bob: [scoredRow('m01', 'proof01'), scoredRow('m02', 'proof02', { error_diagnosis: '' })],
+    });
+    editTranscript(ws, 'm01', 'proof01');
+    const args = ['--scores', ws.output, '--rubric', ws.rubric, '--log', ws.log];
+    return {
+      ws,
+      folder,
+      args: [...args, '--transcripts', ws.transcripts, '--human-scores', folder],
+    };
+  }
+
+  test('JSON: missing lists incomplete_human and stale_human as "scorer: model/task"; pairs leave them out', async (t) => {
+    const { args } = await scoredThenEdited(t);
+    const result = await reportOut([...args, '--format', 'json']);
+    assert.equal(result.code, 0, result.stderr);
+    const report = JSON.parse(result.stdout);
+    assert.deepEqual(report.missing, {
+      no_human: ['m01/proof01'],
+      no_judge: [],
+      incomplete_human: ['bob: m02/proof02'],
+      stale_human: ['alice: m01/proof01', 'bob: m01/proof01'],
+    });
+    assert.equal(report.pairs, 5, "alice's 5 rows of unedited transcripts");
+    assert.equal(report.dimensions[0].judge_vs_human.n, 5);
+    const m01 = report.models.find((row: { model: string }) => row.model === 'm01');
+    assert.equal(m01.n_human, 2, 'the stale rows are in no model mean');
+    assert.equal(report.dimensions[0].human_vs_human, null, 'no ceiling from stale rows');
+  });
+
+  test('text and Markdown list them beside the missing rows', async (t) => {
+    const { args } = await scoredThenEdited(t);
+    for (const format of ['table', 'markdown']) {
+      const result = await reportOut([...args, '--format', format]);
+      assert.equal(result.code, 0, result.stderr);
+      includesAll(result.stdout, [
+        '5 (transcript, scorer) pairs',
+        'incomplete human rows (left out): bob: m02/proof02',
+        'stale human rows (transcript edited since scored; left out): alice: m01/proof01, bob: m01/proof01',
+      ]);
+    }
+  });
+
+  test('an old sheet without transcript_sha256 is read as it is: nothing stale', async (t) => {
+    const { ws } = await scoredThenEdited(t);
+    const file = writeHumanFile(ws, [scoredRow('m01', 'proof01', { scorer: 'al' })]);
+    const args = ['--scores', ws.output, '--rubric', ws.rubric, '--log', ws.log];
+    const result = await reportOut([
+      ...args,
+      '--transcripts',
+      ws.transcripts,
+      '--human-scores',
+      file,
+      '--format',
+      'json',
+    ]);
+    assert.equal(result.code, 0, result.stderr);
+    assert.deepEqual(JSON.parse(result.stdout).missing.stale_human, []);
+    assert.equal(JSON.parse(result.stdout).pairs, 1);
+  });
 });
