@@ -462,7 +462,8 @@ function summaryLine(report: Report): string {
   const judges = byJudge.join(', ') || 'no audit log';
   let line = `${report.pairs} (transcript, scorer) pairs; no human row: ${noHuman}; no judge row: ${noJudge}; rows by judge: ${judges}`;
   // Left out of every figure, so said whenever there are any.
-  const { incomplete_human: incomplete, stale_human: stale } = report.missing;
+  const incomplete = report.missing.incomplete_human;
+  const stale = report.missing.stale_human;
   if (incomplete.length > 0) {
     line += `; incomplete human rows (left out): ${incomplete.join(', ')}`;
   }
@@ -495,9 +496,10 @@ function agreementCells(dimension: DimensionReport): string[] {
     figure(judge.exact),
     figure(judge.within_one),
     withInterval(judge.kappa, judge.kappa_ci95) + undefinedShare(judge),
+    // The ceiling's pairs of scorers, which its n in the JSON counts too.
     ceiling === null
       ? '-'
-      : withInterval(ceiling.kappa, ceiling.kappa_ci95) + undefinedShare(ceiling),
+      : `${withInterval(ceiling.kappa, ceiling.kappa_ci95)} (n ${ceiling.n})${undefinedShare(ceiling)}`,
     gapCell,
     withInterval(dimension.leniency.mean_diff, dimension.leniency.ci95),
     `${figure(alpha.humans)} / ${figure(alpha.humans_and_judge)}`,

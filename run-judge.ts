@@ -1243,7 +1243,7 @@ function checkHumanScoringDone(options: RunOptions, rubric: Rubric): HumanScorin
   const listed = open.slice(0, 10).map(assignmentLabel).join(', ') + more;
   throw new EvalConfigurationError(
     `human scoring is not complete in ${source}: ${open.length} of ${rows.length} assignment(s) ` +
-      `open: ${listed}; each scorer fills in every dimension of their rows, then run again; ${anyway}`,
+      `open: ${listed}; each scorer fills in every dimension of their rows (in their sheet or its scoring page), then run again; ${anyway}`,
   );
 }
 

@@ -810,6 +810,19 @@ describe('report.ts: stale and incomplete human rows are listed and left out of 
     }
   });
 
+  test('each figure says how many it rests on: n of the agreement, of the ceiling, matched transcripts per model', async (t) => {
+    const { ws, args } = await scoredThenEdited(t);
+    writeSheets(ws, { carol: [scoredRow('m02', 'proof01'), scoredRow('m02', 'proof02')] });
+    const result = await reportOut([...args, '--format', 'table']);
+    assert.equal(result.code, 0, result.stderr);
+    const row = (start: string) => result.stdout.split('\n').find((line) => line.startsWith(start));
+    // alice 5 + carol 2; alice and carol both scored m02/proof01 and m02/proof02: 2 ceiling pairs.
+    assert.match(row('mathematical_correctness ')!, /^mathematical_correctness\s+7\s.*\(n 2\)/);
+    // The models table's n matched: m01's proof02 and proof03 (its proof01 rows are stale), all of m02's.
+    assert.match(row('m01 ')!, /^m01\s+mathematical_correctness\s+2\s/);
+    assert.match(row('m02 ')!, /^m02\s+mathematical_correctness\s+3\s/);
+  });
+
   test('an old sheet without transcript_sha256 is read as it is: nothing stale', async (t) => {
     const { ws } = await scoredThenEdited(t);
     const file = writeHumanFile(ws, [scoredRow('m01', 'proof01', { scorer: 'al' })]);

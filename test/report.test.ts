@@ -335,14 +335,19 @@ describe('analyse: the judge against the humans, per dimension and per model; wh
     );
   });
 
-  test('missing: judge rows without a human row, and human rows without a judge row, listed; an incomplete row is none', () => {
+  test('missing: judge rows without a human row, and human rows without a judge row, listed; an incomplete row is none, and listed as incomplete', () => {
     const partial = { ...human('m1', 'p3', 'alice', 1), scores: { [DIMENSIONS[0]!]: 1 } };
     const report = analyse(
       [judge('m1', 'p1', 1), judge('m1', 'p3', 1)],
       [human('m1', 'p1', 'al', 1), human('m2', 'p9', 'al', 1), partial],
       rubric,
     );
-    assert.deepEqual(report.missing, { no_human: ['m1/p3'], no_judge: ['m2/p9'] });
+    assert.deepEqual(report.missing, {
+      no_human: ['m1/p3'],
+      no_judge: ['m2/p9'],
+      incomplete_human: ['alice: m1/p3'],
+      stale_human: [],
+    });
     assert.equal(report.pairs, 1);
   });
 
