@@ -218,7 +218,7 @@ type Run = {
   progress: Progress;
   controller: AbortController; // aborted (with the reason) once the run is stopping
   clock: Clock;
-  humanScoring: HumanScoring; // as the run found the human scores when it started
+  humanScoring: () => HumanScoring; // the state of human scoring now, for each audit line
 };
 
 // ---- The entry point ----------------------------------------------------------------------------
@@ -481,7 +481,7 @@ async function runJudge(
 
   // 1. Check what costs nothing: rubric, transcripts, that people scored first (a full run).
   const inputs = loadInputs(options);
-  const humanScoring = checkHumanScoringDone(options, inputs.rubric);
+  const humanScored = checkHumanScoringDone(options, inputs.rubric);
 
   // 2. Make the judges: their keys checked, the SDK loaded.
   const models = loadModelsConfig(options.models);
@@ -504,7 +504,7 @@ async function runJudge(
     progress,
     controller,
     clock,
-    humanScoring,
+    humanScoring: watchHumanScoring(options.humanScores, inputs.rubric, humanScored),
   };
 
   try {
@@ -1243,8 +1243,45 @@ function checkHumanScoringDone(options: RunOptions, rubric: Rubric): HumanScorin
   const listed = open.slice(0, 10).map(assignmentLabel).join(', ') + more;
   throw new EvalConfigurationError(
     `human scoring is not complete in ${source}: ${open.length} of ${rows.length} assignment(s) ` +
-      `open: ${listed}; each scorer fills in every dimension of their rows (in their sheet or its scoring page), then run again; ${anyway}`,
+      `open: ${listed}; each scorer fills in every dimension of their rows (in their sheet or its ` +
+      `scoring page), then run again; ${anyway}`,
   );
+}
+
+/**
+ * Human scoring as the sheets say now, for each audit line: read again only when a sheet changed;
+ * sheets that cannot be read at that moment (being saved) leave the state as last read.
+ */
+function watchHumanScoring(source: string, rubric: Rubric, state: HumanScoring) {
+  let seen = sheetsFingerprint(source);
+  let current = state;
+  return (): HumanScoring => {
+    const now = sheetsFingerprint(source);
+    if (now === seen) return current;
+    seen = now;
+    try {
+      const rows = fs.existsSync(source) ? readHumanScores(source, rubric) : [];
+      current = humanScoringState(rows, rubric);
+    } catch (error) {
+      if (!(error instanceof EvalError)) throw error;
+    }
+    return current;
+  };
+}
+
+/** What tells that a sheet was added, removed or saved: each one's path, size, time and inode. */
+function sheetsFingerprint(source: string): string {
+  let files: string[] = [];
+  try {
+    files = statOf(source) === undefined ? [] : humanScoreFiles(source);
+  } catch (error) {
+    if (!(error instanceof EvalError)) throw error;
+  }
+  const stats = files.map((file) => {
+    const stat = statOf(file);
+    return [file, stat?.size, stat?.mtimeMs, stat?.ino];
+  });
+  return JSON.stringify(stats);
 }
 
 /** No row at all is none; any row with an empty score, incomplete. */
@@ -1277,11 +1314,17 @@ export function compareAssignments(a: HumanRow, b: HumanRow): number {
  * The sheets a human-scores path names: a folder's *.csv files, sorted, or the one file given.
  */
 export function humanScoreFiles(source: string): string[] {
-  if (!statOf(source)?.isDirectory()) return [source];
-  const sheets = listDir(source).filter((entry) => {
-    return !entry.isDirectory() && entry.name.toLowerCase().endsWith('.csv');
-  });
-  const names = sheets.map((entry) => entry.name).sort(compareText);
+  const stat = statOf(source);
+  if (stat === undefined || stat.isFile()) return [source];
+  // A FIFO or a device would block the read: never a sheet.
+  if (!stat.isDirectory()) {
+    throw new EvalInputError(`${source}: not a regular file or a folder; give the sheets' folder`);
+  }
+  const names = listDir(source)
+    .map((entry) => entry.name)
+    .filter((name) => name.toLowerCase().endsWith('.csv'))
+    .filter((name) => statOf(path.join(source, name))?.isFile())
+    .sort(compareText);
   return names.map((name) => path.join(source, name));
 }
 
@@ -1381,7 +1424,8 @@ function humanRowOf(record: Record<string, string>, rubric: Rubric, at: string):
 function judgeRowTexts(files: string[], judgeCsv: string): Map<string, string> {
   const judge = statOf(judgeCsv);
   const texts = new Map<string, string>();
-  if (judge === undefined) return texts;
+  // Only a regular file is read: a FIFO would block (the run refuses it when it opens the output).
+  if (!judge?.isFile()) return texts;
   for (const file of files) {
     const stat = statOf(file);
     if (stat?.dev === judge.dev && stat.ino === judge.ino) {
@@ -1435,6 +1479,7 @@ function statOf(file: string): fs.Stats | undefined {
 
 /** The sha256 of a file's bytes, or undefined when it cannot be read. */
 function fileSha256(file: string): string | undefined {
+  if (!statOf(file)?.isFile()) return undefined;
   try {
     return sha256(fs.readFileSync(file));
   } catch {
@@ -3029,7 +3074,7 @@ function auditEntry(
     rubric_sha256: run.log.rubricSha,
     sample_scores: outcome.samples?.map((sample) => sample.scores),
     before_human_scoring: run.options.beforeHumanScoring === true,
-    human_scoring: run.humanScoring,
+    human_scoring: run.humanScoring(),
   };
 }
 

@@ -6,6 +6,7 @@
 // strictly: a column twice, a judge CSV given as human scores, are refused; scorer names are trimmed. `main` runs
 // in-process against the fake; the default folder is checked with the CLI in the workspace.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Writable } from 'node:stream';
@@ -484,6 +485,16 @@ describe('what the sheets hold: any column order, scorer and transcript_sha256 o
     });
   }
 
+  test('a FIFO as --human-scores is refused at once (exit 2), never read (it would block)', async (t) => {
+    const { fake, ws, gated } = await setup(t, WS);
+    const fifo = path.join(tempDir(t), 'people.fifo'); // not in ws.dir: snapshot() would read it
+    assert.equal(spawnSync('mkfifo', [fifo]).status, 0, 'mkfifo');
+    const before = snapshot(ws.dir);
+    const result = await gated(fifo);
+    assertRefused(result, fake, ws, before);
+    includesAll(result.stderr, [`${fifo}: not a regular file or a folder`]);
+  });
+
   test('scorer names are read trimmed: "alice " is alice', (t) => {
     const file = path.join(tempDir(t), 'h.csv');
     fs.writeFileSync(
@@ -651,6 +662,20 @@ describe('--before-human-scoring, and the state of human scoring in every audit-
     writeSheets(ws, { al: [scoredRow('m01', 'proof02')] });
     assert.equal((await gated(folder, ['--task', 'proof03', '--model', 'm01'])).code, 0);
     assert.deepEqual(statesLogged(ws), ['none', 'incomplete', 'complete']);
+  });
+
+  test('a line records the state when it was written: a sheet saved complete mid-run shows from the next line on', async (t) => {
+    let ws: Workspace | undefined;
+    const responder = (_req: RecordedRequest, index: number) => {
+      if (index === 1) writeSheets(ws!, { al: [scoredRow('m01', 'proof02')] });
+      return undefined;
+    };
+    const base = await setup(t, {}, { responder });
+    ws = base.ws;
+    const folder = writeSheets(ws, { al: [blankRow('m01', 'proof02')] });
+    const result = await base.gated(folder, ['--model', 'm01', '--concurrency', '1']);
+    assert.equal(result.code, 0, result.stderr);
+    assert.deepEqual(statesLogged(ws), ['incomplete', 'complete', 'complete']);
   });
 });
 
