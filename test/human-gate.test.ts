@@ -305,6 +305,17 @@ describe('the default --human-scores is the folder evals/human/, every *.csv in 
     assert.deepEqual(statesLogged(ws), Array(6).fill('complete'));
   });
 
+  test('one scorer on one transcript in two sheets of the folder: exit 2 naming the second sheet', async (t) => {
+    const { fake, ws, gated } = await setup(t);
+    const folder = writeSheets(ws, { alice: [scoredRow('m01', 'proof01')] });
+    const again = path.join(folder, 'alice2.csv'); // read after alice.csv: sheets go in name order
+    fs.writeFileSync(again, csvOf([scoredRow('m01', 'proof01', { scorer: 'alice' })]));
+    const before = snapshot(ws.dir);
+    const result = await gated(folder);
+    assertRefused(result, fake, ws, before);
+    includesAll(result.stderr, [`${again}: line 2: m01/proof01 scored twice by "alice"`]);
+  });
+
   test('report.ts reads evals/human/ by default too, and still takes one file', async (t) => {
     const dir = tempDir(t);
     const rubric = path.join(dir, 'rubric.json');
@@ -768,6 +779,23 @@ describe('stale judge rows: judged on another prompt than today, listed up front
     const dry = await run(['--dry-run']);
     assert.equal(dry.code, 0, dry.stderr);
     includesAll(dry.stderr, ['2 stale row(s)', 'm01/proof03, m02/proof03', 'for 2 transcript(s)']);
+  });
+
+  test('--limit 1 with two stale rows: the first is judged again, the other keeps its row until a later run', async (t) => {
+    const { fake, ws, run } = await setup(t);
+    assert.equal((await run()).code, 0);
+    editTranscript(ws, 'm01', 'proof01');
+    editTranscript(ws, 'm02', 'proof03');
+    const first = await run(['--limit', '1']);
+    assert.equal(first.code, 0, first.stderr);
+    includesAll(first.stderr, ['2 stale row(s)', 'm01/proof01, m02/proof03']);
+    assert.deepEqual(fake.requests.slice(6).map(tagOf), ['m01/proof01']);
+    assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws), 'no row lost');
+    const second = await run();
+    assert.equal(second.code, 0, second.stderr);
+    includesAll(second.stderr, ['1 stale row(s)', 'm02/proof03']);
+    assert.deepEqual(fake.requests.slice(7).map(tagOf), ['m02/proof03']);
+    assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws));
   });
 
   test('a row the audit log has no prompt hash for is kept, and said to be unknown', async (t) => {
