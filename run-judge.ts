@@ -1340,7 +1340,9 @@ export function readHumanScores(
 ): HumanRow[] {
   const files = humanScoreFiles(source);
   const judgeRows =
-    checks.judgeCsv === undefined ? new Map() : judgeRowTexts(files, checks.judgeCsv);
+    checks.judgeCsv === undefined
+      ? new Map<string, string>()
+      : judgeRowTexts(files, checks.judgeCsv);
 
   const seen = new Set<string>();
   const rows: HumanRow[] = [];
