@@ -790,6 +790,21 @@ describe('stale judge rows: judged on another prompt than today, listed up front
     includesAll(dry.stderr, ['2 stale row(s)', 'm01/proof03, m02/proof03', 'for 2 transcript(s)']);
   });
 
+  test('a stale row whose re-judgement fails keeps its old row (replaced only by a new row)', async (t) => {
+    const responder = (_req: RecordedRequest, index: number) =>
+      index >= 6 ? { text: 'not JSON' } : undefined;
+    const { ws, run } = await setup(t, {}, { responder });
+    assert.equal((await run()).code, 0);
+    const before = csvRows(ws.output).find((entry) => entry.key === 'm01/proof02')!.record;
+    editTranscript(ws, 'm01', 'proof02');
+    const result = await run(['--no-fallback']);
+    assert.equal(result.code, 1, result.stderr);
+    includesAll(result.stderr, ['1 stale row(s)', 'failed m01/proof02']);
+    assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws), 'each pair once, none lost');
+    const after = csvRows(ws.output).find((entry) => entry.key === 'm01/proof02')!.record;
+    assert.deepEqual(after, before);
+  });
+
   test('--limit 1 with two stale rows: the first is judged again, the other keeps its row until a later run', async (t) => {
     const { fake, ws, run } = await setup(t);
     assert.equal((await run()).code, 0);
