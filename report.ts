@@ -138,7 +138,7 @@ function printAgreement(options: AgreementOptions, io: IO): void {
   // 2. The inputs: the rubric, the judge's rows, the human rows, the audit log if there is one.
   const rubric = loadRubric(options.rubric);
   const judged = readJudgeScores(options.scores, rubric);
-  const checks = { judgeCsv: options.scores, transcripts: options.transcripts };
+  const checks = { judgeCsvs: [options.scores], transcripts: options.transcripts };
   const humans = readHumanScores(options.humanScores, rubric, checks);
   const audit = readAuditLog(options.log);
 

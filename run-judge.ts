@@ -1213,7 +1213,7 @@ export type HumanRow = ScoreRow & { scorer: string; transcript_sha256?: string; 
 export type HumanScoring = 'complete' | 'incomplete' | 'none';
 
 /** What human rows are checked against as they are read: the judge's CSV, the transcripts. */
-export type HumanScoresChecks = { judgeCsv?: string; transcripts?: string };
+export type HumanScoresChecks = { judgeCsvs?: string[]; transcripts?: string };
 
 /** The columns a sheet may have beside the judge CSV's. */
 const SHEET_COLUMNS = ['scorer', 'transcript_sha256'];
@@ -1225,7 +1225,7 @@ const SHEET_COLUMNS = ['scorer', 'transcript_sha256'];
 function checkHumanScoringDone(options: RunOptions, rubric: Rubric): HumanScoring {
   const source = options.humanScores;
   const exists = fs.existsSync(source);
-  const rows = exists ? readHumanScores(source, rubric, { judgeCsv: options.output }) : [];
+  const rows = exists ? readHumanScores(source, rubric, { judgeCsvs: [options.output] }) : [];
   const state = humanScoringState(rows, rubric);
   const spotCheck = options.task !== undefined || options.model !== undefined;
   if (spotCheck || options.beforeHumanScoring || state === 'complete') return state;
@@ -1339,10 +1339,7 @@ export function readHumanScores(
   checks: HumanScoresChecks = {},
 ): HumanRow[] {
   const files = humanScoreFiles(source);
-  const judgeRows =
-    checks.judgeCsv === undefined
-      ? new Map<string, string>()
-      : judgeRowTexts(files, checks.judgeCsv);
+  const judgeRows = judgeRowTexts(files, checks.judgeCsvs ?? []);
 
   const seen = new Set<string>();
   const rows: HumanRow[] = [];
@@ -1357,9 +1354,10 @@ export function readHumanScores(
       }
       seen.add(key);
       const text = humanRowText(row, rubric);
-      if (text !== undefined && judgeRows.get(pairKey(row.task_id, row.model)) === text) {
+      const judgeCsv = text === undefined ? undefined : judgeRows.get(text);
+      if (judgeCsv !== undefined) {
         throw new EvalInputError(
-          `${at}: ${pairLabel(row)} has the judge's scores and notes from ${checks.judgeCsv}: ` +
+          `${at}: ${pairLabel(row)} has the judge's scores and notes from ${judgeCsv}: ` +
             'a judge CSV is not human scores; pass the sheets people filled in as --human-scores',
         );
       }
@@ -1420,42 +1418,46 @@ function humanRowOf(record: Record<string, string>, rubric: Rubric, at: string):
 }
 
 /**
- * The judge CSV's rows by pair, as their score and notes cells; refuses a sheet that is that file.
- * A CSV it cannot read is no judge row here (the run or the report says what is wrong with it).
+ * The judge CSVs' rows as their pair, score and notes cells, each to its CSV; refuses a sheet that
+ * is one of those files. A CSV it cannot read gives no row here (the run or report says why).
  */
-function judgeRowTexts(files: string[], judgeCsv: string): Map<string, string> {
-  const judge = statOf(judgeCsv);
+function judgeRowTexts(files: string[], judgeCsvs: string[]): Map<string, string> {
   const texts = new Map<string, string>();
-  // Only a regular file is read: a FIFO would block (the run refuses it when it opens the output).
-  if (!judge?.isFile()) return texts;
-  for (const file of files) {
-    const stat = statOf(file);
-    if (stat?.dev === judge.dev && stat.ino === judge.ino) {
-      throw new EvalInputError(
-        `${file} is the judge's score CSV, not people's scores: pass the sheets people filled in ` +
-          `as --human-scores (default ${DEFAULTS.humanScores})`,
-      );
+  for (const judgeCsv of judgeCsvs) {
+    const judge = statOf(judgeCsv);
+    // Only a regular file is read: a FIFO would block (the run refuses it when it opens the output).
+    if (!judge?.isFile()) continue;
+    for (const file of files) {
+      const stat = statOf(file);
+      if (stat?.dev === judge.dev && stat.ino === judge.ino) {
+        throw new EvalInputError(
+          `${file} is the judge's score CSV, not people's scores: pass the sheets people filled in ` +
+            `as --human-scores (default ${DEFAULTS.humanScores})`,
+        );
+      }
     }
-  }
 
-  let records: { record: string[] }[] = [];
-  try {
-    records = readCsvFile(judgeCsv);
-  } catch (error) {
-    if (!(error instanceof EvalInputError)) throw error;
-  }
-  for (const { record } of records.slice(1)) {
-    const cells = record.map(unguard);
-    texts.set(pairKey(cells[0]!, cells[1] ?? ''), JSON.stringify(cells.slice(2)));
+    let records: { record: string[] }[] = [];
+    try {
+      records = readCsvFile(judgeCsv);
+    } catch (error) {
+      if (!(error instanceof EvalInputError)) throw error;
+    }
+    for (const { record } of records.slice(1)) {
+      texts.set(JSON.stringify(record.map(unguard)), judgeCsv);
+    }
   }
   return texts;
 }
 
-/** A complete human row with notes as its judge-CSV cells would be; undefined for any other. */
+/**
+ * A complete human row with notes as its judge-CSV cells would be (task_id, model, scores, notes);
+ * undefined for any other.
+ */
 function humanRowText(row: HumanRow, rubric: Rubric): string | undefined {
   if (!isComplete(row, rubric) || unguard(row.notes).trim() === '') return undefined;
   const scores = rubricDimensions(rubric).map((name) => String(row.scores[name]));
-  return JSON.stringify([...scores, unguard(row.notes)]);
+  return JSON.stringify([row.task_id, row.model, ...scores, unguard(row.notes)]);
 }
 
 /** Marks the rows whose transcript file has changed since it was scored (a missing file: unknown). */
