@@ -855,7 +855,7 @@ function averageRanks(values: readonly number[]): number[] {
 }
 
 /** A small seeded PRNG (mulberry32): the same input must print the same bootstrap interval. */
-function mulberry32(seed: number): () => number {
+export function mulberry32(seed: number): () => number {
   let state = seed >>> 0;
   return () => {
     state = (state + 0x6d2b79f5) >>> 0;

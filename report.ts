@@ -1,7 +1,8 @@
 // report.ts: the analysis after the judge run. Does the judge agree with the people who scored the
 // transcripts as well as they agree with each other, and does it rank the tutors as they do?
-// `sheet` makes the blank scoring sheet. This file reads the inputs and prints; the figures are
-// pure functions in report-analysis.ts; the HTML page (--html) is in report-html.ts.
+// `sheet` makes the scoring plan (report-sheet.ts, its pages scoring-page.ts) or a blank sheet.
+// This file reads the inputs and prints; the figures are pure functions in report-analysis.ts; the
+// HTML page (--html) is in report-html.ts.
 import * as fs from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import {
@@ -10,8 +11,6 @@ import {
   EvalInputError,
   allowedScore,
   checkOutputFile,
-  csvLine,
-  guardCell,
   isEntryModule,
   loadRubric,
   pairKey,
@@ -20,14 +19,17 @@ import {
   readHumanScores,
   readTranscripts,
   refuseFlagsNpmTook,
-  rubricDimensions,
   scoreColumns,
   unguard,
 } from './run-judge.ts';
-import type { Rubric, ScoreRow, TranscriptRef } from './run-judge.ts';
+import type { Rubric, ScoreRow } from './run-judge.ts';
 import { analyse, reportCells } from './report-analysis.ts';
 import type { Audit, Report, Scores } from './report-analysis.ts';
 import { writeHtmlPage } from './report-html.ts';
+import { scoringSheet, writeScoringPlan } from './report-sheet.ts';
+import type { PlanOptions } from './report-sheet.ts';
+
+export { scoringSheet };
 
 type IO = { stdout: NodeJS.WritableStream; stderr: NodeJS.WritableStream };
 
@@ -67,16 +69,28 @@ function buildCli(io: IO): Command {
   cli
     .command('sheet')
     .description(
-      "print a blank scoring sheet: one row per transcript, scores empty, never the judge's",
+      'the scoring plan: with --scorers, a sheet and a blind scoring page per scorer in --out; ' +
+        "without, a blank sheet of every transcript on stdout; never the judge's scores",
     )
-    .option('--scorer <name>', 'add a scorer column filled with this name')
+    .option('--scorers <names>', 'the plan: these scorers, comma-separated (alice,bob,carol)')
+    .option('--sample <n|p%>', 'score a sample stratified by model and task (default: all)')
+    .option('--overlap <k>', 'scorers per chosen transcript (default 1)')
+    .option('--seed <s>', 'the seed of the sample and the assignment (default 0)')
+    .option('--out <dir>', "the plan's folder: <scorer>.csv and <scorer>.html", 'evals/human')
+    .option('--scorer <name>', 'without --scorers: add a scorer column filled with this name')
     .option(
       '--transcripts <dir>',
       'transcripts folder: {model}/{task_id}.json',
       DEFAULTS.transcripts,
     )
+    .option('--tasks <dir>', 'task files, for the scoring pages', DEFAULTS.tasks)
+    .option(
+      '--reference-keys <dir>',
+      'reference keys, for the scoring pages',
+      DEFAULTS.referenceKeys,
+    )
     .option('--rubric <file>', 'rubric: its dimensions are the columns', DEFAULTS.rubric)
-    .action((options: SheetOptions) => printSheet(options, io));
+    .action((options: SheetOptions, command: Command) => printSheet(options, command, io));
 
   cli
     .command('agreement', { isDefault: true })
@@ -108,10 +122,24 @@ function buildCli(io: IO): Command {
   return cli;
 }
 
-type SheetOptions = { scorer?: string; transcripts: string; rubric: string };
+type SheetOptions = Omit<PlanOptions, 'scorers'> & { scorers?: string; scorer?: string };
 
-/** `sheet`: the blank scoring sheet on stdout. */
-function printSheet(options: SheetOptions, io: IO): void {
+/** `sheet`: with --scorers, the plan written to --out; without, the blank sheet on stdout. */
+function printSheet(options: SheetOptions, command: Command, io: IO): void {
+  if (options.scorers !== undefined) {
+    if (options.scorer !== undefined) {
+      throw new EvalInputError('--scorer and --scorers: give one (--scorers names the plan)');
+    }
+    writeScoringPlan({ ...options, scorers: options.scorers }, io.stdout);
+    return;
+  }
+
+  const planOnly = ['sample', 'overlap', 'seed', 'out'].find((name) => {
+    return command.getOptionValueSource(name) === 'cli';
+  });
+  if (planOnly !== undefined) {
+    throw new EvalInputError(`--${planOnly} needs --scorers (the plan's scorers)`);
+  }
   const transcripts = readTranscripts(options.transcripts);
   const rubric = loadRubric(options.rubric);
   io.stdout.write(scoringSheet(transcripts, rubric, options.scorer));
@@ -156,30 +184,6 @@ function printAgreement(options: AgreementOptions, io: IO): void {
   if (options.html !== undefined) {
     writeHtmlPage(options.html, report, judged, humans, options.transcripts);
   }
-}
-
-// ---- The scoring sheet -------------------------------------------------------------------------
-
-/** The blank sheet people fill in, blind to the judge: the judge CSV's columns, a row each. */
-export function scoringSheet(
-  refs: Pick<TranscriptRef, 'task_id' | 'model'>[],
-  rubric: Rubric,
-  scorer?: string,
-): string {
-  const columns = scoreColumns(rubric);
-  const header = scorer === undefined ? columns : [...columns, 'scorer'];
-  const emptyScores = rubricDimensions(rubric).map(() => '');
-
-  const rows = refs.map((ref) => {
-    const row = [ref.task_id, ref.model, ...emptyScores, ''];
-    if (scorer !== undefined) {
-      row.push(scorer);
-    }
-    // Guarded like the judge CSV: people open the sheet in a spreadsheet, where =cmd() would run.
-    return row.map(guardCell);
-  });
-
-  return [header, ...rows].map(csvLine).join('');
 }
 
 // ---- Reading the inputs ------------------------------------------------------------------------

@@ -1155,6 +1155,17 @@ function loadTaskFile<S extends typeof TaskSchema | typeof ReferenceKeySchema>(
   return data;
 }
 
+/** A task's public context and its private reference key, each checked against its file name. */
+export function loadTaskFiles(
+  dirs: { tasks: string; referenceKeys: string },
+  taskId: string,
+): { task: Task; referenceKey: ReferenceKey } {
+  return {
+    task: loadTaskFile(dirs.tasks, taskId, TaskSchema),
+    referenceKey: loadTaskFile(dirs.referenceKeys, taskId, ReferenceKeySchema),
+  };
+}
+
 /** Loads and validates one transcript; metadata, when present, must agree with its path. */
 export function loadTranscript(ref: TranscriptRef): Transcript {
   const transcript = loadValidated(ref.path, TranscriptSchema, EvalInputError);
@@ -1181,10 +1192,7 @@ function loadInputs(options: RunOptions): Inputs {
   const promptOf = (ref: TranscriptRef) => {
     let files = taskFiles.get(ref.task_id);
     if (files === undefined) {
-      files = {
-        task: loadTaskFile(options.tasks, ref.task_id, TaskSchema),
-        referenceKey: loadTaskFile(options.referenceKeys, ref.task_id, ReferenceKeySchema),
-      };
+      files = loadTaskFiles(options, ref.task_id);
       taskFiles.set(ref.task_id, files);
     }
     const transcript = loadTranscript(ref);
@@ -1542,8 +1550,18 @@ export function buildJudgePrompt(
   transcript: Transcript,
   rubric: Rubric,
 ): string {
+  return fillTemplate(JUDGE_PROMPT_TEMPLATE, promptValues(task, referenceKey, transcript, rubric));
+}
+
+/** The text of each placeholder of the prompt; the scoring page shows people the same pieces. */
+export function promptValues(
+  task: Task,
+  referenceKey: ReferenceKey,
+  transcript: Transcript,
+  rubric: Rubric,
+): Record<string, string> {
   const parts = rubricPromptParts(rubric);
-  return fillTemplate(JUDGE_PROMPT_TEMPLATE, {
+  return {
     task_id: defused(task.task_id),
     topic: defused(task.topic),
     student_level: defused(task.student_level),
@@ -1556,7 +1574,7 @@ export function buildJudgePrompt(
     rubric: parts.rubric,
     output_shape: parts.output_shape,
     score_rule: parts.score_rule,
-  });
+  };
 }
 
 /** Untrusted text, trimmed, its copies of the prompt's markers defused. */
@@ -3788,12 +3806,15 @@ function csvRecords(file: string, content: Buffer) {
   return records;
 }
 
+/** What `guardCell` guards; the scoring page guards its notes cells in the browser with it. */
+export const FORMULA_START = /^([^\S\t\r]*[=+\-@\t\r]|')/;
+
 /**
  * Defuses spreadsheet formulas: a cell starting (after
  * spaces) with = + - @ tab or CR, or with ', gets a leading '.
  */
 export function guardCell(cell: string): string {
-  return /^([^\S\t\r]*[=+\-@\t\r]|')/.test(cell) ? `'${cell}` : cell;
+  return FORMULA_START.test(cell) ? `'${cell}` : cell;
 }
 
 /** A cell with its formula guard taken off: what was written before `guardCell`. */
@@ -3955,7 +3976,7 @@ export function checkOutputFile(file: string): void {
  * Runs the set-up of an output file; one that cannot be
  * created or written is a configuration error naming it.
  */
-function writablePath<T>(file: string, setUp: () => T): T {
+export function writablePath<T>(file: string, setUp: () => T): T {
   try {
     return setUp();
   } catch (error) {
@@ -4008,7 +4029,7 @@ function appendDurably(target: { fd: number; file: string }, content: string, sy
  * Replaces a file atomically: a temp file flushed to disk,
  * a rename, an fsync of the folder; never a partial file.
  */
-function replaceFileDurably(file: string, content: string | Buffer): void {
+export function replaceFileDurably(file: string, content: string | Buffer): void {
   const temp = `${file}.${process.pid}.tmp`;
   fs.writeFileSync(temp, content, { flush: true });
   fs.renameSync(temp, file);
@@ -4985,7 +5006,7 @@ function oneLine(message: string): string {
   });
 }
 
-function sha256(data: string | Buffer): string {
+export function sha256(data: string | Buffer): string {
   return createHash('sha256').update(data).digest('hex');
 }
 
