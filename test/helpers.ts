@@ -573,6 +573,15 @@ export async function runMain(args: string[], opts: MainOptions = {}): Promise<M
   return { code, stdout: stdout.text(), stderr: stderr.text() };
 }
 
+/** Runs report.ts's `main` in this process with `args`, capturing stdout and stderr. */
+export async function runReport(args: string[]): Promise<MainResult> {
+  const { main } = await import('../report.ts');
+  const stdout = collector();
+  const stderr = collector();
+  const code = await main(args, { stdout, stderr });
+  return { code, stdout: stdout.text(), stderr: stderr.text() };
+}
+
 export interface CliResult {
   code: number | null;
   signal: NodeJS.Signals | null;

@@ -1,0 +1,399 @@
+// The scoring plan (`report.ts sheet --scorers`): which transcripts people score, who scores each,
+// and the sheets it writes, never over anyone's work.
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { describe, test } from 'node:test';
+import type { TestContext } from 'node:test';
+import { parse as parseCsv } from 'csv-parse/sync';
+import {
+  RUBRIC_FILE,
+  addTaskFiles,
+  makeWorkspace,
+  runReport,
+  sha256,
+  snapshot,
+  tempDir,
+} from './helpers.ts';
+import type { Workspace } from './helpers.ts';
+
+const { planScoring, sampleSize } = await import('../report-sheet.ts');
+const { isComplete, loadRubric, readHumanScores, scoreColumns } = await import('../run-judge.ts');
+const rubric = loadRubric(RUBRIC_FILE);
+
+type Pair = { task_id: string; model: string };
+
+/** Every (model, task) of a grid, `missing` left out. */
+function grid(models: number, tasks: number, missing: string[] = []): Pair[] {
+  const pairs: Pair[] = [];
+  for (let m = 1; m <= models; m++) {
+    for (let t = 1; t <= tasks; t++) {
+      const pair = { model: `m${m}`, task_id: `t${t}` };
+      if (!missing.includes(`m${m}/t${t}`)) {
+        pairs.push(pair);
+      }
+    }
+  }
+  return pairs;
+}
+
+/** How many of `pairs` each name (model or task) has, every name of `all` counted. */
+function counts(pairs: Pair[], all: Pair[], key: (pair: Pair) => string): number[] {
+  const tally = new Map(all.map((pair) => [key(pair), 0]));
+  for (const pair of pairs) {
+    tally.set(key(pair), tally.get(key(pair))! + 1);
+  }
+  return [...tally.values()];
+}
+
+const spread = (values: number[]) => Math.max(...values) - Math.min(...values);
+const label = (pair: Pair) => `${pair.model}/${pair.task_id}`;
+
+/** A workspace with `models` × `tasks` transcripts and the plan's folder inside it. */
+function workspace(t: TestContext, models: number, tasks: number): Workspace & { out: string } {
+  const taskIds = Array.from({ length: tasks }, (_, i) => `proof${String(i + 1).padStart(2, '0')}`);
+  const ws = makeWorkspace({ models, tasks: taskIds });
+  addTaskFiles(
+    ws,
+    taskIds.filter((id) => !fs.existsSync(path.join(ws.tasks, `${id}.json`))),
+  );
+  t.after(() => ws.remove());
+  return Object.assign(ws, { out: path.join(ws.dir, 'human') });
+}
+
+/** `sheet --scorers ...` on a workspace, into its plan folder. */
+function plan(ws: Workspace & { out: string }, ...args: string[]) {
+  const paths = ['--transcripts', ws.transcripts, '--tasks', ws.tasks];
+  const more = ['--reference-keys', ws.referenceKeys, '--rubric', ws.rubric, '--out', ws.out];
+  return runReport(['sheet', ...paths, ...more, ...args]);
+}
+
+/** A sheet's records as objects by column. */
+function sheetRows(file: string): Record<string, string>[] {
+  return parseCsv(fs.readFileSync(file), { columns: true });
+}
+
+describe('the sample: its size, and every model and task as evenly represented as it allows', () => {
+  test('--sample N takes N; P% takes P% rounded, at least one; without it, all', () => {
+    assert.equal(sampleSize('5', 12), 5);
+    assert.equal(sampleSize('12', 12), 12);
+    assert.equal(sampleSize('25%', 12), 3);
+    assert.equal(sampleSize('30%', 12), 4, '3.6 rounds to 4');
+    assert.equal(sampleSize('2.5%', 12), 1, 'at least one');
+    assert.equal(sampleSize('100%', 12), 12);
+    assert.equal(sampleSize(undefined, 12), 12);
+  });
+
+  test('a full grid: for every size and several seeds, models and tasks each within one', () => {
+    const pairs = grid(4, 5);
+    for (let size = 1; size <= pairs.length; size++) {
+      for (const seed of [0, 1, 7, 123456]) {
+        const chosen = planScoring(pairs, { scorers: ['a'], size, overlap: 1, seed }).chosen;
+        const what = `size ${size}, seed ${seed}: ${chosen.map(label)}`;
+        assert.equal(chosen.length, size, what);
+        assert.equal(new Set(chosen.map(label)).size, size, `no transcript twice: ${what}`);
+        assert.ok(spread(counts(chosen, pairs, (pair) => pair.model)) <= 1, `models: ${what}`);
+        assert.ok(spread(counts(chosen, pairs, (pair) => pair.task_id)) <= 1, `tasks: ${what}`);
+      }
+    }
+  });
+
+  test('a model lacking tasks: every model is in the sample, the others take up its share', () => {
+    // m1 has one transcript; m2 and m3 have all three tasks.
+    const pairs = grid(3, 3, ['m1/t2', 'm1/t3']);
+    for (const seed of [0, 1, 2, 3]) {
+      const three = planScoring(pairs, { scorers: ['a'], size: 3, overlap: 1, seed }).chosen;
+      assert.deepEqual(
+        counts(three, pairs, (pair) => pair.model),
+        [1, 1, 1],
+        three.map(label).join(),
+      );
+      assert.deepEqual(
+        counts(three, pairs, (pair) => pair.task_id),
+        [1, 1, 1],
+        three.map(label).join(),
+      );
+
+      const five = planScoring(pairs, { scorers: ['a'], size: 5, overlap: 1, seed }).chosen;
+      assert.deepEqual(
+        counts(five, pairs, (pair) => pair.model),
+        [1, 2, 2],
+        five.map(label).join(),
+      );
+      assert.ok(spread(counts(five, pairs, (pair) => pair.task_id)) <= 1, five.map(label).join());
+    }
+  });
+
+  test('the same seed gives the same plan; other seeds give others', () => {
+    const pairs = grid(3, 4);
+    const options = { scorers: ['alice', 'bob', 'carol'], size: 6, overlap: 2, seed: 42 };
+    assert.deepEqual(planScoring(pairs, options), planScoring(pairs, options));
+
+    const samples = new Set<string>();
+    const assignments = new Set<string>();
+    for (const seed of [1, 2, 3, 4, 5]) {
+      const each = planScoring(pairs, { scorers: options.scorers, size: 6, overlap: 2, seed });
+      samples.add(each.chosen.map(label).join());
+      assignments.add(JSON.stringify([...each.assignments]));
+    }
+    assert.ok(samples.size > 1, `five seeds, one sample: ${[...samples]}`);
+    assert.ok(assignments.size > 1, 'five seeds, one assignment');
+  });
+});
+
+describe('the assignment: each chosen transcript to K scorers, the work within one', () => {
+  test('for every K up to the scorers, each transcript is in exactly K sheets, loads within one', () => {
+    const pairs = grid(3, 4);
+    const scorers = ['alice', 'bob', 'carol', 'dan'];
+    for (const size of [1, 5, 7, 12]) {
+      for (let overlap = 1; overlap <= scorers.length; overlap++) {
+        const result = planScoring(pairs, { scorers, size, overlap, seed: size * 10 + overlap });
+        const what = `size ${size}, K ${overlap}`;
+        assert.deepEqual([...result.assignments.keys()], scorers, what);
+
+        const sheetsOf = new Map(result.chosen.map((pair) => [label(pair), 0]));
+        for (const assigned of result.assignments.values()) {
+          assert.equal(new Set(assigned.map(label)).size, assigned.length, `no row twice: ${what}`);
+          for (const pair of assigned) {
+            sheetsOf.set(label(pair), sheetsOf.get(label(pair))! + 1);
+          }
+        }
+        assert.deepEqual(new Set(sheetsOf.values()), new Set([overlap]), what);
+        const loads = [...result.assignments.values()].map((assigned) => assigned.length);
+        assert.ok(spread(loads) <= 1, `${what}: loads ${loads}`);
+      }
+    }
+  });
+});
+
+describe('report.ts sheet --scorers: one sheet and one page per scorer in --out', () => {
+  test("each sheet: the judge CSV's columns, scorer, each transcript file's sha256; the summary says who has what", async (t) => {
+    const ws = workspace(t, 2, 3);
+    const result = await plan(ws, '--scorers', 'alice, bob ,carol', '--overlap', '2');
+    assert.equal(result.code, 0, result.stderr);
+
+    const names = fs.readdirSync(ws.out).sort();
+    const files = ['alice', 'bob', 'carol'].flatMap((name) => [`${name}.csv`, `${name}.html`]);
+    assert.deepEqual(names, files.sort());
+
+    const header = [...scoreColumns(rubric), 'scorer', 'transcript_sha256'];
+    const seen = new Map<string, string[]>();
+    for (const scorer of ['alice', 'bob', 'carol']) {
+      const file = path.join(ws.out, `${scorer}.csv`);
+      const text = fs.readFileSync(file, 'utf8');
+      assert.equal(text.split('\n')[0], header.join(','));
+      const rows = sheetRows(file);
+      assert.equal(rows.length, 4, `${scorer}: 6 transcripts × 2 among 3 scorers`);
+      for (const row of rows) {
+        const bytes = fs.readFileSync(path.join(ws.transcripts, row.model!, `${row.task_id}.json`));
+        assert.equal(row.transcript_sha256, sha256(bytes));
+        assert.equal(row.scorer, scorer);
+        const scores = rubric.dimensions.map((dimension) => row[dimension.name]);
+        assert.deepEqual(new Set([...scores, row.notes]), new Set(['']), 'nothing filled');
+        const key = `${row.model}/${row.task_id}`;
+        seen.set(key, [...(seen.get(key) ?? []), scorer]);
+      }
+    }
+    assert.equal(seen.size, 6, 'every transcript (no --sample)');
+    for (const [key, scorers] of seen) {
+      assert.equal(scorers.length, 2, `${key}: ${scorers}`);
+    }
+
+    assert.match(result.stdout, /^plan: 6 of 6 transcripts \(all\), each for 2 scorer\(s\)$/m);
+    for (const scorer of ['alice', 'bob', 'carol']) {
+      assert.match(result.stdout, new RegExp(`^  ${scorer}: 4 transcripts: `, 'm'));
+    }
+    assert.match(result.stdout, /more than one scorer \(for the human ceiling\): 6 transcripts$/m);
+  });
+
+  test('the sheets are what the gate reads: readHumanScores takes transcript_sha256, every row open', async (t) => {
+    const ws = workspace(t, 2, 3);
+    assert.equal((await plan(ws, '--scorers', 'alice,bob', '--sample', '50%')).code, 0);
+
+    const rows = ['alice', 'bob'].flatMap((scorer) => {
+      return readHumanScores(path.join(ws.out, `${scorer}.csv`), rubric);
+    });
+    assert.equal(rows.length, 3, '50% of 6, each once');
+    assert.deepEqual(new Set(rows.map((row) => row.scorer)), new Set(['alice', 'bob']));
+    assert.ok(
+      rows.every((row) => !isComplete(row, rubric) && Object.keys(row.scores).length === 0),
+    );
+  });
+
+  test('--sample with a seed: the sheets hold that many, every model in them; another seed, another plan', async (t) => {
+    const ws = workspace(t, 3, 4);
+    const chosen = async (seed: string) => {
+      fs.rmSync(ws.out, { recursive: true, force: true });
+      const result = await plan(ws, '--scorers', 'alice,bob', '--sample', '6', '--seed', seed);
+      assert.equal(result.code, 0, result.stderr);
+      assert.match(
+        result.stdout,
+        new RegExp(`6 of 12 transcripts \\(a sample stratified by model and task, seed ${seed}\\)`),
+      );
+      const rows = ['alice', 'bob'].flatMap((name) => sheetRows(path.join(ws.out, `${name}.csv`)));
+      return rows.map((row) => `${row.model}/${row.task_id}:${row.scorer}`).sort();
+    };
+
+    const first = await chosen('5');
+    assert.equal(first.length, 6);
+    const models = first.map((key) => key.split('/')[0]!);
+    const perModel = ['m01', 'm02', 'm03'].map((model) => models.filter((m) => m === model).length);
+    assert.deepEqual(perModel, [2, 2, 2], first.join());
+    assert.deepEqual(await chosen('5'), first, 'the same seed, the same plan');
+    assert.notDeepEqual(await chosen('6'), first);
+  });
+
+  test('the default folder is evals/human/ under the current folder', async (t) => {
+    const ws = workspace(t, 1, 2);
+    const cwd = process.cwd();
+    process.chdir(ws.dir);
+    t.after(() => process.chdir(cwd));
+    const paths = ['--transcripts', ws.transcripts, '--tasks', ws.tasks];
+    const more = ['--reference-keys', ws.referenceKeys, '--rubric', ws.rubric];
+    const result = await runReport(['sheet', ...paths, ...more, '--scorers', 'alice']);
+    assert.equal(result.code, 0, result.stderr);
+    assert.deepEqual(fs.readdirSync(path.join(ws.dir, 'evals', 'human')).sort(), [
+      'alice.csv',
+      'alice.html',
+    ]);
+  });
+
+  test('rerun with the same arguments on an untouched plan: the same files, byte for byte', async (t) => {
+    const ws = workspace(t, 2, 3);
+    const args = ['--scorers', 'alice,bob,carol', '--sample', '4', '--overlap', '2', '--seed', '9'];
+    const first = await plan(ws, ...args);
+    assert.equal(first.code, 0, first.stderr);
+    const contents = () => {
+      const names = fs.readdirSync(ws.out).sort();
+      return names.map((name) => [name, fs.readFileSync(path.join(ws.out, name), 'utf8')]);
+    };
+    const before = contents();
+
+    const second = await plan(ws, ...args);
+    assert.equal(second.code, 0, second.stderr);
+    assert.equal(second.stdout, first.stdout);
+    assert.deepEqual(contents(), before);
+  });
+
+  test('a sheet holding a score or a note: exit 2 naming it, and nothing written at all', async (t) => {
+    const ws = workspace(t, 2, 3);
+    const args = ['--scorers', 'alice,bob', '--overlap', '2'];
+    assert.equal((await plan(ws, ...args)).code, 0);
+    const bob = path.join(ws.out, 'bob.csv');
+    const alice = path.join(ws.out, 'alice.csv');
+    const blank = fs.readFileSync(bob, 'utf8');
+
+    const fill = (file: string, column: string, value: string) => {
+      const lines = fs.readFileSync(file, 'utf8').split('\n');
+      const header = lines[0]!.split(',');
+      const cells = lines[1]!.split(',');
+      cells[header.indexOf(column)] = value;
+      lines[1] = cells.join(',');
+      fs.writeFileSync(file, lines.join('\n'));
+    };
+
+    for (const [column, value] of [
+      [rubric.dimensions[2]!.name, '1'],
+      ['notes', 'half read'],
+    ] as const) {
+      fs.writeFileSync(bob, blank);
+      fill(bob, column, value);
+      fs.rmSync(alice, { force: true });
+      const before = snapshot(ws.out);
+
+      // Asked again, and asked for another plan: both refused before anything is written.
+      for (const again of [args, ['--scorers', 'alice,bob', '--seed', '3']]) {
+        const result = await plan(ws, ...again);
+        assert.equal(result.code, 2, `${column}: ${result.stdout}`);
+        assert.equal(result.stderr.trimEnd().split('\n').length, 1, result.stderr);
+        assert.match(result.stderr, /holds scores, never overwritten/);
+        assert.ok(result.stderr.includes(bob), result.stderr);
+        assert.equal(result.stdout, '');
+        assert.deepEqual(snapshot(ws.out), before, 'alice.csv not rewritten either');
+      }
+    }
+  });
+
+  test('a CSV in the folder that is not a sheet of this plan: exit 2 naming it, nothing written', async (t) => {
+    const ws = workspace(t, 2, 3);
+    assert.equal((await plan(ws, '--scorers', 'alice,bob,carol')).code, 0);
+    const before = snapshot(ws.out);
+
+    const result = await plan(ws, '--scorers', 'alice,bob');
+    assert.equal(result.code, 2);
+    assert.match(result.stderr, /carol\.csv: not a sheet of this plan/);
+    assert.deepEqual(snapshot(ws.out), before);
+  });
+
+  test('bad arguments: a one-line error naming the flag, exit 2, nothing written', async (t) => {
+    const ws = workspace(t, 2, 3);
+    const cases: [string[], RegExp][] = [
+      [['--scorers', ''], /--scorers "": a name is empty/],
+      [['--scorers', 'alice,,bob'], /a name is empty/],
+      [['--scorers', 'alice, '], /a name is empty/],
+      [['--scorers', 'al/ice'], /"al\/ice" cannot be a file name/],
+      [['--scorers', '..'], /"\.\." cannot be a file name/],
+      [['--scorers', 'alice,bob,Alice'], /"Alice" is named twice/],
+      [['--scorers', 'alice,bob', '--overlap', '3'], /--overlap 3: more than the 2 scorer/],
+      [['--scorers', 'alice', '--overlap', '0'], /--overlap 0: give a whole number/],
+      [['--scorers', 'alice', '--overlap', 'two'], /--overlap two: give a whole number/],
+      [['--scorers', 'alice', '--sample', '0'], /--sample 0: give a number of transcripts/],
+      [['--scorers', 'alice', '--sample', '7'], /--sample 7: there are only 6 transcripts/],
+      [['--scorers', 'alice', '--sample', '0%'], /--sample 0%: a share must be above 0%/],
+      [['--scorers', 'alice', '--sample', '101%'], /at most 100%/],
+      [['--scorers', 'alice', '--sample', 'half'], /--sample half: give a number/],
+      [['--scorers', 'alice', '--seed', '-1'], /--seed -1: give a whole number/],
+      [['--scorers', 'alice', '--seed', '1.5'], /--seed 1.5: give a whole number/],
+      [['--scorers', 'a,b,c', '--sample', '2'], /leave some of the 3 scorers with nothing/],
+      [['--scorers', 'alice', '--scorer', 'bob'], /--scorer and --scorers: give one/],
+      [['--sample', '3'], /--sample needs --scorers/],
+      [['--overlap', '2'], /--overlap needs --scorers/],
+    ];
+    for (const [args, message] of cases) {
+      const result = await plan(ws, ...args);
+      assert.equal(result.code, 2, `${args.join(' ')}: ${result.stdout}`);
+      assert.match(result.stderr, /^report: [^\n]+\n$/, `${args.join(' ')}: ${result.stderr}`);
+      assert.match(result.stderr, message, args.join(' '));
+      assert.equal(fs.existsSync(ws.out), false, `${args.join(' ')} wrote something`);
+    }
+  });
+
+  test('without --scorers, sheet still prints the blank sheet of every transcript to stdout', async (t) => {
+    const ws = workspace(t, 2, 2);
+    const result = await runReport([
+      'sheet',
+      '--transcripts',
+      ws.transcripts,
+      '--rubric',
+      ws.rubric,
+      '--scorer',
+      'alice',
+    ]);
+    assert.equal(result.code, 0, result.stderr);
+    const rows = parseCsv(result.stdout, { columns: true }) as Record<string, string>[];
+    assert.equal(rows.length, 4);
+    assert.ok(rows.every((row) => row.scorer === 'alice' && !('transcript_sha256' in row)));
+    assert.equal(fs.existsSync(path.join(ws.dir, 'human')), false);
+  });
+
+  test('a model or task a spreadsheet would run as a formula is guarded in the sheet', async (t) => {
+    const dir = tempDir(t);
+    const ws = makeWorkspace({ models: ['=cmd', 'm02'], tasks: ['proof01'] });
+    t.after(() => ws.remove());
+    const out = path.join(dir, 'human');
+    const paths = ['--transcripts', ws.transcripts, '--tasks', ws.tasks, '--reference-keys'];
+    const more = [ws.referenceKeys, '--rubric', ws.rubric, '--out', out, '--scorers', 'alice'];
+    const result = await runReport(['sheet', ...paths, ...more]);
+    assert.equal(result.code, 0, result.stderr);
+    assert.deepEqual(
+      sheetRows(path.join(out, 'alice.csv')).map((row) => row.model),
+      ["'=cmd", 'm02'],
+    );
+    const read = readHumanScores(path.join(out, 'alice.csv'), rubric);
+    assert.deepEqual(
+      read.map((row) => row.model),
+      ['=cmd', 'm02'],
+      'the reader takes the guard off',
+    );
+  });
+});
