@@ -1,0 +1,295 @@
+// The blind scoring page (`report.ts sheet --scorers`) in a real headless Chromium: read, score,
+// reload, download, and the download read back by the gate's reader.
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import type { TestContext } from 'node:test';
+import { pathToFileURL } from 'node:url';
+import { chromium } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
+import { makeWorkspace, runReport, writeJson } from './helpers.ts';
+import type { Workspace } from './helpers.ts';
+
+const { csvLine, guardCell, isComplete, loadRubric, readHumanScores } =
+  await import('../run-judge.ts');
+
+const CHROMIUM = '/usr/bin/chromium';
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+/** A payload that would mark the page if it ran. */
+const PAYLOAD = `<script>window.__ran = 'transcript'</script><img src=x onerror="window.__ran = 'img'">`;
+/** Notes a CSV must quote (comma, quote, line break) and one a spreadsheet would run. */
+const TRICKY_NOTES = 'ok, "mostly"\nsecond line';
+const FORMULA_NOTES = '=HYPERLINK("x")';
+
+type Sheet = { scorer: string; file: string; url: string; rows: Record<string, string>[] };
+
+/** The plan: alice and bob both score all 4 transcripts; m01/proof01 holds the payload. */
+function writePlan(dir: string): { ws: Workspace; out: string } {
+  const ws = makeWorkspace({ models: 2, tasks: ['proof01', 'proof02'] });
+  const transcriptFile = path.join(ws.transcripts, 'm01', 'proof01.json');
+  const transcript = JSON.parse(fs.readFileSync(transcriptFile, 'utf8'));
+  transcript.messages.push({ role: 'user', content: PAYLOAD });
+  writeJson(transcriptFile, transcript);
+  return { ws, out: path.join(dir, 'human') };
+}
+
+/** Chromium with a fresh profile; a missing one fails the suite with one line, never skips it. */
+async function launchChromium(dir: string): Promise<BrowserContext> {
+  if (!fs.existsSync(CHROMIUM)) {
+    throw new Error('Chromium is not installed: apt-get install chromium (see README)');
+  }
+  return chromium.launchPersistentContext(path.join(dir, 'profile'), {
+    executablePath: CHROMIUM,
+    args: CHROMIUM_ARGS,
+    headless: true,
+    acceptDownloads: true,
+  });
+}
+
+describe('the blind scoring page in headless Chromium', () => {
+  let dir: string;
+  let ws: Workspace;
+  let browser: BrowserContext;
+  let rubric: ReturnType<typeof loadRubric>;
+  const sheets = new Map<string, Sheet>();
+
+  before(async () => {
+    dir = fs.mkdtempSync(path.join(fs.realpathSync(os.tmpdir()), 'rj-scoring-'));
+    const plan = writePlan(dir);
+    ws = plan.ws;
+    rubric = loadRubric(ws.rubric);
+    const paths = ['--transcripts', ws.transcripts, '--tasks', ws.tasks];
+    const more = ['--reference-keys', ws.referenceKeys, '--rubric', ws.rubric, '--out', plan.out];
+    const args = ['--scorers', 'alice,bob', '--overlap', '2'];
+    const result = await runReport(['sheet', ...paths, ...more, ...args]);
+    assert.equal(result.code, 0, result.stderr);
+    for (const scorer of ['alice', 'bob']) {
+      const file = path.join(plan.out, `${scorer}.csv`);
+      const rows = readHumanScores(file, rubric).map((row) => ({
+        task_id: row.task_id,
+        model: row.model,
+      }));
+      const url = pathToFileURL(path.join(plan.out, `${scorer}.html`)).href;
+      sheets.set(scorer, { scorer, file, url, rows: rows as Record<string, string>[] });
+    }
+    browser = await launchChromium(dir);
+  });
+
+  after(async () => {
+    await browser?.close();
+    ws?.remove();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** A fresh tab on a scorer's page, and every URL it requested; its storage starts empty. */
+  async function openPage(
+    t: TestContext,
+    scorer = 'alice',
+  ): Promise<{ page: Page; requests: string[] }> {
+    const page = await browser.newPage();
+    t.after(() => page.close());
+    const requests: string[] = [];
+    page.on('request', (request) => requests.push(request.url()));
+    await page.goto(sheets.get(scorer)!.url, { waitUntil: 'load' });
+    await page.evaluate(() => localStorage.clear());
+    await page.reload({ waitUntil: 'load' });
+    return { page, requests };
+  }
+
+  /** The transcript on show: its task id (the heading says it), model hidden from the scorer. */
+  const shown = (page: Page) => page.locator('section.transcript:not([hidden])');
+
+  /** Scores the transcript on show: each dimension `score(i)`, then notes; clicks as a person would. */
+  async function scoreShown(page: Page, score: (dimension: number) => number, notes?: string) {
+    const section = shown(page);
+    for (const [i, dimension] of rubric.dimensions.entries()) {
+      await section.locator(`input[name="${dimension.name}"][value="${score(i)}"]`).check();
+    }
+    if (notes !== undefined) {
+      await section.locator('textarea[name="notes"]').fill(notes);
+    }
+  }
+
+  /** The (model, task) of the transcript on show, from the sheet row its form is for. */
+  async function shownPair(page: Page, scorer = 'alice'): Promise<Record<string, string>> {
+    const row = Number(await shown(page).locator('form').getAttribute('data-row'));
+    return sheets.get(scorer)!.rows[row]!;
+  }
+
+  /** Clicks the download button; the downloaded file's path and text. */
+  async function download(page: Page): Promise<{ file: string; text: string }> {
+    const started = page.waitForEvent('download');
+    await page.locator('#download').click();
+    const file = path.join(dir, `download-${Date.now()}-${Math.random()}.csv`);
+    const got = await started;
+    assert.equal(got.suggestedFilename(), 'alice.csv');
+    await got.saveAs(file);
+    return { file, text: fs.readFileSync(file, 'utf8') };
+  }
+
+  test('every transcript scored through the form: the download is the sheet filled in, read back by the gate', async (t) => {
+    const { page } = await openPage(t);
+    const sheet = sheets.get('alice')!;
+    assert.equal(await page.locator('section.transcript').count(), 4, 'every form in the page');
+    assert.equal(await shown(page).count(), 1, 'one transcript shown at a time');
+    assert.equal(await page.locator('#left').textContent(), '4 of 4 left');
+
+    // Each transcript scored in page order with Next; scores differ by transcript and dimension.
+    const expected = new Map<string, { scores: number[]; notes: string }>();
+    for (let i = 0; i < 4; i++) {
+      const pair = await shownPair(page);
+      const scores = rubric.dimensions.map((_, d) => (i + d) % 3);
+      const notes = [TRICKY_NOTES, FORMULA_NOTES, '', 'fine'][i]!;
+      await scoreShown(page, (d) => scores[d]!, notes);
+      expected.set(`${pair.model}/${pair.task_id}`, { scores, notes });
+      assert.equal(
+        await page.locator('#left').textContent(),
+        i === 3 ? 'All 4 scored: download your CSV' : `${3 - i} of 4 left`,
+      );
+      if (i < 3) {
+        await shown(page).locator('button.next').click();
+      }
+    }
+
+    const { file, text } = await download(page);
+
+    // Byte for byte the sheet's format: its header, its rows in its order, guarded and quoted cells.
+    const original = fs.readFileSync(sheet.file, 'utf8');
+    const lines = original.split('\n');
+    const hashes = lines.slice(1, -1).map((line) => line.split(',').at(-1)!);
+    const rebuilt = sheet.rows.map((row, i) => {
+      const own = expected.get(`${row.model}/${row.task_id}`)!;
+      const cells = [
+        row.task_id!,
+        row.model!,
+        ...own.scores.map(String),
+        own.notes,
+        'alice',
+        hashes[i]!,
+      ];
+      return csvLine(cells.map(guardCell));
+    });
+    assert.equal(text, `${lines[0]}\n${rebuilt.join('')}`);
+    assert.ok(text.includes(`"ok, ""mostly""\nsecond line"`), 'quoted like csv-stringify');
+    assert.ok(text.includes(`"'=HYPERLINK(""x"")"`), 'the formula guarded');
+
+    // The gate's reader: every row complete, the scores as clicked.
+    const rows = readHumanScores(file, rubric);
+    assert.equal(rows.length, 4);
+    for (const row of rows) {
+      const own = expected.get(`${row.model}/${row.task_id}`)!;
+      assert.ok(isComplete(row, rubric));
+      assert.equal(row.scorer, 'alice');
+      assert.deepEqual(Object.values(row.scores), own.scores);
+      if (own.notes !== FORMULA_NOTES) {
+        assert.equal(row.notes, own.notes);
+      }
+    }
+  });
+
+  test('reloaded mid-way, the answers are still there; downloaded then, the rest stays open', async (t) => {
+    const { page } = await openPage(t);
+    const first = await shownPair(page);
+    await scoreShown(page, () => 2, 'first read');
+    await shown(page).locator('button.next').click();
+    const second = await shownPair(page);
+    const section = shown(page);
+    await section.locator(`input[name="${rubric.dimensions[0]!.name}"][value="1"]`).check();
+    assert.equal(await page.locator('#left').textContent(), '3 of 4 left');
+
+    await page.reload({ waitUntil: 'load' });
+    assert.equal(await page.locator('#left').textContent(), '3 of 4 left');
+    assert.deepEqual(await shownPair(page), second, 'opens at the first transcript not done');
+    const checked = await shown(page)
+      .locator('input:checked')
+      .evaluateAll((inputs) => {
+        return inputs.map(
+          (input) => `${(input as HTMLInputElement).name}=${(input as HTMLInputElement).value}`,
+        );
+      });
+    assert.deepEqual(checked, [`${rubric.dimensions[0]!.name}=1`]);
+    await page.locator('nav a').first().click();
+    assert.deepEqual(await shownPair(page), first);
+    assert.equal(await shown(page).locator('textarea').inputValue(), 'first read');
+    assert.equal(await shown(page).locator('input:checked').count(), rubric.dimensions.length);
+
+    const rows = readHumanScores((await download(page)).file, rubric);
+    const complete = rows.filter((row) => isComplete(row, rubric));
+    assert.deepEqual(
+      complete.map((row) => `${row.model}/${row.task_id}`),
+      [`${first.model}/${first.task_id}`],
+    );
+    const partial = rows.find(
+      (row) => row.model === second.model && row.task_id === second.task_id,
+    )!;
+    assert.deepEqual(partial.scores, { [rubric.dimensions[0]!.name]: 1 });
+  });
+
+  test("two scorers' pages in one browser keep their answers apart", async (t) => {
+    const { page } = await openPage(t);
+    await scoreShown(page, () => 1);
+    const bob = await browser.newPage();
+    t.after(() => bob.close());
+    await bob.goto(sheets.get('bob')!.url, { waitUntil: 'load' });
+    assert.equal(await bob.locator('#left').textContent(), '4 of 4 left');
+    assert.equal(await bob.locator('input:checked').count(), 0);
+    await page.reload({ waitUntil: 'load' });
+    assert.equal(await page.locator('#left').textContent(), '3 of 4 left');
+  });
+
+  test('each transcript shows what the judge is shown: the task, the reference notes, the transcript, every level', async (t) => {
+    const { page } = await openPage(t);
+    const key = JSON.parse(fs.readFileSync(path.join(ws.referenceKeys, 'proof01.json'), 'utf8'));
+    const task = JSON.parse(fs.readFileSync(path.join(ws.tasks, 'proof01.json'), 'utf8'));
+    const section = page.locator('section.transcript:has(dd:text-is("proof01"))').first();
+    const text = (await section.textContent()) ?? '';
+    for (const part of [
+      task.topic,
+      task.problem_statement,
+      key.proof_skeleton[0],
+      key.red_flags[0],
+    ]) {
+      assert.ok(text.includes(part.trim()), `shows ${part}`);
+    }
+    for (const dimension of rubric.dimensions) {
+      const radios = section.locator(`input[name="${dimension.name}"]`);
+      assert.equal(await radios.count(), Object.keys(dimension.scores).length, dimension.name);
+      for (const level of Object.values(dimension.scores)) {
+        assert.ok(text.includes(level), `${dimension.name}: ${level}`);
+      }
+    }
+    const labels = await page.locator('nav a, section h2').allTextContents();
+    assert.ok(
+      labels.every((label) => !/m0[12]/.test(label)),
+      `blind to the tutor: ${labels}`,
+    );
+  });
+
+  test('a <script> in a transcript shows as text and never runs; the page requests nothing else', async (t) => {
+    const { page, requests } = await openPage(t);
+    const withPayload = page.locator('section.transcript', {
+      hasText: "window.__ran = 'transcript'",
+    });
+    assert.equal(await withPayload.count(), 1);
+    await page.locator(`nav a[href="#${await withPayload.getAttribute('id')}"]`).click();
+    const transcript = await withPayload.locator('pre.transcript-text').textContent();
+    assert.ok(transcript?.includes(PAYLOAD), 'the payload is text');
+    assert.equal(await page.evaluate(() => (window as { __ran?: string }).__ran), undefined);
+    assert.equal(await page.locator('img').count(), 0);
+    assert.equal(await page.locator('script').count(), 2, 'the data and the page script only');
+    await page.waitForLoadState('networkidle');
+    assert.deepEqual([...new Set(requests)], [sheets.get('alice')!.url]);
+  });
+});
