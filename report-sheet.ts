@@ -274,10 +274,11 @@ export function parseScorers(value: string): string[] {
     if (name === '') {
       throw new EvalInputError(`--scorers "${value}": a name is empty; give names like alice,bob`);
     }
-    // Each name becomes <name>.csv and <name>.html in the plan's folder.
-    if (/[/\\\x00-\x1f\x7f]/.test(name) || name === '.' || name === '..' || name.startsWith('.')) {
+    // Each name becomes <name>.csv and <name>.html, on any system, and the page's download name.
+    if (/[/\\<>:"|?*\x00-\x1f\x7f]/.test(name) || name.startsWith('.')) {
       throw new EvalInputError(
-        `--scorers: "${name}" cannot be a file name (no /, \\, control characters or leading .)`,
+        `--scorers: "${name}" cannot be a file name (no / \\ < > : " | ? *, control ` +
+          'characters or leading .)',
       );
     }
     if (seen.has(name.toLowerCase())) {

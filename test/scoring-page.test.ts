@@ -85,6 +85,7 @@ describe('the blind scoring page in headless Chromium', () => {
       sheets.set(scorer, { scorer, file, url, rows: rows as Record<string, string>[] });
     }
     browser = await launchChromium(dir);
+    browser.setDefaultTimeout(10_000); // a broken page fails in seconds, not minutes
   });
 
   after(async () => {
@@ -129,12 +130,12 @@ describe('the blind scoring page in headless Chromium', () => {
   }
 
   /** Clicks the download button; the downloaded file's path and text. */
-  async function download(page: Page): Promise<{ file: string; text: string }> {
+  async function download(page: Page, scorer = 'alice'): Promise<{ file: string; text: string }> {
     const started = page.waitForEvent('download');
     await page.locator('#download').click();
     const file = path.join(dir, `download-${Date.now()}-${Math.random()}.csv`);
     const got = await started;
-    assert.equal(got.suggestedFilename(), 'alice.csv');
+    assert.equal(got.suggestedFilename(), `${scorer}.csv`);
     await got.saveAs(file);
     return { file, text: fs.readFileSync(file, 'utf8') };
   }
@@ -291,5 +292,29 @@ describe('the blind scoring page in headless Chromium', () => {
     assert.equal(await page.locator('script').count(), 2, 'the data and the page script only');
     await page.waitForLoadState('networkidle');
     assert.deepEqual([...new Set(requests)], [sheets.get('alice')!.url]);
+  });
+
+  test('a model folder holding <!--<script> leaves the page and its data whole', async (t) => {
+    const hostile = '<!--<script>';
+    const other = makeWorkspace({ models: [`${hostile}m`], tasks: ['proof01'] });
+    t.after(() => other.remove());
+    const out = path.join(other.dir, 'human');
+    const scorer = 'eve';
+    const paths = ['--transcripts', other.transcripts, '--tasks', other.tasks];
+    const more = ['--reference-keys', other.referenceKeys, '--rubric', other.rubric, '--out', out];
+    const result = await runReport(['sheet', ...paths, ...more, '--scorers', scorer]);
+    assert.equal(result.code, 0, result.stderr);
+
+    const page = await browser.newPage();
+    t.after(() => page.close());
+    await page.goto(pathToFileURL(path.join(out, `${scorer}.html`)).href, { waitUntil: 'load' });
+    assert.equal(await page.locator('h1').textContent(), `Blind scoring: ${scorer}`);
+    await scoreShown(page, () => 0);
+    assert.equal(await page.locator('#left').textContent(), 'All 1 scored: download your CSV');
+    const rows = readHumanScores((await download(page, scorer)).file, rubric);
+    assert.deepEqual(
+      rows.map((row) => [row.model, row.scorer, isComplete(row, rubric)]),
+      [[`${hostile}m`, scorer, true]],
+    );
   });
 });

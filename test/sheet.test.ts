@@ -333,6 +333,8 @@ describe('report.ts sheet --scorers: one sheet and one page per scorer in --out'
       [['--scorers', 'alice, '], /a name is empty/],
       [['--scorers', 'al/ice'], /"al\/ice" cannot be a file name/],
       [['--scorers', '..'], /"\.\." cannot be a file name/],
+      [['--scorers', 'bob<b>'], /"bob<b>" cannot be a file name/],
+      [['--scorers', 'a:b'], /"a:b" cannot be a file name/],
       [['--scorers', 'alice,bob,Alice'], /"Alice" is named twice/],
       [['--scorers', 'alice,bob', '--overlap', '3'], /--overlap 3: more than the 2 scorer/],
       [['--scorers', 'alice', '--overlap', '0'], /--overlap 0: give a whole number/],
