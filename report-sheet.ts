@@ -7,6 +7,7 @@ import * as path from 'node:path';
 import {
   EvalInputError,
   comparePairs,
+  compareText,
   csvLine,
   guardCell,
   loadRubric,
@@ -72,7 +73,6 @@ export function writeScoringPlan(options: PlanOptions, stdout: NodeJS.WritableSt
   const plan = planScoring(refs, { scorers, size, overlap, seed });
 
   // 3. Each chosen transcript's hash and what its page shows, every file read before any is written.
-  const hashes = new Map<string, string>();
   const shown = new Map<string, PageTranscript>();
   const taskFiles = new Map<string, { task: Task; referenceKey: ReferenceKey }>();
   for (const ref of plan.chosen) {
@@ -85,7 +85,6 @@ export function writeScoringPlan(options: PlanOptions, stdout: NodeJS.WritableSt
     const transcript = loadTranscript(ref);
     const values = promptValues(files.task, files.referenceKey, transcript, rubric);
     const images = transcriptImages(transcript, ref.path);
-    hashes.set(pairKey(ref.task_id, ref.model), hash);
     shown.set(pairKey(ref.task_id, ref.model), { ref, transcript_sha256: hash, values, images });
   }
 
@@ -96,7 +95,7 @@ export function writeScoringPlan(options: PlanOptions, stdout: NodeJS.WritableSt
       return {
         task_id: ref.task_id,
         model: ref.model,
-        transcript_sha256: hashes.get(pairKey(ref.task_id, ref.model))!,
+        transcript_sha256: shown.get(pairKey(ref.task_id, ref.model))!.transcript_sha256,
       };
     });
     const sheet = scoringSheet(rows, rubric, scorer);
@@ -421,8 +420,8 @@ function planSummary(
   }
 
   const counts = (key: (ref: Pair) => string) => {
-    const groups = groupBy(plan.chosen, key);
-    return [...groups].map(([name, refs]) => `${name} ${refs.length}`).join(', ');
+    const groups = [...groupBy(plan.chosen, key)].sort((a, b) => compareText(a[0], b[0]));
+    return groups.map((group) => `${group[0]} ${group[1].length}`).join(', ');
   };
   lines.push(`  per model: ${counts((ref) => ref.model)}`);
   lines.push(`  per task: ${counts((ref) => ref.task_id)}`);

@@ -33,6 +33,10 @@ const PAYLOAD = `<script>window.__ran = 'transcript'</script><img src=x onerror=
 const TRICKY_NOTES = 'ok, "mostly"\nsecond line';
 const FORMULA_NOTES = '=HYPERLINK("x")';
 
+/** A 1×1 PNG. */
+const PNG =
+  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==';
+
 type Sheet = { scorer: string; file: string; url: string; rows: Record<string, string>[] };
 
 /** The plan: alice and bob both score all 4 transcripts; m01/proof01 holds the payload. */
@@ -294,10 +298,18 @@ describe('the blind scoring page in headless Chromium', () => {
     assert.deepEqual([...new Set(requests)], [sheets.get('alice')!.url]);
   });
 
-  test('a model folder holding <!--<script> leaves the page and its data whole', async (t) => {
+  test('a model folder holding <!--<script> leaves the page whole; an image shows, from the page itself', async (t) => {
     const hostile = '<!--<script>';
     const other = makeWorkspace({ models: [`${hostile}m`], tasks: ['proof01'] });
     t.after(() => other.remove());
+    const transcriptFile = path.join(other.transcripts, `${hostile}m`, 'proof01.json');
+    const transcript = JSON.parse(fs.readFileSync(transcriptFile, 'utf8'));
+    const image = { type: 'image', source: { type: 'base64', media_type: 'image/png', data: PNG } };
+    transcript.messages.push({
+      role: 'user',
+      content: [{ type: 'text', text: 'my drawing' }, image],
+    });
+    writeJson(transcriptFile, transcript);
     const out = path.join(other.dir, 'human');
     const scorer = 'eve';
     const paths = ['--transcripts', other.transcripts, '--tasks', other.tasks];
@@ -309,6 +321,10 @@ describe('the blind scoring page in headless Chromium', () => {
     t.after(() => page.close());
     await page.goto(pathToFileURL(path.join(out, `${scorer}.html`)).href, { waitUntil: 'load' });
     assert.equal(await page.locator('h1').textContent(), `Blind scoring: ${scorer}`);
+    const img = page.locator('figure img');
+    assert.equal(await img.getAttribute('alt'), '[image 1]');
+    assert.equal(await img.evaluate((element) => (element as HTMLImageElement).naturalWidth), 1);
+    assert.ok((await page.locator('pre.transcript-text').textContent())?.includes('[image 1]'));
     await scoreShown(page, () => 0);
     assert.equal(await page.locator('#left').textContent(), 'All 1 scored: download your CSV');
     const rows = readHumanScores((await download(page, scorer)).file, rubric);
