@@ -9,7 +9,7 @@ import type { TestContext } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { chromium } from 'playwright-core';
 import type { BrowserContext, Page } from 'playwright-core';
-import { makeWorkspace, runReport, writeJson } from './helpers.ts';
+import { makeWorkspace, runReport, setupRun, writeJson } from './helpers.ts';
 import type { Workspace } from './helpers.ts';
 
 const { csvLine, guardCell, isComplete, loadRubric, readHumanScores } =
@@ -332,5 +332,42 @@ describe('the blind scoring page in headless Chromium', () => {
       rows.map((row) => [row.model, row.scorer, isComplete(row, rubric)]),
       [[`${hostile}m`, scorer, true]],
     );
+  });
+
+  test('form → CSV → gate: half scored, the full run refuses before any call; all scored, it judges every transcript', async (t) => {
+    const { fake, ws: run, run: judge } = await setupRun(t);
+    const out = path.join(run.dir, 'human');
+    const paths = ['--transcripts', run.transcripts, '--tasks', run.tasks];
+    const more = ['--reference-keys', run.referenceKeys, '--rubric', run.rubric, '--out', out];
+    const planned = await runReport(['sheet', ...paths, ...more, '--scorers', 'alice']);
+    assert.equal(planned.code, 0, planned.stderr);
+
+    const page = await browser.newPage();
+    t.after(() => page.close());
+    await page.goto(pathToFileURL(path.join(out, 'alice.html')).href, { waitUntil: 'load' });
+    await page.evaluate(() => localStorage.clear());
+    await page.reload({ waitUntil: 'load' });
+    const count = await page.locator('section.transcript').count();
+    assert.equal(count, run.pairs.length);
+
+    for (let i = 0; i < count; i++) {
+      await scoreShown(page, () => 1);
+      if (i === 2) {
+        const half = (await download(page)).file;
+        const refused = await judge(['--human-scores', half]);
+        assert.equal(refused.code, 2, refused.stderr);
+        assert.ok(refused.stderr.includes(half), refused.stderr);
+        assert.equal(fake.requests.length, 0, 'no call before human scoring is done');
+      }
+      if (i < count - 1) {
+        await shown(page).locator('button.next').click();
+      }
+    }
+
+    const sheet = path.join(out, 'alice.csv');
+    fs.copyFileSync((await download(page)).file, sheet);
+    const result = await judge(['--human-scores', sheet]);
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(fake.requests.length, run.pairs.length, 'every transcript judged');
   });
 });
