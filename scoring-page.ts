@@ -64,6 +64,7 @@ export function scoringPage(input: PageInput): string {
 <header><h1>Blind scoring: ${scorer}</h1>
 <p id="left" role="status">${count} of ${count} left</p>
 <button type="button" id="download">Download ${scorer}.csv</button>
+<p class="hint">Your answers stay in this browser as you go. When done, download ${scorer}.csv and send it back: it takes the place of the blank ${scorer}.csv of the plan.</p>
 <p id="storage" class="warning" hidden>This browser does not keep your answers: download your CSV before you close the page.</p>
 </header>
 <div class="layout"><nav><ol>${list.join('')}</ol></nav>
@@ -141,6 +142,7 @@ padding:8px 20px;background:#fff;border-bottom:1px solid #ccc}
 header h1{font-size:18px;margin:0}
 header p{margin:0}
 #left{font-weight:bold}
+.hint{font-size:13px;color:#444;flex:1 1 300px}
 .warning{color:#991b1b;flex-basis:100%}
 button{font:inherit;padding:4px 12px;cursor:pointer}
 .layout{display:grid;grid-template-columns:190px minmax(0,1fr);gap:20px;padding:12px 20px}
@@ -243,6 +245,8 @@ const PAGE_SCRIPT = String.raw`(() => {
       section.hidden = i !== current;
     });
     links.forEach((link, i) => link.setAttribute('aria-current', String(i === current)));
+    sections[current].querySelector('button.prev').disabled = current === 0;
+    sections[current].querySelector('button.next').disabled = current === sections.length - 1;
     window.scrollTo(0, 0);
   };
 

@@ -150,6 +150,11 @@ describe('the blind scoring page in headless Chromium', () => {
     assert.equal(await page.locator('section.transcript').count(), 4, 'every form in the page');
     assert.equal(await shown(page).count(), 1, 'one transcript shown at a time');
     assert.equal(await page.locator('#left').textContent(), '4 of 4 left');
+    assert.equal(
+      await shown(page).locator('button.prev').isDisabled(),
+      true,
+      'nothing before the first',
+    );
 
     // Each transcript scored in page order with Next; scores differ by transcript and dimension.
     const expected = new Map<string, { scores: number[]; notes: string }>();
@@ -167,6 +172,11 @@ describe('the blind scoring page in headless Chromium', () => {
         await shown(page).locator('button.next').click();
       }
     }
+    assert.equal(
+      await shown(page).locator('button.next').isDisabled(),
+      true,
+      'nothing after the last',
+    );
 
     const { file, text } = await download(page);
 
