@@ -360,6 +360,15 @@ describe('report.ts sheet --scorers: one sheet and one page per scorer in --out'
     }
   });
 
+  test('--out naming a file: exit 2 naming it, the file untouched', async (t) => {
+    const ws = workspace(t, 1, 2);
+    fs.writeFileSync(ws.out, 'my notes');
+    const result = await plan(ws, '--scorers', 'alice');
+    assert.equal(result.code, 2);
+    assert.equal(result.stderr, `report: --out ${ws.out}: not a folder\n`);
+    assert.equal(fs.readFileSync(ws.out, 'utf8'), 'my notes');
+  });
+
   test('without --scorers, sheet still prints the blank sheet of every transcript to stdout', async (t) => {
     const ws = workspace(t, 2, 2);
     const result = await runReport([
