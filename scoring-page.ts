@@ -173,7 +173,7 @@ padding:3px;border-radius:4px}
 .notes{display:block;font-weight:bold}
 textarea{display:block;width:100%;box-sizing:border-box;font:inherit}
 .steps{display:flex;justify-content:space-between}
-@media (max-width:900px){.layout{grid-template-columns:1fr}.columns{grid-template-columns:1fr}
+@media (max-width:900px){header{position:static}.layout{grid-template-columns:1fr}.columns{grid-template-columns:1fr}
 nav ol{position:static;display:flex;flex-wrap:wrap;gap:4px}form{position:static;max-height:none}}`;
 
 /** The page's behaviour: answers kept in localStorage per scorer and plan, one transcript shown. */
