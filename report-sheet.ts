@@ -10,6 +10,7 @@ import {
   compareText,
   csvLine,
   guardCell,
+  humanScoreFiles,
   loadRubric,
   loadTaskFiles,
   loadTranscript,
@@ -367,21 +368,19 @@ function checkOutFolder(dir: string, scorers: string[]): void {
     throw new EvalInputError(`--out ${dir}: not a folder`);
   }
 
-  const planned = new Set(scorers.map((scorer) => `${scorer}.csv`));
-  const sheets = fs
-    .readdirSync(dir)
-    .filter((name) => name.toLowerCase().endsWith('.csv'))
-    .sort();
-  const foreign = sheets.filter((name) => !planned.has(name));
+  // The sheets as the gate and the report read the folder.
+  const planned = new Set(scorers.map((scorer) => path.join(dir, `${scorer}.csv`)));
+  const sheets = humanScoreFiles(dir);
+  const foreign = sheets.filter((file) => !planned.has(file));
   if (foreign.length > 0) {
-    const listed = foreign.map((name) => path.join(dir, name)).join(', ');
+    const listed = foreign.join(', ');
     throw new EvalInputError(
       `${listed}: not a sheet of this plan, and every CSV in ${dir} counts as the plan; ` +
         'move it away or choose another --out (nothing written)',
     );
   }
 
-  const filled = sheets.map((name) => path.join(dir, name)).filter(holdsScores);
+  const filled = sheets.filter(holdsScores);
   if (filled.length > 0) {
     throw new EvalInputError(
       `${filled.join(', ')}: holds scores, never overwritten; move it away or choose another ` +

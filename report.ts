@@ -76,7 +76,11 @@ function buildCli(io: IO): Command {
     .option('--sample <n|p%>', 'score a sample stratified by model and task (default: all)')
     .option('--overlap <k>', 'scorers per chosen transcript (default 1)')
     .option('--seed <s>', 'the seed of the sample and the assignment (default 0)')
-    .option('--out <dir>', "the plan's folder: <scorer>.csv and <scorer>.html", 'evals/human')
+    .option(
+      '--out <dir>',
+      "the plan's folder: <scorer>.csv and <scorer>.html",
+      DEFAULTS.humanScores,
+    )
     .option('--scorer <name>', 'without --scorers: add a scorer column filled with this name')
     .option(
       '--transcripts <dir>',
