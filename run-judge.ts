@@ -1413,7 +1413,7 @@ function humanRowOf(record: Record<string, string>, rubric: Rubric, at: string):
   if (!model) throw new EvalInputError(`${at}: model is empty`);
   // "alice " is alice: else the human ceiling would compare one person with herself.
   const scorer = unguard(record.scorer ?? '').trim();
-  const row: HumanRow = { task_id, model, scorer, scores, notes: record.notes! };
+  const row: HumanRow = { task_id, model, scorer, scores, notes: unguard(record.notes ?? '') };
 
   const hash = (record.transcript_sha256 ?? '').trim().toLowerCase();
   if (hash !== '' && !/^[0-9a-f]{64}$/.test(hash)) {
