@@ -1971,6 +1971,7 @@ export async function callJudge(judge: Judge, request: Request): Promise<JudgeAn
 
   try {
     const response = await judge.client.messages.create(request, { signal: deadline }).asResponse();
+    await nextTurn(); // answers that arrive together are read and handled one a turn
     await readCapped(response, body, judge.model);
     const message = JSON.parse(Buffer.concat(body).toString('utf8'));
     const latencyMs = Math.round(performance.now() - started);
@@ -2791,6 +2792,7 @@ async function judgeConcurrently(run: Run, items: PendingItem[], judges: Judge[]
   const queue = items.values();
   const worker = async () => {
     for (const item of queue) {
+      await nextTurn(); // transcripts start one a turn, however many workers are free at once
       if (run.controller.signal.aborted) return;
       await judgeTranscript(run, item, judges, item.prior);
     }
@@ -2851,7 +2853,7 @@ async function judgeTranscript(
     const [judge, verdicts] = await chain.run(eligible, attempt, { mediaSkips, describe });
 
     // 3. The row, and a word when it took more than one judge or attempt.
-    recordOutcome(run, ref, {
+    await recordOutcome(run, ref, {
       judge: judge.model,
       verdict: medianVerdict(verdicts),
       samples: verdicts.length > 1 ? verdicts : undefined,
@@ -2869,7 +2871,12 @@ async function judgeTranscript(
     if (!(error instanceof EvalError) || isUnrecordable(error)) {
       throw error; // a defect, or nothing more can be written: not even this failure
     }
-    recordFailure(run, ref, error, { attempts: chain.attempts, answers, promptSha, startedAt });
+    await recordFailure(run, ref, error, {
+      attempts: chain.attempts,
+      answers,
+      promptSha,
+      startedAt,
+    });
     if (decide(error).action === 'stop-run') return;
   }
 
@@ -2919,7 +2926,7 @@ async function judgeSamples(
  * Records a transcript's failure; one that stops the run
  * stops it, and a run stopped before it began skips it.
  */
-function recordFailure(
+async function recordFailure(
   run: Run,
   ref: TranscriptRef,
   error: EvalError,
@@ -2942,22 +2949,21 @@ function recordFailure(
   } else if (!stopsRun) {
     run.summary.failed.push({ label, reason }); // before the outcome, so progress counts it
   }
-  recordOutcome(run, ref, {
+  const recorded = recordOutcome(run, ref, {
     error,
     attempts: trace.attempts,
     answers: trace.answers,
     promptSha: trace.promptSha,
     startedAt: trace.startedAt,
   });
+  // The stop at once, not once the line is on disk: no call starts in between.
   if (stopsRun) {
     run.controller.abort(error);
-    return;
-  }
-  if (heldBack) {
+  } else if (heldBack) {
     stopIfUnreachable(run);
-    return;
   }
-  run.progress.log(`failed ${label}: ${reason}`);
+  await recorded;
+  if (!stopsRun && !heldBack) run.progress.log(`failed ${label}: ${reason}`);
 }
 
 /**
@@ -3006,10 +3012,15 @@ type Outcome = {
 };
 
 /**
- * Writes the audit line, then the row (so every row is
- * traced); `sync: false` while a batch can still be re-read.
+ * Writes the audit line, then the row (so every row is traced), each after the lines queued before
+ * it and off the event loop; `sync: false` while a batch can still be re-read.
  */
-function recordOutcome(run: Run, ref: TranscriptRef, outcome: Outcome, sync = true): void {
+async function recordOutcome(
+  run: Run,
+  ref: TranscriptRef,
+  outcome: Outcome,
+  sync = true,
+): Promise<void> {
   const usage = totalUsage(outcome.answers);
   const unknownBecause = new Set<string>();
   const cost = costOf(outcome.answers, run.judges, cacheTtlOf(run.options), unknownBecause);
@@ -3023,7 +3034,8 @@ function recordOutcome(run: Run, ref: TranscriptRef, outcome: Outcome, sync = tr
   run.summary.costUsd += cost ?? 0; // with costUnknown, not printed
 
   const entry = auditEntry(run, ref, outcome, usage, cost);
-  appendDurably(run.log, `${redact(JSON.stringify(entry))}\n`, sync);
+  const line = `${redact(JSON.stringify(entry))}\n`;
+  await run.log.queue.run(() => appendInPool(run.log, line, sync));
 
   if (outcome.verdict) {
     const row = {
@@ -3032,7 +3044,7 @@ function recordOutcome(run: Run, ref: TranscriptRef, outcome: Outcome, sync = tr
       scores: outcome.verdict.scores,
       notes: outcome.verdict.notes,
     };
-    run.scoreFile.write(row, sync);
+    await run.scoreFile.write(row, sync);
     run.summary.scored++;
     const judge = outcome.judge!;
     run.summary.scoredBy.set(judge, (run.summary.scoredBy.get(judge) ?? 0) + 1);
@@ -3401,7 +3413,14 @@ export type ScoreRow = {
 };
 
 /** The audit log, open for appending, and what each of its lines carries about the run. */
-type AuditLog = { file: string; fd: number; torn: number; runId: string; rubricSha: string };
+type AuditLog = {
+  file: string;
+  fd: number;
+  torn: number;
+  runId: string;
+  rubricSha: string;
+  queue: WriteQueue;
+};
 
 /**
  * Takes the lock, opens the CSV (repairing a torn last
@@ -3431,6 +3450,7 @@ function openOutput(options: RunOptions, rubric: Rubric) {
       torn: opened.torn,
       runId: randomUUID(),
       rubricSha: sha256(fs.readFileSync(options.rubric)),
+      queue: new WriteQueue(),
     };
     return { scoreFile, log, close };
   } catch (error) {
@@ -3591,6 +3611,7 @@ function judgedPromptShas(logFile: string): Map<string, string | null> {
 export class ScoreFile {
   readonly done = new Set<string>();
   readonly replacing = new Set<string>();
+  readonly queue = new WriteQueue(); // a run's rows, written in order off the event loop
   private readonly spans = new Map<string, { start: number; end: number }>(); // each row's bytes
 
   private constructor(
@@ -3650,14 +3671,22 @@ export class ScoreFile {
     return marked;
   }
 
-  /** Writes a pair's row: replacing its old row if it is marked so, else appended. */
-  write(row: ScoreRow, sync = true): void {
+  /**
+   * Writes a pair's row after the rows queued before it: replacing its old row if it is marked so,
+   * else appended in the thread pool, so the event loop never waits on the disk.
+   */
+  async write(row: ScoreRow, sync = true): Promise<void> {
     const key = pairKey(row.task_id, row.model);
-    if (this.replacing.has(key)) {
-      this.replace(key, this.lineOf(row));
-    } else {
-      this.append(row, sync);
-    }
+    const line = this.lineOf(row);
+    await this.queue.run(async () => {
+      if (this.replacing.has(key)) {
+        await this.replace(key, line);
+        return;
+      }
+      const start = (await inPool<fs.Stats>((done) => fs.fstat(this.fd, done))).size;
+      await appendInPool(this, line, sync);
+      this.spans.set(key, { start, end: start + Buffer.byteLength(line) });
+    });
     this.replacing.delete(key);
     this.done.add(key);
   }
@@ -3675,14 +3704,14 @@ export class ScoreFile {
    * The old row's bytes swapped for the new row's in one atomic rewrite of the file: after a crash
    * at any moment, the pair has its old row or its new one, never neither, never both.
    */
-  private replace(key: string, line: string): void {
+  private async replace(key: string, line: string): Promise<void> {
     const span = this.spans.get(key)!;
     const added = Buffer.from(line);
     try {
-      const content = fs.readFileSync(this.file);
+      const content = await fs.promises.readFile(this.file);
       const before = content.subarray(0, span.start);
       const after = content.subarray(span.end);
-      replaceFileDurably(this.file, Buffer.concat([before, added, after]));
+      await replaceFileInPool(this.file, Buffer.concat([before, added, after]));
       fs.closeSync(this.fd);
       this.fd = fs.openSync(this.file, 'a');
     } catch (error) {
@@ -4012,16 +4041,63 @@ function appendDurably(target: { fd: number; file: string }, content: string, sy
     }
     if (sync) fs.fsyncSync(target.fd);
   } catch (error) {
-    try {
-      fs.ftruncateSync(target.fd, fs.fstatSync(target.fd).size - offset);
-    } catch {
-      // The next run cuts the torn line off.
+    throw writeFailed(target, offset, error);
+  }
+}
+
+/**
+ * `appendDurably` in libuv's thread pool: the event loop goes on (a signal is answered at once)
+ * while the disk writes and flushes. Callers keep the order through the file's `WriteQueue`.
+ */
+async function appendInPool(target: { fd: number; file: string }, content: string, sync = true) {
+  const buffer = Buffer.from(content);
+  let offset = 0;
+  try {
+    while (offset < buffer.length) {
+      offset += await inPool<number>((done) => fs.write(target.fd, buffer, offset, done));
     }
-    const code = (error as NodeJS.ErrnoException).code ?? String(error);
-    throw new EvalOutputError(
-      `${target.file}: cannot be written (${code}); free space or fix the disk, then rerun`,
-      { cause: error },
-    );
+    if (sync) await inPool((done) => fs.fsync(target.fd, done));
+  } catch (error) {
+    throw writeFailed(target, offset, error);
+  }
+}
+
+/** A callback-style fs call as a promise (`fs` looked up at each call, so tests can fail it). */
+function inPool<T = void>(call: (done: (error: Error | null, value?: T) => void) => void) {
+  return new Promise<T>((resolve, reject) => {
+    call((error, value) => {
+      if (error) {
+        reject(error);
+      } else {
+        resolve(value as T);
+      }
+    });
+  });
+}
+
+/** A failed append: its `written` bytes are undone at once (the line never half there); stops the run. */
+function writeFailed(target: { fd: number; file: string }, written: number, error: unknown) {
+  try {
+    fs.ftruncateSync(target.fd, fs.fstatSync(target.fd).size - written);
+  } catch {
+    // The next run cuts the torn line off.
+  }
+  const code = (error as NodeJS.ErrnoException).code ?? String(error);
+  return new EvalOutputError(
+    `${target.file}: cannot be written (${code}); free space or fix the disk, then rerun`,
+    { cause: error },
+  );
+}
+
+/** One file's writes, one after another in the order they were asked for. */
+class WriteQueue {
+  private last: Promise<unknown> = Promise.resolve();
+
+  /** Runs `task` once every task queued before it has settled; its result or failure is the caller's. */
+  run<T>(task: () => Promise<T>): Promise<T> {
+    const next = this.last.then(task);
+    this.last = next.catch(() => {}); // a failed write is its caller's: the next one still runs
+    return next;
   }
 }
 
@@ -4038,6 +4114,19 @@ export function replaceFileDurably(file: string, content: string | Buffer): void
     fs.fsyncSync(dir); // the rename itself is durable once its folder is
   } finally {
     fs.closeSync(dir);
+  }
+}
+
+/** `replaceFileDurably` in libuv's thread pool, for a run's rows: the event loop goes on meanwhile. */
+async function replaceFileInPool(file: string, content: Buffer): Promise<void> {
+  const temp = `${file}.${process.pid}.tmp`;
+  await fs.promises.writeFile(temp, content, { flush: true });
+  await fs.promises.rename(temp, file);
+  const dir = await fs.promises.open(path.dirname(file), 'r');
+  try {
+    await dir.sync();
+  } finally {
+    await dir.close();
   }
 }
 
@@ -4469,7 +4558,7 @@ async function collectBatchResults(run: Run, entry: BatchEntry, download = true)
       await readBatchResults(run, entry, groups, rejudge);
     }
     for (const group of groups.values()) {
-      settleBatchGroup(run, entry, group, rejudge); // those missing a result
+      await settleBatchGroup(run, entry, group, rejudge); // those missing a result
     }
 
     // 2. The chain for those without a usable answer. With --no-fallback no judge is left: the
@@ -4541,7 +4630,7 @@ async function readResultLines(
     group.set(custom_id, { result });
     if (![...group.values()].includes(null)) {
       groups.delete(pairKey(taskId, model));
-      settleBatchGroup(run, entry, group, rejudge);
+      await settleBatchGroup(run, entry, group, rejudge);
     }
     if (groups.size === 0) return; // every result is in: what follows in the stream is not awaited
   }
@@ -4551,7 +4640,7 @@ async function readResultLines(
  * Records one transcript's batch results as its row,
  * or hands it to the chain with the batch's attempt.
  */
-function settleBatchGroup(
+async function settleBatchGroup(
   run: Run,
   entry: BatchEntry,
   group: Map<string, ResultLine>,
@@ -4603,7 +4692,7 @@ function settleBatchGroup(
       promptSha,
       startedAt: 0,
     };
-    recordOutcome(run, ref, outcome, false);
+    await recordOutcome(run, ref, outcome, false);
   } catch (error) {
     if (!(error instanceof EvalError) || isUnrecordable(error)) throw error;
     const prior = { error: batchAttemptFailure(error, entry.judge), answers, promptSha };
@@ -4897,6 +4986,19 @@ class Progress {
 }
 
 // ---- Leaf helpers -------------------------------------------------------------------------------
+
+let lastTurn = Promise.resolve();
+
+/**
+ * Resolves in a later turn of the event loop than the caller before it: work queued behind it runs
+ * one piece a turn, so a signal waits at most one piece (tsx kills a script that has not answered
+ * its SIGTERM within 30 ms).
+ */
+function nextTurn(): Promise<void> {
+  const turn = lastTurn.then(() => new Promise<void>((resolve) => setImmediate(resolve)));
+  lastTurn = turn;
+  return turn;
+}
 
 /**
  * The key of a (task_id, model) pair: what a CSV row, a resume and a batch request are matched by.

@@ -693,7 +693,7 @@ describe('--rescore replaces, never removes: an old row leaves only when its new
 });
 
 describe('ScoreFile.replaceOnWrite: a marked row is swapped for its new one, every other byte kept', () => {
-  test('a CRLF file with a quoted multi-line cell and no final line break: only the marked row changes', (t) => {
+  test('a CRLF file with a quoted multi-line cell and no final line break: only the marked row changes', async (t) => {
     const file = path.join(tempDir(t), 'scores.csv');
     const first = 'p1,stub,2,2,1,2,2,2,"two\r\nlines, quoted"\r\n';
     const last = 'p3,stub,0,0,0,0,0,0,last';
@@ -701,9 +701,9 @@ describe('ScoreFile.replaceOnWrite: a marked row is swapped for its new one, eve
     const scores = ScoreFile.open(file, dimensions);
     t.after(() => scores.close());
     assert.equal(scores.replaceOnWrite(['stub\u0000p2', 'stub\u0000p3', 'stub\u0000nothing']), 2);
-    scores.write(row('p2', 'new'));
-    scores.write(row('p4', 'appended'));
-    scores.write(row('p3', 'new last'));
+    await scores.write(row('p2', 'new'));
+    await scores.write(row('p4', 'appended'));
+    await scores.write(row('p3', 'new last'));
     assert.equal(
       fs.readFileSync(file, 'utf8'),
       `${EXPECTED_HEADER}\r\n${first}p2,stub,2,2,1,2,2,2,new\n` +
@@ -1446,6 +1446,8 @@ describe('an output path that cannot be created', () => {
   }
 });
 
+type WriteDone = (error: Error | null, written: number, buffer: Buffer) => void;
+
 describe('a disk that fills up or fails: the run stops naming the file, and both files stay whole', () => {
   /** Runs `fn` while writes whose text `matches` fail with `code` after `skip` of them: half the bytes land first. */
   async function withFailingWrites<T>(
@@ -1456,18 +1458,28 @@ describe('a disk that fills up or fails: the run stops naming the file, and both
   ) {
     const fsModule = createRequire(import.meta.url)('node:fs') as typeof fs;
     const original = fsModule.writeSync;
+    const originalInPool = fsModule.write;
     let left = skip;
+    const passes = (buffer: unknown) =>
+      !Buffer.isBuffer(buffer) || !matches(buffer.toString()) || left-- > 0;
+    const failure = () => Object.assign(new Error(`${code}: simulated`), { code });
     fsModule.writeSync = ((fd: number, buffer: Buffer, offset?: number) => {
-      if (!Buffer.isBuffer(buffer) || !matches(buffer.toString()) || left-- > 0)
-        return original(fd, buffer, offset);
+      if (passes(buffer)) return original(fd, buffer, offset);
       if (!offset) return original(fd, buffer, 0, Math.floor(buffer.length / 2));
-      throw Object.assign(new Error(`${code}: simulated`), { code });
+      throw failure();
     }) as typeof original;
+    // The run's rows and audit lines are written in the thread pool, through fs.write.
+    fsModule.write = ((fd: number, buffer: Buffer, offset: number, done: WriteDone) => {
+      if (passes(buffer)) return originalInPool(fd, buffer, offset, done);
+      if (!offset) return originalInPool(fd, buffer, 0, Math.floor(buffer.length / 2), null, done);
+      process.nextTick(done, failure(), 0, buffer);
+    }) as typeof originalInPool;
     syncBuiltinESMExports();
     try {
       return await fn();
     } finally {
       fsModule.writeSync = original;
+      fsModule.write = originalInPool;
       syncBuiltinESMExports();
     }
   }
