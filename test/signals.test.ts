@@ -104,7 +104,7 @@ describe('a group SIGTERM under `npx tsx`, as CI cancels: every answer the serve
     await cancelAfterAnswers(t, 8, 10);
   });
 
-  test('--concurrency 32, 4 rounds: the same', async (t) => {
-    await cancelAfterAnswers(t, 32, 4);
+  test('--concurrency 32, 2 rounds (one at each moment): the same', async (t) => {
+    await cancelAfterAnswers(t, 32, 2);
   });
 });
