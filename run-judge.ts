@@ -2852,7 +2852,9 @@ async function judgeTranscript(
     const describe = (judge: Judge) => judge.model;
     const [judge, verdicts] = await chain.run(eligible, attempt, { mediaSkips, describe });
 
-    // 3. The row, and a word when it took more than one judge or attempt.
+    // 3. The row (in a turn of its own: its parsing took this one), and a word when it took more
+    // than one judge or attempt.
+    await nextTurn();
     await recordOutcome(run, ref, {
       judge: judge.model,
       verdict: medianVerdict(verdicts),
