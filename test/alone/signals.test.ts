@@ -17,7 +17,7 @@ import {
   runEnv,
   setupRun,
   waitFor,
-} from './helpers.ts';
+} from '../helpers.ts';
 
 /**
  * `rounds` runs at `--concurrency n` of `npx tsx run-judge.ts`, each in its own process group, each
