@@ -5,12 +5,14 @@
 // HTML page (--html) is in report-html.ts.
 import * as fs from 'node:fs';
 import { Command, CommanderError } from 'commander';
+import { z } from 'zod';
 import {
   DEFAULTS,
   EvalError,
   EvalInputError,
   allowedScore,
   checkOutputFile,
+  compareText,
   isEntryModule,
   loadRubric,
   pairKey,
@@ -24,7 +26,7 @@ import {
 } from './run-judge.ts';
 import type { Rubric, ScoreRow } from './run-judge.ts';
 import { analyse, reportCells } from './report-analysis.ts';
-import type { Audit, Report, Scores } from './report-analysis.ts';
+import type { Report, Scores } from './report-analysis.ts';
 import { writeHtmlPage } from './report-html.ts';
 import { scoringSheet, writeScoringPlan } from './report-sheet.ts';
 import type { PlanOptions } from './report-sheet.ts';
@@ -175,7 +177,7 @@ function printAgreement(options: AgreementOptions, io: IO): void {
   const audit = readAuditLog(options.log);
 
   // 3. The analysis.
-  const report = analyse(judged, humans, rubric, audit);
+  const report = analyse(judged, humans, rubric, analysisAudit(audit));
 
   // 4. The report as aligned tables, as Markdown, or as one JSON object.
   if (options.format === 'json') {
@@ -232,60 +234,187 @@ function judgeRow(record: string[], rubric: Rubric, at: string): ScoreRow {
   };
 }
 
-/** A line of the audit log, as far as the report reads it. */
-type AuditEntry = {
-  status?: string;
-  judge?: string;
-  task_id: string;
-  model: string;
-  sample_scores?: Scores[];
+/** A line of the audit log, loosely: only the fields the report reads; every one but the pair is
+ * optional, for old logs. */
+const AuditLineSchema = z.object({
+  task_id: z.string(),
+  model: z.string(),
+  status: z.string().optional(),
+  judge: z.string().nullish(),
+  timestamp: z.string().optional(),
+  cost_usd: z.number().nullish(),
+  rubric_sha256: z.string().nullish(),
+  prompt_template_sha256: z.string().nullish(),
+  sample_scores: z.array(z.record(z.string(), z.number())).optional(),
+  attempts: z.array(z.object({ judge: z.string().nullish() })).optional(),
+  answers: z
+    .array(
+      z.object({
+        thinking: z.string().nullish(),
+        scores: z.record(z.string(), z.number()).nullish(),
+      }),
+    )
+    .optional(),
+  human_scoring: z.unknown().optional(),
+  before_human_scoring: z.boolean().optional(),
+});
+
+type AuditLine = z.infer<typeof AuditLineSchema>;
+
+/** What the log says of one row: its transcript's last scored entry. */
+export type AuditRow = {
+  judge: string;
+  /** Scored by a judge after another judge's failed attempts: a fallback of the chain. */
+  fallback: boolean;
+  /** Each sample's scores with --samples k > 1, else none. */
+  samples: Scores[];
+  /** Of this entry's answers; null when unknown (no price, or an old log). */
+  cost_usd: number | null;
+  timestamp: string | null;
+  rubric_sha256: string | null;
+  /** The judge's thinking in each answer that gave scores, when the run kept it. */
+  thinking: string[];
+  before_human_scoring: boolean;
 };
 
-/** Each transcript's last scored entry in the log: rows per judge, samples (--samples k > 1). */
+/** The audit log as the report, the comparison and the page header read it. */
+export type Audit = {
+  /** By pairKey: each transcript's last scored entry. */
+  rows: Map<string, AuditRow>;
+  /** Rows per judge, the judges in the order their first row appears. */
+  rows_by_judge: Map<string, number>;
+  /** Of those, the rows each judge scored as a fallback. */
+  fallback_rows: Map<string, number>;
+  /** The rows' rubric hashes, each once, in order of appearance (more than one: mixed rubrics). */
+  rubric_sha256: string[];
+  /** The prompt template hashes, where the log records them. */
+  prompt_template_sha256: string[];
+  /** The newest row's timestamp; null without one. */
+  last_judged: string | null;
+  /** Every entry's cost, failed ones too; null when any is unknown or there is no log. */
+  total_cost_usd: number | null;
+  /** The newest entry's `human_scoring`, as recorded; null when no entry records it. */
+  human_scoring: unknown;
+  /** Rows judged with --before-human-scoring. */
+  before_human_scoring_rows: number;
+};
+
+/** Each transcript's last scored entry in the log, and what the page header says of the run. */
 export function readAuditLog(log: string): Audit {
-  const lastScored = new Map<string, { judge: string; samples: Scores[] }>();
-  for (const entry of auditEntries(log)) {
+  // 1. Every line; the last scored one of each transcript makes its row.
+  const entries = auditEntries(log);
+  const rows = new Map<string, AuditRow>();
+  for (const entry of entries) {
     if (entry.status === 'scored' && entry.judge) {
-      const scored = { judge: entry.judge, samples: entry.sample_scores ?? [] };
-      lastScored.set(pairKey(entry.task_id, entry.model), scored);
+      rows.set(pairKey(entry.task_id, entry.model), auditRow(entry, entry.judge));
     }
   }
 
+  // 2. Counted per judge, in Maps: a judge may be named anything, `__proto__` too.
   const rowsByJudge = new Map<string, number>();
-  const samples: Scores[][] = [];
-  for (const scored of lastScored.values()) {
-    rowsByJudge.set(scored.judge, (rowsByJudge.get(scored.judge) ?? 0) + 1);
-    if (scored.samples.length > 1) {
-      samples.push(scored.samples);
+  const fallbackRows = new Map<string, number>();
+  for (const row of rows.values()) {
+    rowsByJudge.set(row.judge, (rowsByJudge.get(row.judge) ?? 0) + 1);
+    if (row.fallback) {
+      fallbackRows.set(row.judge, (fallbackRows.get(row.judge) ?? 0) + 1);
     }
   }
 
-  return { judges: Object.fromEntries(rowsByJudge), samples };
+  // 3. The run as a whole: hashes, the last judged row, the cost of every paid answer.
+  const rowList = [...rows.values()];
+  const timestamps = rowList.flatMap((row) => (row.timestamp === null ? [] : [row.timestamp]));
+  const costs = entries.map((entry) => entry.cost_usd ?? null);
+  const known = costs.length > 0 && !costs.includes(null);
+  const scoring = entries.filter((entry) => entry.human_scoring !== undefined);
+  return {
+    rows,
+    rows_by_judge: rowsByJudge,
+    fallback_rows: fallbackRows,
+    rubric_sha256: distinct(rowList.map((row) => row.rubric_sha256)),
+    prompt_template_sha256: distinct(entries.map((entry) => entry.prompt_template_sha256)),
+    last_judged: timestamps.sort(compareText).at(-1) ?? null,
+    total_cost_usd: known ? costs.reduce((total, cost) => total! + cost!, 0) : null,
+    human_scoring: scoring.at(-1)?.human_scoring ?? null,
+    before_human_scoring_rows: rowList.filter((row) => row.before_human_scoring).length,
+  };
 }
 
-/** The log's JSON objects, none without a log; a torn last line (a crash mid-write) is left out. */
-function auditEntries(log: string): AuditEntry[] {
+/** One scored entry as its row's record. */
+function auditRow(entry: AuditLine, judge: string): AuditRow {
+  const others = (entry.attempts ?? []).filter((attempt) => {
+    return typeof attempt.judge === 'string' && attempt.judge !== judge;
+  });
+  const scoring = (entry.answers ?? []).filter((answer) => answer.scores);
+  return {
+    judge,
+    fallback: others.length > 0,
+    samples: entry.sample_scores ?? [],
+    cost_usd: entry.cost_usd ?? null,
+    timestamp: entry.timestamp ?? null,
+    rubric_sha256: entry.rubric_sha256 ?? null,
+    thinking: scoring.flatMap((answer) => (answer.thinking ? [answer.thinking] : [])),
+    before_human_scoring: entry.before_human_scoring === true,
+  };
+}
+
+/** The log's lines, none without a log; a torn last line (a crash mid-write) is left out; a line
+ * that is not an audit entry is an error naming the file and line. */
+function auditEntries(log: string): AuditLine[] {
   if (!fs.existsSync(log)) {
     return [];
   }
 
-  const lines = fs.readFileSync(log, 'utf8').split('\n');
-  const entries: AuditEntry[] = [];
+  let content: string;
+  try {
+    content = fs.readFileSync(log, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const reason = code === 'EISDIR' ? 'a folder, not an audit log (.jsonl)' : String(error);
+    throw new EvalInputError(`--log ${log}: ${reason}`, { cause: error });
+  }
+
+  const lines = content.split('\n');
+  const entries: AuditLine[] = [];
   lines.forEach((line, i) => {
+    if (line.trim() === '') {
+      return;
+    }
     let entry: unknown;
     try {
-      entry = line.trim() === '' ? undefined : JSON.parse(line);
+      entry = JSON.parse(line);
     } catch {
       if (i === lines.length - 1) {
         return;
       }
       throw new EvalInputError(`${log}: line ${i + 1} is not a JSON object`);
     }
-    if (typeof entry === 'object' && entry !== null) {
-      entries.push(entry as AuditEntry);
+    const parsed = AuditLineSchema.safeParse(entry);
+    if (!parsed.success) {
+      const problems = parsed.error.issues.map((issue) => {
+        return `${issue.path.join('.') || '(line)'}: ${issue.message}`;
+      });
+      throw new EvalInputError(`${log}: line ${i + 1}: ${problems.join('; ')}`);
     }
+    entries.push(parsed.data);
   });
   return entries;
+}
+/** What the analysis reads of the log: rows per judge (a plain object built from the Map, so any
+ * name is an own key) and the samples of the rows in `keys` (all rows without). */
+function analysisAudit(audit: Audit, keys?: Set<string>) {
+  const samples: Scores[][] = [];
+  for (const [key, row] of audit.rows) {
+    if (row.samples.length > 1 && (keys === undefined || keys.has(key))) {
+      samples.push(row.samples);
+    }
+  }
+  return { judges: Object.fromEntries(audit.rows_by_judge), samples };
+}
+
+/** The values that are strings, each once, in order of first appearance. */
+function distinct(values: (string | null | undefined)[]): string[] {
+  const strings = values.filter((value) => typeof value === 'string');
+  return [...new Set(strings)];
 }
 
 // ---- Formatting: aligned text and Markdown (the JSON is the report itself) ---------------------
