@@ -4,7 +4,8 @@
 // This file reads the inputs and prints; the figures are pure functions in report-analysis.ts; the
 // HTML page (--html) is in report-html.ts.
 import * as fs from 'node:fs';
-import { Command, CommanderError } from 'commander';
+import * as path from 'node:path';
+import { Command, CommanderError, Option } from 'commander';
 import { z } from 'zod';
 import {
   DEFAULTS,
@@ -13,8 +14,10 @@ import {
   allowedScore,
   checkOutputFile,
   compareText,
+  isComplete,
   isEntryModule,
   loadRubric,
+  nearestKeyHint,
   pairKey,
   pairLabel,
   readCsvFile,
@@ -24,8 +27,8 @@ import {
   scoreColumns,
   unguard,
 } from './run-judge.ts';
-import type { Rubric, ScoreRow } from './run-judge.ts';
-import { analyse, reportCells } from './report-analysis.ts';
+import type { HumanRow, Rubric, ScoreRow } from './run-judge.ts';
+import { analyse, figure, reportCells, withInterval } from './report-analysis.ts';
 import type { Report, Scores } from './report-analysis.ts';
 import { writeHtmlPage } from './report-html.ts';
 import { scoringSheet, writeScoringPlan } from './report-sheet.ts';
@@ -37,14 +40,15 @@ type IO = { stdout: NodeJS.WritableStream; stderr: NodeJS.WritableStream };
 
 /** Runs `report.ts [agreement]` or `report.ts sheet`; returns the exit status. */
 export async function main(argv: string[], io: IO): Promise<number> {
-  // 1. The two commands, writing to io rather than to the process.
-  const cli = buildCli(io);
+  // 1. The two commands, writing to io rather than to the process; the command sets the status.
+  const result = { status: 0 };
+  const cli = buildCli(io, result);
 
   // 2. Run the one asked for; a user error is one line on stderr and exit 2, never a stack trace.
   try {
     refuseFlagsNpmTook(process.env, cli);
     await cli.parseAsync(argv, { from: 'user' });
-    return 0;
+    return result.status;
   } catch (error) {
     if (error instanceof CommanderError) {
       return error.exitCode === 0 ? 0 : 2;
@@ -57,15 +61,26 @@ export async function main(argv: string[], io: IO): Promise<number> {
   }
 }
 
-/** `sheet` and `agreement` (the default), with their options and defaults. */
-function buildCli(io: IO): Command {
-  // exitOverride and configureOutput come first: a command inherits them when it is made.
+/** `sheet` and `agreement` (the default), with their options and defaults; `agreement` puts its
+ * exit status (1: the gate failed) in `result`. */
+function buildCli(io: IO, result: { status: number }): Command {
+  // exitOverride and configureOutput come first: a command inherits them when it is made. A usage
+  // error is one line, commander's suggestion included.
+  const packageJson = fs.readFileSync(new URL('package.json', import.meta.url), 'utf8');
   const cli = new Command('report')
     .description('The analysis after the judge run: the judge against the human scores.')
+    .version(JSON.parse(packageJson).version)
     .exitOverride()
     .configureOutput({
       writeOut: (text) => io.stdout.write(text),
       writeErr: (text) => io.stderr.write(text),
+      outputError: (text, write) => {
+        const line = text
+          .replace(/^error: /, '')
+          .trim()
+          .replace(/\s*\n\s*/g, ' ');
+        write(`report: ${line} (see --help)\n`);
+      },
     });
 
   cli
@@ -102,7 +117,12 @@ function buildCli(io: IO): Command {
     .command('agreement', { isDefault: true })
     .description('the judge against the human scores, per dimension and per model')
     .option('--format <format>', 'table, markdown or json', 'table')
-    .option('--scores <file>', 'the judge CSV', DEFAULTS.output)
+    .option(
+      '--scores <[name=]file>',
+      'a judge CSV; repeat to compare judges (named by NAME= or the file stem)',
+      collect,
+      [],
+    )
     .option(
       '--human-scores <path>',
       'the human scores: a folder of sheets (every *.csv in it) or one CSV',
@@ -110,9 +130,23 @@ function buildCli(io: IO): Command {
     )
     .option('--rubric <file>', 'rubric', DEFAULTS.rubric)
     .option(
-      '--log <file>',
-      'the audit log, for which judge scored each row (skipped when absent)',
-      DEFAULTS.log,
+      '--log <[name=]file>',
+      `a judge's audit log, paired by name or position (default: ${DEFAULTS.log} for the ` +
+        "default CSV, else the CSV's path with .jsonl; skipped when absent)",
+      collect,
+      [],
+    )
+    .option(
+      '--min-kappa <[dimension=]x>',
+      "CI gate: exit 1 when a dimension's kappa is below x or unknown (repeatable)",
+      collect,
+      [],
+    )
+    .addOption(
+      new Option(
+        '--on <figure>',
+        "what --min-kappa checks: the kappa, or its interval's lower end",
+      ).choices(['kappa', 'lower']),
     )
     .option(
       '--html <file>',
@@ -123,7 +157,11 @@ function buildCli(io: IO): Command {
       'transcripts folder: for --html, and to find stale human rows',
       DEFAULTS.transcripts,
     )
-    .action((options: AgreementOptions) => printAgreement(options, io));
+    .allowExcessArguments()
+    .action((options: AgreementOptions, command: Command) => {
+      refuseArguments(command.args, cli);
+      result.status = printAgreement(options, io);
+    });
 
   return cli;
 }
@@ -153,46 +191,193 @@ function printSheet(options: SheetOptions, command: Command, io: IO): void {
 
 type AgreementOptions = {
   format: string;
-  scores: string;
+  scores: string[];
   humanScores: string;
   rubric: string;
-  log: string;
+  log: string[];
+  minKappa: string[];
+  on?: 'kappa' | 'lower';
   html?: string;
   transcripts: string;
 };
 
-/** `agreement`: the report on stdout in the format asked for; with --html, the page too. */
-function printAgreement(options: AgreementOptions, io: IO): void {
-  // 1. A format it does not know is refused before anything is read.
+/** `agreement`: the report on stdout in the format asked for; with --html, the page too. Returns
+ * the exit status: 1 when the gate failed, else 0. */
+function printAgreement(options: AgreementOptions, io: IO): number {
+  // 1. A format it does not know, or judges it cannot tell apart, are refused before anything is read.
   if (!['table', 'markdown', 'json'].includes(options.format)) {
     throw new EvalInputError(`--format ${options.format}: use table, markdown or json`);
   }
   if (options.html !== undefined) checkOutputFile(options.html); // a FIFO would hang the write
+  const judges = judgeInputs(options.scores, options.log);
+  if (options.on !== undefined && options.minKappa.length === 0) {
+    throw new EvalInputError(
+      `--on ${options.on} says what --min-kappa checks: give --min-kappa too`,
+    );
+  }
 
-  // 2. The inputs: the rubric, the judge's rows, the human rows, the audit log if there is one.
+  // 2. The inputs: the rubric and the gate's thresholds, each judge's rows and audit log, the human
+  // rows.
   const rubric = loadRubric(options.rubric);
-  const judged = readJudgeScores(options.scores, rubric);
-  const checks = { judgeCsvs: [options.scores], transcripts: options.transcripts };
+  const thresholds = gateThresholds(options.minKappa, rubric);
+  const runs = judges.map((judge) => {
+    return { judge, rows: readJudgeScores(judge.scores, rubric), audit: readAuditLog(judge.log) };
+  });
+  const judgeCsvs = judges.map((judge) => judge.scores);
+  const checks = { judgeCsvs, transcripts: options.transcripts };
   const humans = readHumanScores(options.humanScores, rubric, checks);
-  const audit = readAuditLog(options.log);
 
-  // 3. The analysis.
-  const report = analyse(judged, humans, rubric, analysisAudit(audit));
+  // 3. The analysis of the first judge; with more, every judge on the transcripts all of them
+  // scored; with --min-kappa, the gate on the first judge's figures.
+  const first = runs[0]!;
+  const report: FullReport = analyse(first.rows, humans, rubric, analysisAudit(first.audit));
+  if (runs.length > 1) {
+    report.comparison = compareJudges(runs, humans, rubric);
+  }
+  if (thresholds.size > 0) {
+    report.gate = gate(report, thresholds, options.on ?? 'kappa');
+  }
 
-  // 4. The report as aligned tables, as Markdown, or as one JSON object.
+  // 4. The report as aligned tables, as Markdown (the gate's verdict last), or as one JSON object;
+  // a failed gate is also one line on stderr, for a CI log.
   if (options.format === 'json') {
     io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   } else {
-    io.stdout.write(formatReport(report, options.format === 'markdown'));
+    io.stdout.write(formatReport(report, options.format === 'markdown', options.on));
+  }
+  if (report.gate?.passed === false) {
+    io.stderr.write(`report: ${gateVerdict(report.gate, options.on ?? 'kappa')}\n`);
   }
 
-  // 5. With --html, the page, with every transcript.
+  // 5. With --html, the page, with every transcript, and where it went.
   if (options.html !== undefined) {
-    writeHtmlPage(options.html, report, judged, humans, options.transcripts);
+    writeHtmlPage(options.html, report, first.rows, humans, options.transcripts);
+    io.stderr.write(`report: wrote the page to ${options.html}\n`);
   }
+  return report.gate?.passed === false ? 1 : 0;
+}
+
+/** A word on the command line that is no option: a mistyped command (`sheets`), named as such. */
+function refuseArguments(args: string[], cli: Command): void {
+  if (args.length === 0) {
+    return;
+  }
+  const known = cli.commands.map((command) => command.name());
+  const hint = nearestKeyHint(args[0]!, known);
+  const listed = known.map((name) => (name === 'agreement' ? `${name} (the default)` : name));
+  throw new EvalInputError(
+    `unknown command "${args[0]}"${hint}; the commands are ${listed.join(', ')}`,
+  );
+}
+
+/** Commander's collector of a repeatable option's values. */
+function collect(value: string, previous: string[]): string[] {
+  return previous.concat([value]);
 }
 
 // ---- Reading the inputs ------------------------------------------------------------------------
+
+/** One judge to report on: its name, its CSV and its audit log. */
+export type JudgeInput = { name: string; scores: string; log: string };
+
+/** The judges of `--scores` (the default CSV without one), each with its `--log`: paired by name,
+ * else by position; without one, the default log for the default CSV, else the CSV's .jsonl. */
+export function judgeInputs(scoresValues: string[], logValues: string[]): JudgeInput[] {
+  // 1. Each judge's name: given as NAME=file, else the file's stem; two alike cannot be told apart.
+  const given = scoresValues.length > 0 ? scoresValues : [DEFAULTS.output];
+  const judges = given.map((value) => {
+    const named = nameAndFile(value, '--scores');
+    const name = named.name ?? path.basename(named.file, path.extname(named.file));
+    return { name, scores: named.file, log: defaultLog(named.file) };
+  });
+  const names = judges.map((judge) => judge.name);
+  const twice = names.find((name, i) => names.indexOf(name) !== i);
+  if (twice !== undefined) {
+    throw new EvalInputError(
+      `--scores: two judges named "${twice}"; name each as --scores NAME=file`,
+    );
+  }
+
+  // 2. Each log to its judge: by name, or by its position among the --log values.
+  const paired = new Set<JudgeInput>();
+  logValues.forEach((value, i) => {
+    const named = nameAndFile(value, '--log');
+    const judge = named.name === undefined ? judges[i] : judges.find((j) => j.name === named.name);
+    if (judge === undefined) {
+      const which =
+        named.name === undefined
+          ? `is log ${i + 1} of ${judges.length} judges`
+          : `names no judge of --scores (${names.join(', ')})`;
+      throw new EvalInputError(`--log ${value} ${which}`);
+    }
+    if (paired.has(judge)) {
+      throw new EvalInputError(`--log ${value}: judge "${judge.name}" already has a --log`);
+    }
+    paired.add(judge);
+    judge.log = named.file;
+  });
+  return judges;
+}
+
+/** `NAME=file` or `file`: a name is what comes before the first `=`, if it holds no path separator. */
+function nameAndFile(value: string, option: string): { name?: string; file: string } {
+  const at = value.indexOf('=');
+  const name = value.slice(0, at);
+  if (at < 0 || /[\\/]/.test(name)) {
+    return { file: value };
+  }
+  if (name === '' || at === value.length - 1) {
+    throw new EvalInputError(
+      `${option} ${value}: write NAME=file, both non-empty, or just the file`,
+    );
+  }
+  return { name, file: value.slice(at + 1) };
+}
+
+/** The log run-judge writes beside a CSV unless told otherwise. */
+function defaultLog(scores: string): string {
+  if (path.normalize(scores) === path.normalize(DEFAULTS.output)) {
+    return DEFAULTS.log;
+  }
+  return path.join(path.dirname(scores), `${path.basename(scores, path.extname(scores))}.jsonl`);
+}
+
+/** `--min-kappa x` and `--min-kappa dimension=x` as a threshold per dimension, the named ones over
+ * the plain one; a name the rubric lacks or a figure outside [-1, 1] is a usage error. */
+export function gateThresholds(values: string[], rubric: Rubric): Map<string, number> {
+  const known = rubricDimensions(rubric);
+  const named = new Map<string | undefined, number>();
+  for (const value of values) {
+    const at = value.lastIndexOf('=');
+    const dimension = at < 0 ? undefined : value.slice(0, at);
+    const figure = value.slice(at + 1);
+    const threshold = figure.trim() === '' ? NaN : Number(figure);
+    if (!Number.isFinite(threshold) || threshold < -1 || threshold > 1) {
+      throw new EvalInputError(
+        `--min-kappa ${value}: "${figure}" is not a kappa between -1 and 1 (write 0.6, or dimension=0.6)`,
+      );
+    }
+    if (dimension !== undefined && !known.includes(dimension)) {
+      throw new EvalInputError(
+        `--min-kappa ${value}: no dimension "${dimension}" in the rubric; its dimensions are ${known.join(', ')}`,
+      );
+    }
+    if (named.has(dimension)) {
+      const which = dimension === undefined ? 'the plain --min-kappa' : `--min-kappa ${dimension}=`;
+      throw new EvalInputError(`--min-kappa ${value}: ${which} is given twice; give it once`);
+    }
+    named.set(dimension, threshold);
+  }
+
+  const thresholds = new Map<string, number>();
+  for (const dimension of known) {
+    const threshold = named.get(dimension) ?? named.get(undefined);
+    if (threshold !== undefined) {
+      thresholds.set(dimension, threshold);
+    }
+  }
+  return thresholds;
+}
 
 /** The judge CSV's rows: each score one its dimension allows, the formula guards taken off. */
 export function readJudgeScores(file: string, rubric: Rubric): ScoreRow[] {
@@ -417,13 +602,147 @@ function distinct(values: (string | null | undefined)[]): string[] {
   return [...new Set(strings)];
 }
 
+// ---- Judges side by side, and the CI gate -----------------------------------------------------
+
+/** The report, with the comparison of judges (more than one --scores) and the gate (--min-kappa). */
+export type FullReport = Report & { comparison?: JudgeComparison[]; gate?: Gate };
+
+/** One judge's CSV rows and audit log. */
+type JudgeRun = { judge: JudgeInput; rows: ScoreRow[]; audit: Audit };
+
+export type JudgeComparison = ReturnType<typeof compareJudges>[number];
+
+/** Every judge on the same transcripts: those all of them scored and people scored completely. */
+export function compareJudges(runs: JudgeRun[], humans: HumanRow[], rubric: Rubric) {
+  // 1. The transcripts compared.
+  const keyOf = (row: { task_id: string; model: string }) => pairKey(row.task_id, row.model);
+  const complete = humans.filter((row) => isComplete(row, rubric));
+  let common = new Set(complete.map(keyOf));
+  for (const run of runs) {
+    const scored = new Set(run.rows.map(keyOf));
+    common = new Set([...common].filter((key) => scored.has(key)));
+  }
+  const humansCompared = complete.filter((row) => common.has(keyOf(row)));
+
+  // 2. Each judge's figures on them, and what a transcript cost it.
+  return runs.map((run) => {
+    const rows = run.rows.filter((row) => common.has(keyOf(row)));
+    const report = analyse(rows, humansCompared, rubric, analysisAudit(run.audit, common));
+    const dimensions = report.dimensions.map((dimension) => {
+      return {
+        name: dimension.name,
+        kappa: dimension.judge_vs_human.kappa,
+        kappa_ci95: dimension.judge_vs_human.kappa_ci95,
+        self_consistency: dimension.self_consistency,
+      };
+    });
+    return {
+      name: run.judge.name,
+      scores: run.judge.scores,
+      log: run.judge.log,
+      n_transcripts: common.size,
+      cost_usd_per_transcript: costPerTranscript(run.audit, common),
+      dimensions,
+    };
+  });
+}
+
+/** The mean cost of the rows' last scored entries; null when any is unknown, or there are none. */
+function costPerTranscript(audit: Audit, keys: Set<string>): number | null {
+  let total = 0;
+  for (const key of keys) {
+    const cost = audit.rows.get(key)?.cost_usd ?? null;
+    if (cost === null) {
+      return null;
+    }
+    total += cost;
+  }
+  return keys.size === 0 ? null : total / keys.size;
+}
+
+/** The CI gate's outcome: the dimensions whose figure is below its threshold, or unknown. */
+export type Gate = {
+  passed: boolean;
+  failures: { dimension: string; figure: number | null; threshold: number }[];
+};
+
+/** Each dimension with a threshold against the first judge's kappa (or its interval's lower end). */
+export function gate(report: Report, thresholds: Map<string, number>, on: 'kappa' | 'lower'): Gate {
+  const failures: Gate['failures'] = [];
+  for (const dimension of report.dimensions) {
+    const threshold = thresholds.get(dimension.name);
+    if (threshold === undefined) {
+      continue;
+    }
+    const judge = dimension.judge_vs_human;
+    const figure = on === 'lower' ? (judge.kappa_ci95?.[0] ?? null) : judge.kappa;
+    if (figure === null || figure < threshold) {
+      failures.push({ dimension: dimension.name, figure, threshold });
+    }
+  }
+  return { passed: failures.length === 0, failures };
+}
+
+/** The gate's verdict in one line, each failure with its figure and threshold. */
+export function gateVerdict(result: Gate, on: 'kappa' | 'lower'): string {
+  const what = on === 'lower' ? "kappa's 95% CI lower end" : 'kappa';
+  if (result.passed) {
+    return `gate passed: ${what} at or above its threshold on every dimension checked`;
+  }
+  const failures = result.failures.map((failure) => {
+    const figure = failure.figure === null ? 'unknown' : failure.figure.toFixed(3);
+    return `${failure.dimension} ${what} ${figure} (threshold ${failure.threshold})`;
+  });
+  return `gate failed: ${failures.join('; ')}`;
+}
+
 // ---- Formatting: aligned text and Markdown (the JSON is the report itself) ---------------------
 
-/** The report's tables, aligned as text or as GitHub-flavoured Markdown (for a CI job summary). */
-export function formatReport(report: Report, markdown: boolean): string {
+/** The report's tables, aligned as text or as GitHub-flavoured Markdown (for a CI job summary);
+ * then the judges side by side, and the gate's verdict last. */
+export function formatReport(
+  report: FullReport,
+  markdown: boolean,
+  on: 'kappa' | 'lower' = 'kappa',
+) {
   const cells = reportCells(report);
   const table = markdown ? markdownTable : alignedTable;
-  return `${cells.summary}\n\n${table(cells.agreement)}\n\n${table(cells.models)}\n`;
+  const parts = [cells.summary, table(cells.agreement), table(cells.models)];
+  if (report.comparison !== undefined) {
+    const n = report.comparison[0]?.n_transcripts ?? 0;
+    parts.push(`judges side by side, on the ${n} transcript(s) all of them and people scored:`);
+    parts.push(table(comparisonCells(report.comparison)));
+  }
+  if (report.gate !== undefined) {
+    parts.push(gateVerdict(report.gate, on));
+  }
+  return `${parts.join('\n\n')}\n`;
+}
+
+/** The comparison as one table, the judges of a dimension together. */
+function comparisonCells(comparison: JudgeComparison[]): string[][] {
+  const header = [
+    'dimension',
+    'judge',
+    'kappa [95% CI]',
+    'samples unanimous / mean range',
+    'cost per transcript',
+  ];
+  const rows = (comparison[0]?.dimensions ?? []).flatMap((dimension, i) => {
+    return comparison.map((judge) => {
+      const figures = judge.dimensions[i]!;
+      const samples = figures.self_consistency;
+      const cost = judge.cost_usd_per_transcript;
+      return [
+        dimension.name,
+        judge.name,
+        withInterval(figures.kappa, figures.kappa_ci95),
+        samples === null ? '-' : `${figure(samples.unanimous)} / ${figure(samples.mean_range)}`,
+        cost === null ? 'unknown' : `$${cost.toFixed(4)}`,
+      ];
+    });
+  });
+  return [header, ...rows];
 }
 
 /** Rows of cells (the header first) in columns as wide as their widest cell, two spaces apart. */

@@ -963,7 +963,7 @@ function issuePath(keys: PropertyKey[]): string {
  * ` (did you mean "x"?)` for the known key closest to a
  * misspelt one (fewest letters apart), else the known keys.
  */
-function nearestKeyHint(key: string, known: string[]): string {
+export function nearestKeyHint(key: string, known: string[]): string {
   if (known.length === 0) return '';
   const lettersApart = (a: string, b: string) => {
     const left = [...b];
@@ -1526,6 +1526,9 @@ export function readCsvFile<R = string[]>(
 ): { record: R; info: { lines: number } }[] {
   try {
     const content = fs.readFileSync(file);
+    if (!isUtf8(content)) {
+      throw new EvalInputError(`${file}: not valid UTF-8 text; save it as UTF-8`);
+    }
     const records = parseCsv(content, {
       bom: true,
       skip_empty_lines: true,
