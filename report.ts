@@ -16,6 +16,7 @@ import {
   compareText,
   isComplete,
   isEntryModule,
+  issuePath,
   loadRubric,
   nearestKeyHint,
   pairKey,
@@ -576,7 +577,7 @@ function auditEntries(log: string): AuditLine[] {
     const parsed = AuditLineSchema.safeParse(entry);
     if (!parsed.success) {
       const problems = parsed.error.issues.map((issue) => {
-        return `${issue.path.join('.') || '(line)'}: ${issue.message}`;
+        return `${issuePath(issue.path)}: ${issue.message}`;
       });
       throw new EvalInputError(`${log}: line ${i + 1}: ${problems.join('; ')}`);
     }

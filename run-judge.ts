@@ -947,7 +947,7 @@ function unionOption(union: z.ZodUnion, value: unknown): z.ZodType {
 }
 
 /** A zod issue's path as people write it: `dimensions[2].scores.a`. */
-function issuePath(keys: PropertyKey[]): string {
+export function issuePath(keys: PropertyKey[]): string {
   let written = '';
   for (const [i, key] of keys.entries()) {
     if (typeof key === 'number') {

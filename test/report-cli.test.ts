@@ -91,3 +91,361 @@ describe('the audit log as the report and the page header read it', () => {
     assert.equal(readAuditLog(path.join(tempDir(t), 'none.jsonl')).total_cost_usd, null);
   });
 });
+
+/** A judge CSV with one row per (task, score), every dimension that score. */
+function judgeCsv(dir: string, name: string, scores: Record<string, number>): string {
+  const file = path.join(dir, name);
+  const rows = Object.entries(scores).map(([task, score]) => `${task},m1,${same(score)},ok\n`);
+  fs.writeFileSync(file, `${HEADER}\n${rows.join('')}`);
+  return file;
+}
+
+/** A human-scores CSV by one scorer, `al`. */
+function humanCsv(dir: string, scores: Record<string, number>): string {
+  const file = path.join(dir, 'human.csv');
+  const rows = Object.entries(scores).map(([task, score]) => `${task},m1,${same(score)},,al\n`);
+  fs.writeFileSync(file, `${HEADER},scorer\n${rows.join('')}`);
+  return file;
+}
+
+/** Samples of one transcript judged three times, every dimension the given score in each. */
+const samples = (...scores: number[]) =>
+  scores.map((score) => Object.fromEntries(DIMENSIONS.map((name) => [name, score])));
+
+describe('judges side by side: --scores more than once, on the transcripts all of them scored', () => {
+  // People: p1..p5. opus: p1..p5, the same as people on p1..p4 and 0 against 2 on p5. sonnet: p1..p4
+  // and p6 (no human row), against people (0, 1, 2, 1) it says (0, 2, 2, 1). Compared: p1..p4.
+  // sonnet's kappa there, by hand: observed weighted disagreement (1/4)/4 = 1/16; human totals
+  // (1, 2, 1), judge totals (1, 1, 2); expected (1/4 + 2 + 1/2 + 1 + 1 + 1/4)/16 = 5/16; 1 - 1/5.
+  function setUp(t: TestContext) {
+    const dir = tempDir(t);
+    const humans = humanCsv(dir, { p1: 0, p2: 1, p3: 2, p4: 1, p5: 2 });
+    const opus = judgeCsv(dir, 'opus-scores.csv', { p1: 0, p2: 1, p3: 2, p4: 1, p5: 0 });
+    const sonnet = judgeCsv(dir, 'sonnet.csv', { p1: 0, p2: 2, p3: 2, p4: 1, p6: 1 });
+    const opusLog = path.join(dir, 'opus-log.jsonl');
+    const opusLines = [
+      logLine({ task_id: 'p1', judge: 'o', cost_usd: 9 }), // replaced by the later entry of p1
+      logLine({ task_id: 'p1', judge: 'o', cost_usd: 0.01 }),
+      logLine({ task_id: 'p2', judge: 'o', cost_usd: 0.02, sample_scores: samples(1, 1, 1) }),
+      logLine({ task_id: 'p3', judge: 'o', cost_usd: 0.03 }),
+      logLine({ task_id: 'p4', judge: 'o', cost_usd: 0.04 }),
+      logLine({ task_id: 'p5', judge: 'o', cost_usd: 0.5, sample_scores: samples(0, 2, 0) }),
+    ];
+    fs.writeFileSync(opusLog, opusLines.map((line) => `${line}\n`).join(''));
+    // sonnet's log sits beside its CSV (sonnet.jsonl), found without --log; p3's cost is unknown.
+    const sonnetLines = ['p1', 'p2', 'p3', 'p4', 'p6'].map((task_id) => {
+      return logLine({ task_id, judge: 's', cost_usd: task_id === 'p3' ? null : 0.001 });
+    });
+    fs.writeFileSync(path.join(dir, 'sonnet.jsonl'), sonnetLines.map((l) => `${l}\n`).join(''));
+    const args = [
+      '--scores',
+      `opus=${opus}`,
+      '--scores',
+      sonnet,
+      '--log',
+      `opus=${opusLog}`,
+      '--human-scores',
+      humans,
+      '--rubric',
+      RUBRIC_FILE,
+    ];
+    return { dir, opus, sonnet, opusLog, humans, args };
+  }
+
+  test('JSON `comparison`: each judge named, its files, kappa, self-consistency and cost on the same transcripts', async (t) => {
+    const { dir, opus, sonnet, opusLog, args } = setUp(t);
+    const { code, stdout } = await run([...args, '--format', 'json']);
+    assert.equal(code, 0);
+    const report = JSON.parse(stdout);
+
+    // The report itself is the first judge's, on all its rows: p5's disagreement counts there.
+    assert.equal(report.pairs, 5);
+    assert.ok(report.dimensions[0].judge_vs_human.kappa < 1);
+    assert.equal(report.dimensions[0].self_consistency.n, 2);
+
+    const [first, second] = report.comparison;
+    assert.deepEqual(
+      [first.name, first.scores, first.log, second.name, second.scores, second.log],
+      ['opus', opus, opusLog, 'sonnet', sonnet, path.join(dir, 'sonnet.jsonl')],
+    );
+    assert.deepEqual([first.n_transcripts, second.n_transcripts], [4, 4]);
+    for (const dimension of first.dimensions) {
+      assert.equal(dimension.kappa, 1, 'opus equals people on p1..p4');
+      assert.deepEqual(dimension.self_consistency, { n: 1, unanimous: 1, mean_range: 0 });
+    }
+    for (const dimension of second.dimensions) {
+      assert.ok(Math.abs(dimension.kappa - 0.8) < 1e-12, `sonnet kappa ${dimension.kappa}`);
+      assert.equal(dimension.self_consistency, null, 'sonnet had no samples');
+    }
+    assert.deepEqual(
+      first.dimensions.map((dimension: { name: string }) => dimension.name),
+      DIMENSIONS,
+    );
+
+    // Cost per transcript: the last scored entry of each compared row; one unknown makes it unknown.
+    assert.ok(Math.abs(first.cost_usd_per_transcript - 0.025) < 1e-12);
+    assert.equal(second.cost_usd_per_transcript, null);
+  });
+
+  test('the table: the judges of each dimension together, the cost or "unknown"', async (t) => {
+    const { args } = setUp(t);
+    const { code, stdout } = await run(args);
+    assert.equal(code, 0);
+    assert.match(stdout, /judges side by side, on the 4 transcript\(s\)/);
+    const dimension = DIMENSIONS[0]!;
+    assert.match(
+      stdout,
+      new RegExp(
+        `^${dimension} +opus +1\\.00 \\[1\\.00, 1\\.00\\] +1\\.00 / 0\\.00 +\\$0\\.0250$`,
+        'm',
+      ),
+    );
+    assert.match(stdout, new RegExp(`^${dimension} +sonnet +0\\.80 \\[.*\\] +- +unknown$`, 'm'));
+  });
+
+  test('unnamed logs pair by position; one judge has no comparison', async (t) => {
+    const { opus, sonnet, opusLog, humans } = setUp(t);
+    const base = ['--human-scores', humans, '--rubric', RUBRIC_FILE, '--format', 'json'];
+    const both = await run([...base, '--scores', opus, '--scores', sonnet, '--log', opusLog]);
+    const report = JSON.parse(both.stdout);
+    assert.equal(report.comparison[0].name, 'opus-scores', 'the name is the file stem');
+    assert.equal(report.comparison[0].log, opusLog);
+    assert.ok(Math.abs(report.comparison[0].cost_usd_per_transcript - 0.025) < 1e-12);
+
+    const one = JSON.parse((await run([...base, '--scores', opus, '--log', opusLog])).stdout);
+    assert.ok(!('comparison' in one));
+  });
+
+  test('two judges of the same name, or a --log for no judge: a usage error saying what to do', async (t) => {
+    const { dir, opus, humans } = setUp(t);
+    const twin = path.join(dir, 'other');
+    fs.mkdirSync(twin);
+    fs.copyFileSync(opus, path.join(twin, 'opus-scores.csv'));
+    const base = ['--human-scores', humans, '--rubric', RUBRIC_FILE];
+    const same = await run([
+      ...base,
+      '--scores',
+      opus,
+      '--scores',
+      path.join(twin, 'opus-scores.csv'),
+    ]);
+    assert.equal(same.code, 2);
+    assert.match(
+      same.stderr,
+      /^report: --scores: two judges named "opus-scores"; name each as --scores NAME=file\n$/,
+    );
+
+    const stray = await run([...base, '--scores', opus, '--log', 'gpt=x.jsonl']);
+    assert.equal(stray.code, 2);
+    assert.match(stray.stderr, mentioning('--log gpt=x.jsonl', 'names no judge', 'opus-scores'));
+  });
+});
+
+describe('the CI gate: --min-kappa, exit 1 naming each dimension below its threshold', () => {
+  // The judge says (0, 2, 2, 1) where people say (0, 1, 2, 1): kappa 0.8 on every dimension (by hand
+  // above); its interval's lower end is below 0.7.
+  function setUp(t: TestContext) {
+    const dir = tempDir(t);
+    const humans = humanCsv(dir, { p1: 0, p2: 1, p3: 2, p4: 1 });
+    const scores = judgeCsv(dir, 'judge.csv', { p1: 0, p2: 2, p3: 2, p4: 1 });
+    const log = path.join(dir, 'none.jsonl');
+    return ['--scores', scores, '--log', log, '--human-scores', humans, '--rubric', RUBRIC_FILE];
+  }
+
+  test('every kappa at or above the threshold: exit 0, the report printed, the verdict last', async (t) => {
+    const args = setUp(t);
+    const { code, stdout, stderr } = await run([...args, '--min-kappa', '0.8']);
+    assert.equal(code, 0);
+    assert.match(stdout, /^dimension +n +exact/m, 'the report is printed');
+    assert.match(
+      stdout,
+      /\ngate passed: kappa at or above its threshold on every dimension checked\n$/,
+    );
+    assert.equal(stderr, '');
+  });
+
+  test('below the threshold: exit 1, each dimension named with its figure; the report printed anyway', async (t) => {
+    const args = setUp(t);
+    const { code, stdout, stderr } = await run([...args, '--min-kappa', '0.9']);
+    assert.equal(code, 1);
+    assert.match(stdout, /^dimension +n +exact/m);
+    const failures = DIMENSIONS.map((name) => `${name} kappa 0.800 (threshold 0.9)`);
+    assert.ok(stdout.endsWith(`\ngate failed: ${failures.join('; ')}\n`), stdout.slice(-300));
+    assert.equal(stderr, `report: gate failed: ${failures.join('; ')}\n`);
+  });
+
+  test('per dimension: a named threshold over the plain one; the JSON `gate`', async (t) => {
+    const args = setUp(t);
+    const dimension = DIMENSIONS[1]!;
+    const gateArgs = ['--min-kappa', '0.5', '--min-kappa', `${dimension}=0.85`, '--format', 'json'];
+    const { code, stdout } = await run([...args, ...gateArgs]);
+    assert.equal(code, 1);
+    const report = JSON.parse(stdout);
+    assert.equal(report.gate.passed, false);
+    assert.equal(report.gate.failures.length, 1);
+    const [failure] = report.gate.failures;
+    assert.deepEqual([failure.dimension, failure.threshold], [dimension, 0.85]);
+    assert.ok(Math.abs(failure.figure - 0.8) < 1e-12);
+    assert.deepEqual(Object.keys(report).slice(-2), ['judges', 'gate']);
+
+    const passed = await run([...args, '--min-kappa', `${dimension}=0.8`, '--format', 'json']);
+    assert.equal(passed.code, 0);
+    assert.deepEqual(JSON.parse(passed.stdout).gate, { passed: true, failures: [] });
+  });
+
+  test("--on lower: the interval's lower end is checked, not the kappa", async (t) => {
+    const args = setUp(t);
+    const json = JSON.parse((await run([...args, '--format', 'json'])).stdout);
+    const lower = json.dimensions[0].judge_vs_human.kappa_ci95[0];
+    assert.ok(lower < 0.7, `lower end ${lower}`);
+
+    assert.equal((await run([...args, '--min-kappa', '0.7'])).code, 0);
+    const { code, stdout } = await run([...args, '--min-kappa', '0.7', '--on', 'lower']);
+    assert.equal(code, 1);
+    const expected = `${DIMENSIONS[0]} kappa's 95% CI lower end ${lower.toFixed(3)} (threshold 0.7)`;
+    assert.ok(stdout.includes(`\ngate failed: ${expected}; `), stdout.slice(-400));
+  });
+
+  test('a kappa that is unknown (null) fails the gate, named "unknown"', async (t) => {
+    const dir = tempDir(t);
+    const humans = humanCsv(dir, { p1: 2, p2: 2 });
+    const scores = judgeCsv(dir, 'judge.csv', { p1: 2, p2: 2 });
+    const args = ['--scores', scores, '--human-scores', humans, '--rubric', RUBRIC_FILE];
+    const { code, stdout } = await run([...args, '--log', path.join(dir, 'x'), '--min-kappa', '0']);
+    assert.equal(code, 1);
+    assert.match(
+      stdout,
+      new RegExp(`\\ngate failed: ${DIMENSIONS[0]} kappa unknown \\(threshold 0\\); `),
+    );
+  });
+
+  test('Markdown ends with the verdict line, for a CI job summary', async (t) => {
+    const args = setUp(t);
+    const { code, stdout } = await run([...args, '--min-kappa', '0.9', '--format', 'markdown']);
+    assert.equal(code, 1);
+    assert.match(stdout, /\|\n\ngate failed: [^\n]+\n$/);
+  });
+
+  test('a dimension the rubric lacks, a figure that is no kappa, or a threshold given twice: a usage error', async (t) => {
+    const args = setUp(t);
+    const unknown = await run([...args, '--min-kappa', 'rigour=0.5']);
+    assert.equal(unknown.code, 2);
+    assert.match(
+      unknown.stderr,
+      mentioning('--min-kappa rigour=0.5', 'no dimension "rigour"', DIMENSIONS.join(', ')),
+    );
+    assert.equal(unknown.stdout, '', 'refused before any report');
+    for (const bad of [['high'], ['1.5'], ['0.5', '0.6'], [`${DIMENSIONS[0]}=`]]) {
+      const result = await run([...args, ...bad.flatMap((value) => ['--min-kappa', value])]);
+      assert.equal(result.code, 2, bad.join(' '));
+      assert.match(result.stderr, /^report: --min-kappa [^\n]+\n$/);
+    }
+    const onAlone = await run([...args, '--on', 'lower']);
+    assert.equal(onAlone.code, 2);
+    assert.match(onAlone.stderr, /give --min-kappa too/);
+  });
+});
+
+describe("report.ts's messages and the files it refuses (issue 18)", () => {
+  function setUp(t: TestContext) {
+    const dir = tempDir(t);
+    const humans = humanCsv(dir, { p1: 0, p2: 1 });
+    const scores = judgeCsv(dir, 'judge.csv', { p1: 0, p2: 1 });
+    return {
+      dir,
+      scores,
+      args: ['--scores', scores, '--human-scores', humans, '--rubric', RUBRIC_FILE],
+    };
+  }
+
+  test('a judge CSV that is not UTF-8 is refused, as run-judge refuses it, naming the file', async (t) => {
+    const { scores, args } = setUp(t);
+    const latin1 = Buffer.concat([fs.readFileSync(scores), Buffer.from('p\xe93,m1,', 'latin1')]);
+    fs.writeFileSync(scores, Buffer.concat([latin1, Buffer.from(`${same(1)},ok\n`)]));
+    const { code, stdout, stderr } = await run([...args, '--log', 'none.jsonl']);
+    assert.equal(code, 2);
+    assert.equal(stdout, '');
+    assert.equal(stderr, `report: ${scores}: not valid UTF-8 text; save it as UTF-8\n`);
+  });
+
+  test('judges named `constructor` and `__proto__` are counted right, the JSON an object keyed by judge', async (t) => {
+    const { args } = setUp(t);
+    const log = writeLog(t, [
+      logLine({ task_id: 'p1', judge: 'constructor' }),
+      logLine({ task_id: 'p2', judge: '__proto__' }),
+    ]);
+    const { code, stdout } = await run([...args, '--log', log, '--format', 'json']);
+    assert.equal(code, 0);
+    const judges = JSON.parse(stdout).judges;
+    assert.equal(Object.getPrototypeOf(judges), Object.prototype, 'a plain object');
+    assert.deepEqual(Object.entries(judges), [
+      ['constructor', 1],
+      ['__proto__', 1],
+    ]);
+    const table = await run([...args, '--log', log]);
+    assert.match(table.stdout, /rows by judge: constructor 1, __proto__ 1\n/);
+  });
+
+  test('a mistyped command (`sheets`) is an unknown command with a did-you-mean, on one line', async () => {
+    const { code, stderr } = await run(['sheets']);
+    assert.equal(code, 2);
+    assert.equal(
+      stderr,
+      'report: unknown command "sheets" (did you mean "sheet"?); the commands are sheet, agreement (the default)\n',
+    );
+  });
+
+  test('a usage error is one line, with the suggestion', async () => {
+    const { code, stderr } = await run(['--scroes', 'x.csv']);
+    assert.equal(code, 2);
+    assert.equal(
+      stderr,
+      "report: unknown option '--scroes' (Did you mean --scores?) (see --help)\n",
+    );
+  });
+
+  test('--version prints the version of package.json', async () => {
+    const { version } = JSON.parse(
+      fs.readFileSync(new URL('../package.json', import.meta.url), 'utf8'),
+    );
+    const { code, stdout } = await run(['--version']);
+    assert.deepEqual([code, stdout], [0, `${version}\n`]);
+  });
+
+  test('--html says where it wrote the page', async (t) => {
+    const { dir, args } = setUp(t);
+    const page = path.join(dir, 'report.html');
+    const { code, stderr } = await run([...args, '--log', 'none.jsonl', '--html', page]);
+    assert.equal(code, 0);
+    assert.ok(fs.existsSync(page));
+    assert.equal(stderr, `report: wrote the page to ${page}\n`);
+  });
+
+  test('--log given a folder: one line naming it, no stack trace', async (t) => {
+    const { dir, args } = setUp(t);
+    const { code, stderr } = await run([...args, '--log', dir]);
+    assert.equal(code, 2);
+    assert.equal(stderr, `report: --log ${dir}: a folder, not an audit log (.jsonl)\n`);
+  });
+
+  for (const [what, sampleScores, problem] of [
+    ['a string', 'abc', 'sample_scores: Invalid input: expected array, received string'],
+    ['nulls', [{}, null], 'sample_scores[1]: Invalid input: expected record, received null'],
+    [
+      'a null score',
+      [{ rigor: null }],
+      'sample_scores[0].rigor: Invalid input: expected number, received null',
+    ],
+  ] as const) {
+    test(`an audit line whose sample_scores is ${what}: an error naming the file and line`, async (t) => {
+      const { args } = setUp(t);
+      const log = writeLog(t, [
+        logLine({}),
+        logLine({ task_id: 'p2', sample_scores: sampleScores }),
+      ]);
+      const { code, stderr } = await run([...args, '--log', log]);
+      assert.equal(code, 2);
+      assert.equal(stderr, `report: ${log}: line 2: ${problem}\n`);
+    });
+  }
+});
