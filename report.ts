@@ -634,6 +634,8 @@ export function compareJudges(runs: JudgeRun[], humans: HumanRow[], rubric: Rubr
         name: dimension.name,
         kappa: dimension.judge_vs_human.kappa,
         kappa_ci95: dimension.judge_vs_human.kappa_ci95,
+        gap_to_ceiling: dimension.gap_to_ceiling,
+        leniency: dimension.leniency,
         self_consistency: dimension.self_consistency,
       };
     });
@@ -726,18 +728,25 @@ function comparisonCells(comparison: JudgeComparison[]): string[][] {
     'dimension',
     'judge',
     'kappa [95% CI]',
+    'gap to ceiling [95% CI]',
+    'leniency [95% CI]',
     'samples unanimous / mean range',
     'cost per transcript',
   ];
   const rows = (comparison[0]?.dimensions ?? []).flatMap((dimension, i) => {
     return comparison.map((judge) => {
       const figures = judge.dimensions[i]!;
+      const gap = figures.gap_to_ceiling;
       const samples = figures.self_consistency;
       const cost = judge.cost_usd_per_transcript;
       return [
         dimension.name,
         judge.name,
         withInterval(figures.kappa, figures.kappa_ci95),
+        gap === null
+          ? '-'
+          : `${withInterval(gap.kappa_diff, gap.ci95)} ${gap.verdict ?? ''}`.trim(),
+        withInterval(figures.leniency.mean_diff, figures.leniency.ci95),
         samples === null ? '-' : `${figure(samples.unanimous)} / ${figure(samples.mean_range)}`,
         cost === null ? 'unknown' : `$${cost.toFixed(4)}`,
       ];

@@ -100,10 +100,12 @@ function judgeCsv(dir: string, name: string, scores: Record<string, number>): st
   return file;
 }
 
-/** A human-scores CSV by one scorer, `al`. */
-function humanCsv(dir: string, scores: Record<string, number>): string {
+/** A human-scores CSV, each scorer (`al` alone by default) giving the same scores. */
+function humanCsv(dir: string, scores: Record<string, number>, scorers = ['al']): string {
   const file = path.join(dir, 'human.csv');
-  const rows = Object.entries(scores).map(([task, score]) => `${task},m1,${same(score)},,al\n`);
+  const rows = scorers.flatMap((scorer) => {
+    return Object.entries(scores).map(([task, score]) => `${task},m1,${same(score)},,${scorer}\n`);
+  });
   fs.writeFileSync(file, `${HEADER},scorer\n${rows.join('')}`);
   return file;
 }
@@ -117,9 +119,11 @@ describe('judges side by side: --scores more than once, on the transcripts all o
   // and p6 (no human row), against people (0, 1, 2, 1) it says (0, 2, 2, 1). Compared: p1..p4.
   // sonnet's kappa there, by hand: observed weighted disagreement (1/4)/4 = 1/16; human totals
   // (1, 2, 1), judge totals (1, 1, 2); expected (1/4 + 2 + 1/2 + 1 + 1 + 1/4)/16 = 5/16; 1 - 1/5.
+  // Two scorers who agree (each pair counted twice leaves kappa as it is): the ceiling is 1, so
+  // sonnet's gap is -0.2 and opus's 0; sonnet's leniency 5/4 - 1 = 0.25, opus's 0.
   function setUp(t: TestContext) {
     const dir = tempDir(t);
-    const humans = humanCsv(dir, { p1: 0, p2: 1, p3: 2, p4: 1, p5: 2 });
+    const humans = humanCsv(dir, { p1: 0, p2: 1, p3: 2, p4: 1, p5: 2 }, ['al', 'bo']);
     const opus = judgeCsv(dir, 'opus-scores.csv', { p1: 0, p2: 1, p3: 2, p4: 1, p5: 0 });
     const sonnet = judgeCsv(dir, 'sonnet.csv', { p1: 0, p2: 2, p3: 2, p4: 1, p6: 1 });
     const opusLog = path.join(dir, 'opus-log.jsonl');
@@ -159,7 +163,7 @@ describe('judges side by side: --scores more than once, on the transcripts all o
     const report = JSON.parse(stdout);
 
     // The report itself is the first judge's, on all its rows: p5's disagreement counts there.
-    assert.equal(report.pairs, 5);
+    assert.equal(report.pairs, 10);
     assert.ok(report.dimensions[0].judge_vs_human.kappa < 1);
     assert.equal(report.dimensions[0].self_consistency.n, 2);
 
@@ -171,12 +175,29 @@ describe('judges side by side: --scores more than once, on the transcripts all o
     assert.deepEqual([first.n_transcripts, second.n_transcripts], [4, 4]);
     for (const dimension of first.dimensions) {
       assert.equal(dimension.kappa, 1, 'opus equals people on p1..p4');
+      assert.deepEqual(
+        [dimension.gap_to_ceiling.kappa_diff, dimension.gap_to_ceiling.ci95],
+        [0, [0, 0]],
+      );
+      assert.equal(dimension.gap_to_ceiling.verdict, 'within');
+      assert.deepEqual([dimension.leniency.mean_diff, dimension.leniency.ci95], [0, [0, 0]]);
       assert.deepEqual(dimension.self_consistency, { n: 1, unanimous: 1, mean_range: 0 });
     }
     for (const dimension of second.dimensions) {
       assert.ok(Math.abs(dimension.kappa - 0.8) < 1e-12, `sonnet kappa ${dimension.kappa}`);
+      const gap = dimension.gap_to_ceiling.kappa_diff;
+      assert.ok(Math.abs(gap + 0.2) < 1e-12, `sonnet gap ${gap}`);
+      assert.equal(dimension.leniency.mean_diff, 0.25);
       assert.equal(dimension.self_consistency, null, 'sonnet had no samples');
     }
+    assert.deepEqual(Object.keys(first.dimensions[0]), [
+      'name',
+      'kappa',
+      'kappa_ci95',
+      'gap_to_ceiling',
+      'leniency',
+      'self_consistency',
+    ]);
     assert.deepEqual(
       first.dimensions.map((dimension: { name: string }) => dimension.name),
       DIMENSIONS,
@@ -193,14 +214,10 @@ describe('judges side by side: --scores more than once, on the transcripts all o
     assert.equal(code, 0);
     assert.match(stdout, /judges side by side, on the 4 transcript\(s\)/);
     const dimension = DIMENSIONS[0]!;
-    assert.match(
-      stdout,
-      new RegExp(
-        `^${dimension} +opus +1\\.00 \\[1\\.00, 1\\.00\\] +1\\.00 / 0\\.00 +\\$0\\.0250$`,
-        'm',
-      ),
-    );
-    assert.match(stdout, new RegExp(`^${dimension} +sonnet +0\\.80 \\[.*\\] +- +unknown$`, 'm'));
+    const opus = `^${dimension} +opus +1\\.00 \\[1\\.00, 1\\.00\\] +0\\.00 \\[0\\.00, 0\\.00\\] within +0\\.00 \\[0\\.00, 0\\.00\\] +1\\.00 / 0\\.00 +\\$0\\.0250$`;
+    assert.match(stdout, new RegExp(opus, 'm'));
+    const sonnet = `^${dimension} +sonnet +0\\.80 \\[[^\\]]+\\] +-0\\.20 \\[[^\\]]+\\] \\w+ +0\\.25 \\[[^\\]]+\\] +- +unknown$`;
+    assert.match(stdout, new RegExp(sonnet, 'm'));
   });
 
   test('unnamed logs pair by position; one judge has no comparison', async (t) => {
