@@ -158,6 +158,11 @@ function buildCli(io: IO, result: { status: number }): Command {
       'transcripts folder: for --html, and to find stale human rows',
       DEFAULTS.transcripts,
     )
+    .addHelpText(
+      'after',
+      '\nExit status: 0 the report was printed; 1 the --min-kappa gate failed (the report is printed ' +
+        'too); 2 usage error or a file it cannot use.',
+    )
     .allowExcessArguments()
     .action((options: AgreementOptions, command: Command) => {
       refuseArguments(command.args, cli);
