@@ -12,6 +12,7 @@ import {
   EvalError,
   EvalInputError,
   allowedScore,
+  allowedScores,
   checkOutputFile,
   compareText,
   isComplete,
@@ -216,6 +217,7 @@ function printAgreement(options: AgreementOptions, io: IO): number {
   }
   if (options.html !== undefined) checkOutputFile(options.html); // a FIFO would hang the write
   const judges = judgeInputs(options.scores, options.log);
+  const on = options.on ?? 'kappa';
   if (options.on !== undefined && options.minKappa.length === 0) {
     throw new EvalInputError(
       `--on ${options.on} says what --min-kappa checks: give --min-kappa too`,
@@ -227,7 +229,8 @@ function printAgreement(options: AgreementOptions, io: IO): number {
   const rubric = loadRubric(options.rubric);
   const thresholds = gateThresholds(options.minKappa, rubric);
   const runs = judges.map((judge) => {
-    return { judge, rows: readJudgeScores(judge.scores, rubric), audit: readAuditLog(judge.log) };
+    const rows = readJudgeScores(judge.scores, rubric);
+    return { judge, rows, audit: readAuditLog(judge.log, rubric) };
   });
   const judgeCsvs = judges.map((judge) => judge.scores);
   const checks = { judgeCsvs, transcripts: options.transcripts };
@@ -241,7 +244,7 @@ function printAgreement(options: AgreementOptions, io: IO): number {
     report.comparison = compareJudges(runs, humans, rubric);
   }
   if (thresholds.size > 0) {
-    report.gate = gate(report, thresholds, options.on ?? 'kappa');
+    report.gate = gate(report, thresholds, on);
   }
 
   // 4. The report as aligned tables, as Markdown (the gate's verdict last), or as one JSON object;
@@ -249,10 +252,10 @@ function printAgreement(options: AgreementOptions, io: IO): number {
   if (options.format === 'json') {
     io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   } else {
-    io.stdout.write(formatReport(report, options.format === 'markdown', options.on));
+    io.stdout.write(formatReport(report, options.format === 'markdown', on));
   }
   if (report.gate?.passed === false) {
-    io.stderr.write(`report: ${gateVerdict(report.gate, options.on ?? 'kappa')}\n`);
+    io.stderr.write(`report: ${gateVerdict(report.gate, on)}\n`);
   }
 
   // 5. With --html, the page, with every transcript, and where it went.
@@ -340,7 +343,8 @@ function nameAndFile(value: string, option: string): { name?: string; file: stri
   return { name, file: value.slice(at + 1) };
 }
 
-/** The log run-judge writes beside a CSV unless told otherwise. */
+/** A judge's log when no --log names one: the default log for the default CSV, else the CSV's own
+ * path with .jsonl (as the README's second run names them): never another run's log. */
 function defaultLog(scores: string): string {
   if (path.normalize(scores) === path.normalize(DEFAULTS.output)) {
     return DEFAULTS.log;
@@ -491,13 +495,23 @@ export type Audit = {
 };
 
 /** Each transcript's last scored entry in the log, and what the page header says of the run. */
-export function readAuditLog(log: string): Audit {
-  // 1. Every line; the last scored one of each transcript makes its row.
-  const entries = auditEntries(log);
+export function readAuditLog(log: string, rubric?: Rubric): Audit {
+  // 1. Every line; the last scored one of each transcript makes its row. With the rubric, a row's
+  // samples must each give every dimension an allowed score (else they are of another rubric).
+  const lines = auditEntries(log);
+  const entries = lines.map(({ entry }) => entry);
   const rows = new Map<string, AuditRow>();
-  for (const entry of entries) {
+  const lineOf = new Map<string, number>();
+  for (const { entry, line } of lines) {
     if (entry.status === 'scored' && entry.judge) {
-      rows.set(pairKey(entry.task_id, entry.model), auditRow(entry, entry.judge));
+      const key = pairKey(entry.task_id, entry.model);
+      rows.set(key, auditRow(entry, entry.judge));
+      lineOf.set(key, line);
+    }
+  }
+  if (rubric !== undefined) {
+    for (const [key, row] of rows) {
+      checkSamples(row.samples, rubric, `${log}: line ${lineOf.get(key)}`);
     }
   }
 
@@ -548,9 +562,24 @@ function auditRow(entry: AuditLine, judge: string): AuditRow {
   };
 }
 
+/** Each sample's score of each dimension, one the dimension allows; `at` names the log line. */
+function checkSamples(samples: Scores[], rubric: Rubric, at: string): void {
+  samples.forEach((sample, i) => {
+    for (const dimension of rubric.dimensions) {
+      const score = sample[dimension.name];
+      if (score === undefined || !allowedScores(dimension).includes(score)) {
+        const found = score === undefined ? 'no score' : `${score}, not an allowed score`;
+        throw new EvalInputError(
+          `${at}: sample_scores[${i}].${dimension.name}: ${found}; is this log of another rubric?`,
+        );
+      }
+    }
+  });
+}
+
 /** The log's lines, none without a log; a torn last line (a crash mid-write) is left out; a line
  * that is not an audit entry is an error naming the file and line. */
-function auditEntries(log: string): AuditLine[] {
+function auditEntries(log: string): { entry: AuditLine; line: number }[] {
   if (!fs.existsSync(log)) {
     return [];
   }
@@ -565,7 +594,7 @@ function auditEntries(log: string): AuditLine[] {
   }
 
   const lines = content.split('\n');
-  const entries: AuditLine[] = [];
+  const entries: { entry: AuditLine; line: number }[] = [];
   lines.forEach((line, i) => {
     if (line.trim() === '') {
       return;
@@ -586,7 +615,7 @@ function auditEntries(log: string): AuditLine[] {
       });
       throw new EvalInputError(`${log}: line ${i + 1}: ${problems.join('; ')}`);
     }
-    entries.push(parsed.data);
+    entries.push({ entry: parsed.data, line: i + 1 });
   });
   return entries;
 }

@@ -6,8 +6,8 @@ import { describe, test } from 'node:test';
 import type { TestContext } from 'node:test';
 import { RUBRIC_FILE, mentioning, tempDir } from './helpers.ts';
 
-const { main, readAuditLog } = await import('../report.ts');
-const { loadRubric } = await import('../run-judge.ts');
+const { judgeInputs, main, readAuditLog } = await import('../report.ts');
+const { DEFAULTS, loadRubric } = await import('../run-judge.ts');
 const rubric = loadRubric(RUBRIC_FILE);
 const DIMENSIONS = rubric.dimensions.map((dimension) => dimension.name);
 const HEADER = `task_id,model,${DIMENSIONS.join(',')},notes`;
@@ -363,6 +363,28 @@ describe('the CI gate: --min-kappa, exit 1 naming each dimension below its thres
   });
 });
 
+describe('which log goes with which judge', () => {
+  test('the default CSV reads the default log; another CSV its own .jsonl; --log by name or position', () => {
+    assert.deepEqual(judgeInputs([], []), [
+      { name: 'judge_scores', scores: DEFAULTS.output, log: DEFAULTS.log },
+    ]);
+    assert.deepEqual(judgeInputs(['a/opus.csv', 'sonnet=b/s.csv'], ['x.jsonl']), [
+      { name: 'opus', scores: 'a/opus.csv', log: 'x.jsonl' },
+      { name: 'sonnet', scores: 'b/s.csv', log: path.join('b', 's.jsonl') },
+    ]);
+    assert.deepEqual(
+      judgeInputs(['a/opus.csv', 'sonnet=b/s.csv'], ['sonnet=y.jsonl']).map((judge) => judge.log),
+      [path.join('a', 'opus.jsonl'), 'y.jsonl'],
+    );
+    assert.throws(() => judgeInputs(['a.csv'], ['x.jsonl', 'y.jsonl']), {
+      message: '--log y.jsonl is log 2 of 1 judges',
+    });
+    assert.throws(() => judgeInputs(['a.csv'], ['a=x.jsonl', 'a=y.jsonl']), {
+      message: mentioning('--log a=y.jsonl', 'already has a --log'),
+    });
+  });
+});
+
 describe("report.ts's messages and the files it refuses (issue 18)", () => {
   function setUp(t: TestContext) {
     const dir = tempDir(t);
@@ -443,6 +465,22 @@ describe("report.ts's messages and the files it refuses (issue 18)", () => {
     const { code, stderr } = await run([...args, '--log', dir]);
     assert.equal(code, 2);
     assert.equal(stderr, `report: --log ${dir}: a folder, not an audit log (.jsonl)\n`);
+  });
+
+  test("a row's samples without a dimension of the rubric: an error naming the line (a replaced entry is not read)", async (t) => {
+    const { args } = setUp(t);
+    const log = writeLog(t, [
+      logLine({ sample_scores: [{ rigor: 1 }, { rigor: 2 }] }), // p1's first, replaced below
+      logLine({ sample_scores: samples(1, 1) }),
+      logLine({ task_id: 'p2', sample_scores: [{ rigor: 1 }, { rigor: 2 }] }),
+    ]);
+    const { code, stdout, stderr } = await run([...args, '--log', log]);
+    assert.equal(code, 2);
+    assert.equal(stdout, '');
+    assert.equal(
+      stderr,
+      `report: ${log}: line 3: sample_scores[0].${DIMENSIONS[0]}: no score; is this log of another rubric?\n`,
+    );
   });
 
   for (const [what, sampleScores, problem] of [
