@@ -1,10 +1,11 @@
 // report.ts as a command: judges side by side, the CI gate, the audit log it reads, and its messages.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
 import type { TestContext } from 'node:test';
-import { RUBRIC_FILE, mentioning, tempDir } from './helpers.ts';
+import { REPO, RUBRIC_FILE, TSX_LOADER, mentioning, tempDir } from './helpers.ts';
 
 const { judgeInputs, main, readAuditLog } = await import('../report.ts');
 const { DEFAULTS, loadRubric } = await import('../run-judge.ts');
@@ -334,6 +335,16 @@ describe('the CI gate: --min-kappa, exit 1 naming each dimension below its thres
       stdout,
       new RegExp(`\\ngate failed: ${DIMENSIONS[0]} kappa unknown \\(threshold 0\\); `),
     );
+  });
+
+  test('the process exits 1 on a failed gate, 0 on a passed one (what a CI job sees)', (t) => {
+    const args = setUp(t);
+    const report = path.join(REPO, 'report.ts');
+    const exitOf = (threshold: string) => {
+      const child = [...args, '--min-kappa', threshold];
+      return spawnSync(process.execPath, ['--import', TSX_LOADER, report, ...child]).status;
+    };
+    assert.deepEqual([exitOf('0.9'), exitOf('0.8')], [1, 0]);
   });
 
   test('Markdown ends with the verdict line, for a CI job summary', async (t) => {
