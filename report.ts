@@ -713,7 +713,8 @@ export function gate(report: Report, thresholds: Map<string, number>, on: 'kappa
     }
     const judge = dimension.judge_vs_human;
     const figure = on === 'lower' ? (judge.kappa_ci95?.[0] ?? null) : judge.kappa;
-    if (figure === null || figure < threshold) {
+    // Within 1e-9 of it is at it: floating-point noise must not fail a kappa that equals it.
+    if (figure === null || figure < threshold - 1e-9) {
       failures.push({ dimension: dimension.name, figure, threshold });
     }
   }
@@ -727,7 +728,8 @@ export function gateVerdict(result: Gate, on: 'kappa' | 'lower'): string {
     return `gate passed: ${what} at or above its threshold on every dimension checked`;
   }
   const failures = result.failures.map((failure) => {
-    const figure = failure.figure === null ? 'unknown' : failure.figure.toFixed(3);
+    // Six decimals at most, trailing zeros dropped: 0.79963 must not print as its threshold 0.8.
+    const figure = failure.figure === null ? 'unknown' : String(Number(failure.figure.toFixed(6)));
     return `${failure.dimension} ${what} ${figure} (threshold ${failure.threshold})`;
   });
   return `gate failed: ${failures.join('; ')}`;

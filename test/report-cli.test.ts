@@ -287,7 +287,7 @@ describe('the CI gate: --min-kappa, exit 1 naming each dimension below its thres
     const { code, stdout, stderr } = await run([...args, '--min-kappa', '0.9']);
     assert.equal(code, 1);
     assert.match(stdout, /^dimension +n +exact/m);
-    const failures = DIMENSIONS.map((name) => `${name} kappa 0.800 (threshold 0.9)`);
+    const failures = DIMENSIONS.map((name) => `${name} kappa 0.8 (threshold 0.9)`);
     assert.ok(stdout.endsWith(`\ngate failed: ${failures.join('; ')}\n`), stdout.slice(-300));
     assert.equal(stderr, `report: gate failed: ${failures.join('; ')}\n`);
   });
@@ -320,8 +320,22 @@ describe('the CI gate: --min-kappa, exit 1 naming each dimension below its thres
     assert.equal((await run([...args, '--min-kappa', '0.7'])).code, 0);
     const { code, stdout } = await run([...args, '--min-kappa', '0.7', '--on', 'lower']);
     assert.equal(code, 1);
-    const expected = `${DIMENSIONS[0]} kappa's 95% CI lower end ${lower.toFixed(3)} (threshold 0.7)`;
+    const shown = String(Number(lower.toFixed(6)));
+    const expected = `${DIMENSIONS[0]} kappa's 95% CI lower end ${shown} (threshold 0.7)`;
     assert.ok(stdout.includes(`\ngate failed: ${expected}; `), stdout.slice(-400));
+  });
+
+  test('a kappa equal to its threshold passes, though floating point puts it 1e-16 below', async (t) => {
+    // People (1, 1, 2, 0, 0), the judge (1, 2, 1, 0, 1): observed 3/5, expected 1 by hand: 2/5.
+    const dir = tempDir(t);
+    const humans = humanCsv(dir, { p1: 1, p2: 1, p3: 2, p4: 0, p5: 0 });
+    const scores = judgeCsv(dir, 'judge.csv', { p1: 1, p2: 2, p3: 1, p4: 0, p5: 1 });
+    const args = ['--scores', scores, '--human-scores', humans, '--rubric', RUBRIC_FILE];
+    const base = [...args, '--log', path.join(dir, 'x'), '--format', 'json'];
+    const kappa = JSON.parse((await run(base)).stdout).dimensions[0].judge_vs_human.kappa;
+    assert.ok(kappa < 0.4 && kappa > 0.4 - 1e-12, `kappa ${kappa}`);
+    assert.equal((await run([...base, '--min-kappa', '0.4'])).code, 0);
+    assert.equal((await run([...base, '--min-kappa', '0.400001'])).code, 1);
   });
 
   test('a kappa that is unknown (null) fails the gate, named "unknown"', async (t) => {
