@@ -326,16 +326,17 @@ describe('the CI gate: --min-kappa, exit 1 naming each dimension below its thres
   });
 
   test('a kappa equal to its threshold passes, though floating point puts it 1e-16 below', async (t) => {
-    // People (1, 1, 2, 0, 0), the judge (1, 2, 1, 0, 1): observed 3/5, expected 1 by hand: 2/5.
+    // People (0, 2, 0, 1, 2, 0), the judge (2, 0, 0, 0, 1, 1): observed (11/4)/6 = 11/24, expected
+    // 50/4/36 = 25/72 by hand, so kappa is 1 - 1.32 = -0.32 exactly.
     const dir = tempDir(t);
-    const humans = humanCsv(dir, { p1: 1, p2: 1, p3: 2, p4: 0, p5: 0 });
-    const scores = judgeCsv(dir, 'judge.csv', { p1: 1, p2: 2, p3: 1, p4: 0, p5: 1 });
+    const humans = humanCsv(dir, { p1: 0, p2: 2, p3: 0, p4: 1, p5: 2, p6: 0 });
+    const scores = judgeCsv(dir, 'judge.csv', { p1: 2, p2: 0, p3: 0, p4: 0, p5: 1, p6: 1 });
     const args = ['--scores', scores, '--human-scores', humans, '--rubric', RUBRIC_FILE];
     const base = [...args, '--log', path.join(dir, 'x'), '--format', 'json'];
     const kappa = JSON.parse((await run(base)).stdout).dimensions[0].judge_vs_human.kappa;
-    assert.ok(kappa < 0.4 && kappa > 0.4 - 1e-12, `kappa ${kappa}`);
-    assert.equal((await run([...base, '--min-kappa', '0.4'])).code, 0);
-    assert.equal((await run([...base, '--min-kappa', '0.400001'])).code, 1);
+    assert.ok(kappa < -0.32 && kappa > -0.32 - 1e-12, `kappa ${kappa}`);
+    assert.equal((await run([...base, '--min-kappa', '-0.32'])).code, 0);
+    assert.equal((await run([...base, '--min-kappa', '-0.319999'])).code, 1);
   });
 
   test('a kappa that is unknown (null) fails the gate, named "unknown"', async (t) => {
