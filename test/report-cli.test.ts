@@ -5,10 +5,20 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
 import type { TestContext } from 'node:test';
-import { REPO, RUBRIC_FILE, TSX_LOADER, mentioning, tempDir } from './helpers.ts';
+import {
+  REPO,
+  RUBRIC_FILE,
+  TSX_LOADER,
+  judgeEntry,
+  mentioning,
+  readLog,
+  setupRun,
+  tagOf,
+  tempDir,
+} from './helpers.ts';
 
 const { judgeInputs, main, readAuditLog } = await import('../report.ts');
-const { DEFAULTS, loadRubric } = await import('../run-judge.ts');
+const { DEFAULTS, loadRubric, pairKey } = await import('../run-judge.ts');
 const rubric = loadRubric(RUBRIC_FILE);
 const DIMENSIONS = rubric.dimensions.map((dimension) => dimension.name);
 const HEADER = `task_id,model,${DIMENSIONS.join(',')},notes`;
@@ -114,6 +124,54 @@ function humanCsv(dir: string, scores: Record<string, number>, scorers = ['al'])
 /** Samples of one transcript judged three times, every dimension the given score in each. */
 const samples = (...scores: number[]) =>
   scores.map((score) => Object.fromEntries(DIMENSIONS.map((name) => [name, score])));
+
+describe('the audit log a real run writes (through the fake), as the report and the page read it', () => {
+  test('a fallback row, the thinking behind a row, hashes, the last judged time, the cost', async (t) => {
+    // judge-a's answer on m01/proof01 is no JSON: judge-b scores it, a fallback (judge-a's thinking
+    // there, behind no row, is not its row's). judge-a scores m01/proof02, thinking first.
+    const price = { input: 5, output: 25 };
+    const { ws, run: judge } = await setupRun(
+      t,
+      {
+        responder: (request) => {
+          const first = tagOf(request) === 'm01/proof01' && request.body?.model === 'judge-a';
+          return first ? { text: 'no json here' } : undefined;
+        },
+      },
+      {
+        models: 1,
+        tasks: ['proof01', 'proof02'],
+        judge: judgeEntry('judge-a', { thinking: 'adaptive', price_usd_per_mtok: price }),
+        fallbacks: [judgeEntry('judge-b', { price_usd_per_mtok: price })],
+      },
+    );
+    const result = await judge(['--concurrency', '1']);
+    assert.equal(result.code, 0, result.stderr);
+
+    const audit = readAuditLog(ws.log, rubric);
+    const entries = readLog(ws.log);
+    assert.deepEqual([...audit.rows_by_judge].sort(), [
+      ['judge-a', 1],
+      ['judge-b', 1],
+    ]);
+    assert.deepEqual([...audit.fallback_rows], [['judge-b', 1]]);
+    const thinking = audit.rows.get(pairKey('proof02', 'm01'))!.thinking;
+    assert.equal(thinking.length, 1);
+    assert.match(thinking[0]!, /fake thinking/);
+    assert.deepEqual(audit.rows.get(pairKey('proof01', 'm01'))!.thinking, []);
+    assert.deepEqual(audit.rubric_sha256, [entries[0]!.rubric_sha256]);
+    assert.equal(
+      audit.last_judged,
+      entries
+        .map((entry) => entry.timestamp)
+        .sort()
+        .at(-1),
+    );
+    const costs = entries.map((entry) => (entry as unknown as { cost_usd: number }).cost_usd);
+    assert.ok(costs[0]! > costs[1]!, "the fallback's entry holds both paid answers");
+    assert.equal(audit.total_cost_usd, costs[0]! + costs[1]!);
+  });
+});
 
 describe('judges side by side: --scores more than once, on the transcripts all of them scored', () => {
   // People: p1..p5. opus: p1..p5, the same as people on p1..p4 and 0 against 2 on p5. sonnet: p1..p4
