@@ -232,6 +232,15 @@ describe('judges side by side: --scores more than once, on the transcripts all o
       ['opus', opus, opusLog, 'sonnet', sonnet, path.join(dir, 'sonnet.jsonl')],
     );
     assert.deepEqual([first.n_transcripts, second.n_transcripts], [4, 4]);
+    assert.deepEqual(Object.keys(first), [
+      'name',
+      'scores',
+      'log',
+      'n_transcripts',
+      'cost_usd_per_transcript',
+      'dimensions',
+    ]);
+    assert.deepEqual(Object.keys(report).slice(-2), ['judges', 'comparison']);
     for (const dimension of first.dimensions) {
       assert.equal(dimension.kappa, 1, 'opus equals people on p1..p4');
       assert.deepEqual(
