@@ -119,11 +119,13 @@ function buildCli(io: IO, result: { status: number }): Command {
     .command('agreement', { isDefault: true })
     .description('the judge against the human scores, per dimension and per model')
     .option('--format <format>', 'table, markdown or json', 'table')
-    .option(
-      '--scores <[name=]file>',
-      'a judge CSV; repeat to compare judges (named by NAME= or the file stem)',
-      collect,
-      [],
+    .addOption(
+      new Option(
+        '--scores <file>',
+        'a judge CSV, or NAME=file; repeat to compare judges (named NAME, else by the file stem)',
+      )
+        .argParser(collect)
+        .default([], DEFAULTS.output),
     )
     .option(
       '--human-scores <path>',
@@ -131,18 +133,21 @@ function buildCli(io: IO, result: { status: number }): Command {
       DEFAULTS.humanScores,
     )
     .option('--rubric <file>', 'rubric', DEFAULTS.rubric)
-    .option(
-      '--log <[name=]file>',
-      `a judge's audit log, paired by name or position (default: ${DEFAULTS.log} for the ` +
-        "default CSV, else the CSV's path with .jsonl; skipped when absent)",
-      collect,
-      [],
+    .addOption(
+      new Option(
+        '--log <file>',
+        "a judge's audit log, or NAME=file: paired by name or position; skipped when absent",
+      )
+        .argParser(collect)
+        .default([], `${DEFAULTS.log} for the default CSV, else the CSV's path with .jsonl`),
     )
-    .option(
-      '--min-kappa <[dimension=]x>',
-      "CI gate: exit 1 when a dimension's kappa is below x or unknown (repeatable)",
-      collect,
-      [],
+    .addOption(
+      new Option(
+        '--min-kappa <x>',
+        "CI gate: exit 1 when a dimension's kappa is below x or unknown; dimension=x for one",
+      )
+        .argParser(collect)
+        .default([], 'no gate'),
     )
     .addOption(
       new Option(
