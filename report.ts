@@ -15,7 +15,6 @@ import {
   allowedScores,
   checkOutputFile,
   compareText,
-  isComplete,
   isEntryModule,
   issuePath,
   loadRubric,
@@ -30,7 +29,13 @@ import {
   unguard,
 } from './run-judge.ts';
 import type { HumanRow, Rubric, ScoreRow } from './run-judge.ts';
-import { analyse, figure, reportCells, withInterval } from './report-analysis.ts';
+import {
+  analyse,
+  comparableHumanRows,
+  figure,
+  reportCells,
+  withInterval,
+} from './report-analysis.ts';
 import type { Report, Scores } from './report-analysis.ts';
 import { writeHtmlPage } from './report-html.ts';
 import { scoringSheet, writeScoringPlan } from './report-sheet.ts';
@@ -652,11 +657,12 @@ type JudgeRun = { judge: JudgeInput; rows: ScoreRow[]; audit: Audit };
 
 export type JudgeComparison = ReturnType<typeof compareJudges>[number];
 
-/** Every judge on the same transcripts: those all of them scored and people scored completely. */
+/** Every judge on the same transcripts: those all of them scored and people scored completely (and
+ * not stale: the transcript unchanged since). */
 export function compareJudges(runs: JudgeRun[], humans: HumanRow[], rubric: Rubric) {
   // 1. The transcripts compared.
   const keyOf = (row: { task_id: string; model: string }) => pairKey(row.task_id, row.model);
-  const complete = humans.filter((row) => isComplete(row, rubric));
+  const complete = comparableHumanRows(humans, rubric);
   let common = new Set(complete.map(keyOf));
   for (const run of runs) {
     const scored = new Set(run.rows.map(keyOf));

@@ -17,7 +17,7 @@ import {
   tempDir,
 } from './helpers.ts';
 
-const { judgeInputs, main, readAuditLog } = await import('../report.ts');
+const { compareJudges, judgeInputs, main, readAuditLog } = await import('../report.ts');
 const { DEFAULTS, loadRubric, pairKey } = await import('../run-judge.ts');
 const rubric = loadRubric(RUBRIC_FILE);
 const DIMENSIONS = rubric.dimensions.map((dimension) => dimension.name);
@@ -274,6 +274,27 @@ describe('judges side by side: --scores more than once, on the transcripts all o
     // Cost per transcript: the last scored entry of each compared row; one unknown makes it unknown.
     assert.ok(Math.abs(first.cost_usd_per_transcript - 0.025) < 1e-12);
     assert.equal(second.cost_usd_per_transcript, null);
+  });
+
+  test('a stale human row (its transcript edited since) is left out of the comparison too', () => {
+    const all = (score: number) => Object.fromEntries(DIMENSIONS.map((name) => [name, score]));
+    const row = (task_id: string, score: number) => ({ task_id, model: 'm1', scores: all(score) });
+    const judged = [row('p1', 0), row('p2', 1), row('p3', 2)];
+    const human = (task_id: string, score: number, stale: boolean) => {
+      return { task_id, model: 'm1', scores: all(score), notes: '', scorer: 'al', stale };
+    };
+    const humans = [human('p1', 0, false), human('p2', 1, false), human('p3', 0, true)];
+    const runs = ['a', 'b'].map((name) => {
+      const judge = { name, scores: `${name}.csv`, log: `${name}.jsonl` };
+      return { judge, rows: judged.map((r) => ({ ...r, notes: '' })), audit: readAuditLog('none') };
+    });
+    const [first] = compareJudges(runs, humans, rubric);
+    assert.equal(first!.n_transcripts, 2);
+    assert.equal(
+      first!.dimensions[0]!.kappa,
+      1,
+      "p3's stale 0 against the judge's 2 is not counted",
+    );
   });
 
   test('the table: the judges of each dimension together, the cost or "unknown"', async (t) => {
