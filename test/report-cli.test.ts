@@ -322,6 +322,15 @@ describe('judges side by side: --scores more than once, on the transcripts all o
     assert.ok(!('comparison' in one));
   });
 
+  test("any judge's CSV given as the human scores is refused, the second's too", async (t) => {
+    const { opus, sonnet, opusLog } = setUp(t);
+    const args = ['--scores', opus, '--scores', sonnet, '--log', opusLog, '--rubric', RUBRIC_FILE];
+    const { code, stdout, stderr } = await run([...args, '--human-scores', sonnet]);
+    assert.equal(code, 2);
+    assert.equal(stdout, '');
+    assert.match(stderr, mentioning(sonnet, "is the judge's score CSV"));
+  });
+
   test('two judges of the same name, or a --log for no judge: a usage error saying what to do', async (t) => {
     const { dir, opus, humans } = setUp(t);
     const twin = path.join(dir, 'other');
