@@ -25,6 +25,7 @@ import {
   readHumanScores,
   readTranscripts,
   refuseFlagsNpmTook,
+  rubricDimensions,
   scoreColumns,
   unguard,
 } from './run-judge.ts';
