@@ -15,6 +15,7 @@ import {
   allowedScores,
   checkOutputFile,
   compareText,
+  defaultLog,
   isEntryModule,
   issuePath,
   loadRubric,
@@ -352,15 +353,6 @@ function nameAndFile(value: string, option: string): { name?: string; file: stri
     );
   }
   return { name, file: value.slice(at + 1) };
-}
-
-/** A judge's log when no --log names one: the default log for the default CSV, else the CSV's own
- * path with .jsonl (as the README's second run names them): never another run's log. */
-function defaultLog(scores: string): string {
-  if (path.normalize(scores) === path.normalize(DEFAULTS.output)) {
-    return DEFAULTS.log;
-  }
-  return path.join(path.dirname(scores), `${path.basename(scores, path.extname(scores))}.jsonl`);
 }
 
 /** `--min-kappa x` and `--min-kappa dimension=x` as a threshold per dimension, the named ones over

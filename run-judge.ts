@@ -76,6 +76,15 @@ export const DEFAULTS = {
   samples: 1,
 };
 
+/** A CSV's audit log when no --log names one: the default log for the default CSV, else the CSV's
+ * own path with .jsonl, so two judges' runs never share a log (both scripts read it so). */
+export function defaultLog(output: string): string {
+  if (path.normalize(output) === path.normalize(DEFAULTS.output)) {
+    return DEFAULTS.log;
+  }
+  return path.join(path.dirname(output), `${path.basename(output, path.extname(output))}.jsonl`);
+}
+
 const MAX_SAMPLES = 100; // a typo such as --samples 1000 must not multiply the bill by a thousand
 const MAX_CONCURRENCY = 256; // each judgement in flight holds a connection: open files stay bounded
 const RETRY_DEFAULTS = { max_retries: 5, budget_s: 30, base_delay_s: 1 };
@@ -237,6 +246,7 @@ export async function main(argv: string[], io: IO): Promise<number> {
     const cli = buildCli(io);
     refuseFlagsNpmTook(io.env, cli);
     const options = cli.parse(argv, { from: 'user' }).opts<RunOptions>();
+    options.log ??= defaultLog(options.output);
     if (options.dryRun) return dryRun(options, io);
 
     // 2. Judge every selected transcript that has no row yet.
@@ -421,8 +431,8 @@ function buildCli(io: IO): Command {
     .option('--output <file>', 'CSV the score rows are appended to', DEFAULTS.output)
     .option(
       '--log <file>',
-      'JSONL audit log: one line per judged transcript, with the raw answers',
-      DEFAULTS.log,
+      'JSONL audit log: one line per judged transcript, with the raw answers ' +
+        `(default: ${DEFAULTS.log} for the default CSV, else the --output path with .jsonl)`,
     )
     .option(
       '--human-scores <path>',

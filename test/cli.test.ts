@@ -302,6 +302,19 @@ describe('exit status 0: every selected transcript has a row', () => {
     assert.match(result.stderr, summaryLine(6, 0));
     assert.equal(fs.existsSync(`${ws.output}.lock`), false, 'lock removed after the run');
   });
+
+  test('without --log, a CSV of its own gets a log of its own beside it, where report.ts looks', async (t) => {
+    const { fake, ws } = await setupRun(t);
+    const sonnetCsv = path.join(path.dirname(ws.output), 'sonnet.csv');
+    const args = ws.args('--output', sonnetCsv);
+    args.splice(args.indexOf('--log'), 2);
+
+    const result = await runMain(args, { baseUrl: fake.url });
+
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(readLog(path.join(path.dirname(ws.output), 'sonnet.jsonl')).length, 6);
+    assert.equal(fs.existsSync(ws.log), false, "the default CSV's log is not shared");
+  });
 });
 
 describe('--limit: a trial judges at most n of the selected transcripts without a row, in sorted order', () => {
