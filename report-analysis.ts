@@ -558,8 +558,8 @@ export function withInterval(
 /** Agreement of two raters on one dimension: its allowed scores are the labels, used or not. */
 export type Agreement = {
   n: number;
-  exact: number;
-  within_one: number;
+  exact: number | null; // null with no pairs: no figure, not 0
+  within_one: number | null;
   kappa: number | null;
   confusion: number[][];
 };
@@ -608,8 +608,8 @@ function countsAgreement(counts: Float64Array, at: number, k: number): Agreement
   }
   return {
     n,
-    exact: n > 0 ? exact / n : 0,
-    within_one: n > 0 ? withinOne / n : 0,
+    exact: n > 0 ? exact / n : null,
+    within_one: n > 0 ? withinOne / n : null,
     kappa: kappaOfCounts(counts, at, k),
     confusion,
   };

@@ -6,7 +6,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
 
-const { agreement, analyse, intervalAlpha } = await import('../report-analysis.ts');
+const { agreement, analyse, intervalAlpha, reportCells } = await import('../report-analysis.ts');
 type Rubric = import('../run-judge.ts').Rubric;
 type HumanRow = import('../run-judge.ts').HumanRow;
 type ScoreRow = import('../run-judge.ts').ScoreRow;
@@ -505,4 +505,22 @@ describe('the reference figures come from the script beside them', () => {
       }
     },
   );
+});
+
+describe('no matched transcript: no figure, never a 0', () => {
+  test('a judge row and a human row of different transcripts: n 0, exact and within one null, "-" in the table', () => {
+    const rubric = rubricOf({ x: [0, 1, 2] });
+    const judged = [judgeRow('m1', 'p1', { x: 2 })];
+    const humans = [humanRow('m1', 'p2', 'alice', { x: 2 })];
+
+    const report = analyse(judged, humans, rubric);
+    const figures = report.dimensions[0]!.judge_vs_human;
+
+    assert.equal(figures.n, 0);
+    assert.equal(figures.exact, null);
+    assert.equal(figures.within_one, null);
+    assert.equal(figures.kappa, null);
+    const row = reportCells(report).agreement[1]!;
+    assert.deepEqual(row.slice(0, 4), ['x', '0', '-', '-']);
+  });
 });
