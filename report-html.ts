@@ -1,14 +1,30 @@
-// report-html.ts: the report as one self-contained HTML page (`report.ts --html FILE`): the tables,
-// each confusion matrix as a shaded grid and each interval as a bar, then every transcript with its
-// scores side by side, the notes and its text. Inline style, no script, nothing fetched; every
-// name, note and transcript is escaped, so a transcript holding <script> shows it as text.
+// report-html.ts: the report as one self-contained HTML page (`report.ts --html FILE`), in the order
+// a researcher reads it: the run and one verdict line per dimension; per dimension a forest plot
+// (inline SVG), the per-model table, the confusion grid and the rubric's levels; then every
+// transcript, the most disputed first, behind an index. Inline style, no script, nothing fetched;
+// every name, note and transcript is escaped, so a transcript holding <script> shows it as text.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { EvalError, EvalInputError } from './run-judge.ts';
 import { comparePairs, loadTranscript, pairKey, transcriptToText } from './run-judge.ts';
-import type { HumanRow, ScoreRow, TranscriptRef } from './run-judge.ts';
+import type { HumanRow, Rubric, ScoreRow, TranscriptRef } from './run-judge.ts';
 import { groupBy, reportCells } from './report-analysis.ts';
-import type { DimensionReport, ModelReport, Report } from './report-analysis.ts';
+import type { Audit, DimensionReport, ModelReport, Report } from './report-analysis.ts';
+
+/** What the page says about the run, from the audit log; null where the log does not say. */
+export type RunFacts = {
+  /** Each judge that scored a row, with how many, and how many of those as a fallback. */
+  judges: { name: string; rows: number; fallback_rows: number }[];
+  rubric_sha256: string | null;
+  prompt_template_sha256: string | null;
+  last_judged: string | null;
+  /** null: some answer's price is unknown, so the total is too. */
+  total_cost_usd: number | null;
+  human_scoring: string | null;
+};
+
+/** From the audit log, per transcript: which judge scored it, when, and its thinking text. */
+export type JudgedBy = { judge: string; fallback: boolean; timestamp: string; thinking: string[] };
 
 /** A transcript with a judge or a human row, and those rows. */
 type TranscriptRows = {
@@ -18,32 +34,71 @@ type TranscriptRows = {
   humans: HumanRow[];
 };
 
-/** One transcript on the page: its rows, and its text or why it cannot be shown. */
-export type TranscriptEntry = TranscriptRows & { transcript: string | { unavailable: string } };
+/** One transcript on the page: its rows, who judged it, its text or why it cannot be shown. */
+export type TranscriptEntry = TranscriptRows & {
+  judged_by: JudgedBy | undefined;
+  transcript: string | { unavailable: string };
+};
 
-/** Writes the page: the report, then every transcript with a judge or a human row. */
+/** Everything the page shows. */
+export type PageInputs = {
+  report: Report;
+  rubric: Rubric;
+  run: RunFacts;
+  entries: TranscriptEntry[];
+};
+
+/** Writes the page: the run, the report, then every transcript with a judge or a human row. */
 export function writeHtmlPage(
   file: string,
-  report: Report,
-  judged: ScoreRow[],
-  humans: HumanRow[],
-  transcriptsDir: string,
+  inputs: {
+    report: Report;
+    rubric: Rubric;
+    audit: Audit;
+    judged: ScoreRow[];
+    humans: HumanRow[];
+    transcriptsDir: string;
+  },
 ): void {
-  // 1. Every transcript with a row, with its text from the transcripts folder.
-  const entries = transcriptEntries(judged, humans).map((rows) => {
-    const transcriptPath = path.join(transcriptsDir, rows.model, `${rows.task_id}.json`);
+  // 1. Every transcript with a row, with who judged it and its text from the transcripts folder.
+  const judgedBy = judgedByOf(inputs.audit);
+  const entries = transcriptEntries(inputs.judged, inputs.humans).map((rows) => {
+    const transcriptPath = path.join(inputs.transcriptsDir, rows.model, `${rows.task_id}.json`);
     const ref = { task_id: rows.task_id, model: rows.model, path: transcriptPath };
-    return { ...rows, transcript: transcriptTextOf(ref) };
+    const judged_by = judgedBy.get(pairKey(rows.task_id, rows.model));
+    return { ...rows, judged_by, transcript: transcriptTextOf(ref) };
   });
 
   // 2. The page; a path it cannot write is an input error naming the file, not a stack trace.
-  const html = renderHtml(report, entries);
+  const run = runFacts(inputs.audit);
+  const html = renderHtml({ report: inputs.report, rubric: inputs.rubric, run, entries });
   try {
     fs.writeFileSync(file, html);
   } catch (error) {
     const reason = (error as Error).message;
     throw new EvalInputError(`${file}: cannot write the HTML page (${reason})`, { cause: error });
   }
+}
+
+/** The run's facts the audit log holds; what it does not hold is null ("unknown" on the page). */
+export function runFacts(audit: Audit): RunFacts {
+  const judges = Object.entries(audit.judges).map(([name, rows]) => {
+    return { name, rows, fallback_rows: 0 };
+  });
+  return {
+    judges,
+    rubric_sha256: null,
+    prompt_template_sha256: null,
+    last_judged: null,
+    total_cost_usd: null,
+    human_scoring: null,
+  };
+}
+
+/** Per transcript, who judged it, when, and its thinking, as the audit log says. */
+function judgedByOf(audit: Audit): Map<string, JudgedBy> {
+  void audit;
+  return new Map();
 }
 
 /** Every transcript with a judge or a human row, sorted by model then task, with those rows. */
@@ -83,135 +138,559 @@ function transcriptTextOf(ref: TranscriptRef): TranscriptEntry['transcript'] {
 
 // ---- The page ----------------------------------------------------------------------------------
 
-const PAGE_CSS = `body{font:14px/1.45 system-ui,sans-serif;color:#111;margin:24px;max-width:1140px}
+const PAGE_CSS = `body{font:14px/1.45 system-ui,sans-serif;color:#111;margin:24px auto;padding:0 24px;
+max-width:1140px}
+h2{margin-top:28px}
 table{border-collapse:collapse;margin:6px 0 18px}
-th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}
+th,td{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
 td{white-space:nowrap}
 th{background:#f3f4f6}
+.wide{overflow-x:auto;max-width:100%}
+.run th{white-space:nowrap}
+.run td{white-space:normal;overflow-wrap:anywhere}
+.verdicts li{margin:2px 0}
+.within{color:#166534;font-weight:bold}
+.below{color:#b91c1c;font-weight:bold}
+.forest{display:block;width:100%;max-width:800px;height:auto;margin:8px 0}
+.forest text{font:12px system-ui,sans-serif;fill:#111}
+.forest .tick text{fill:#555;font-size:11px}
+.forest text.panel{font-weight:bold}
+.forest .tick line{stroke:#ddd}
+.forest .axis{stroke:#888}
+.forest .interval line{stroke-width:2}
+.forest .judge line{stroke:#1d4ed8}
+.forest .judge circle{fill:#1d4ed8}
+.forest .human line{stroke:#ea580c}
+.forest .human rect{fill:#ea580c}
+.forest .ceiling line{stroke:#6b7280}
+.forest .ceiling rect{fill:#6b7280}
 .grid td,.grid th{text-align:center;min-width:24px;padding:2px 6px}
 .grid td.dark{color:#fff}
-.bars{display:grid;grid-template-columns:auto auto 150px auto;gap:3px 6px;
-align-items:center;font-size:12px}
-.bar{position:relative;height:10px;background:#e5e7eb}
-.bar i,.bar b{position:absolute;top:0;bottom:0}
-.bar i{background:#93c5fd}
-.bar.human i{background:#fdba74}
-.bar b{top:-3px;bottom:-3px;width:2px;margin-left:-1px;background:#000}
+.grid td.diagonal{outline:2px solid #111;outline-offset:-3px;font-weight:bold}
+.grid .total{background:#f3f4f6;font-weight:bold}
+.index td{padding:1px 8px}
 .differs{background:#fcd34d;font-weight:bold}
-section{border-top:1px solid #ccc;margin-top:18px}
+section.transcript{border-top:1px solid #ccc;margin-top:18px}
+section.dimension{border-top:2px solid #999;margin-top:24px}
 .notes{white-space:pre-wrap}
-pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f6f6f6;padding:8px}`;
+pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f6f6f6;padding:8px}
+.rubric dt{font-weight:bold}
+.rubric dd{margin:0 0 6px 2em}`;
 
-/** The report as one page: its tables with grids and bars, then every transcript's entry. */
-export function renderHtml(report: Report, entries: TranscriptEntry[]): string {
+const TITLE = 'The judge against the human scores';
+
+/** The page: the run and the verdicts, each dimension, the tables, then every transcript. */
+export function renderHtml(page: PageInputs): string {
+  const report = page.report;
   const cells = reportCells(report);
-  const title = 'The judge against the human scores';
-  const agreement = agreementTable(report, cells.agreement);
-  const models = modelsTable(report, cells.models);
-  const names = report.dimensions.map((dimension) => dimension.name);
-  const sections = entries.map((entry) => transcriptSection(entry, names));
-
-  return `<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>${title}</title>
-<style>${PAGE_CSS}</style></head><body><h1>${title}</h1><p>${escapeHtml(cells.summary)}</p>
-<h2>Agreement per dimension</h2>${agreement}
-<h2>Models side by side</h2>${models}
-<h2>Transcripts</h2><p><span class="differs">Highlighted</span>: a human's score that differs from the judge's.</p>
-${sections.join('')}</body></html>\n`;
-}
-
-/** The agreement table, each dimension's confusion matrix as a grid in one more column. */
-function agreementTable(report: Report, rows: string[][]): string {
-  const grids = report.dimensions.map(confusionGrid);
-  return tableWithColumn(rows, 'confusion (rows: human; columns: judge)', grids);
-}
-
-/** The models table, each mean and its interval as a bar in one more column. */
-function modelsTable(report: Report, rows: string[][]): string {
-  const bars = report.models.flatMap((row) => {
-    return report.dimensions.map((dimension) => intervalBars(row, dimension));
+  const entries = byDisagreement(page.entries, report);
+  const dimensions = report.dimensions.map((dimension) => {
+    return dimensionSection(dimension, report, page.rubric);
   });
-  return tableWithColumn(rows, 'means and 95% intervals', bars);
+  const names = report.dimensions.map((dimension) => dimension.name);
+  const transcripts = entries.map((entry) => transcriptSection(entry, names, report));
+
+  return `<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>${TITLE}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>${PAGE_CSS}</style></head><body><h1>${TITLE}</h1>
+<h2>The run</h2>${runTable(page.run, report)}
+<h2>Verdicts</h2>${verdictList(report)}
+<h2>Agreement per dimension</h2>${wide(htmlTable(withoutBlankColumns(cells.agreement)))}
+${dimensions.join('')}
+<h2>Transcripts</h2>${transcriptIndex(entries, report)}
+<p><span class="differs">Highlighted</span>: a human's score that differs from the judge's.</p>
+${transcripts.join('')}</body></html>\n`;
 }
 
-/** A table of text cells (the header first) and one more column: `title`, then HTML a row. */
-function tableWithColumn(rows: string[][], title: string, html: string[]): string {
-  const header = tableRow('th', rows[0] ?? [], `<th>${title}</th>`);
-  const body = rows.slice(1).map((row, i) => tableRow('td', row, `<td>${html[i]}</td>`));
+// ---- The run and the verdicts ------------------------------------------------------------------
+
+/** The run as a two-column table: judges, hashes, the last judged row, the cost, human scoring. */
+function runTable(run: RunFacts, report: Report): string {
+  const judges = run.judges.map((judge) => {
+    const fallback = judge.fallback_rows > 0 ? ` (${judge.fallback_rows} as a fallback)` : '';
+    return `${judge.name}: ${judge.rows} row${judge.rows === 1 ? '' : 's'}${fallback}`;
+  });
+  const noHuman = report.missing.no_human;
+  const noJudge = report.missing.no_judge;
+
+  const rows = [
+    ['judges', judges.join('; ') || 'unknown (no audit log)'],
+    ['rubric sha256', run.rubric_sha256 ?? 'unknown'],
+    ['prompt template sha256', run.prompt_template_sha256 ?? 'unknown'],
+    ['last judged row', run.last_judged ?? 'unknown'],
+    ['total cost', run.total_cost_usd === null ? 'unknown' : `$${run.total_cost_usd.toFixed(4)}`],
+    ['human scoring', run.human_scoring ?? 'unknown'],
+    ['pairs compared', `${report.pairs} (transcript, scorer) pairs`],
+    [`no human row (${noHuman.length})`, noHuman.join(', ') || 'none'],
+    [`no judge row (${noJudge.length})`, noJudge.join(', ') || 'none'],
+  ];
+  const body = rows.map(([name, value]) =>
+    tableRow('th', [name!], `<td>${escapeHtml(value!)}</td>`),
+  );
+  return `<table class="run">${body.join('')}</table>`;
+}
+
+/** One line per dimension: the judge's kappa against the human ceiling's, and the verdict. */
+function verdictList(report: Report): string {
+  const lines = report.dimensions.map((dimension) => {
+    const link = `<a href="#${dimensionId(dimension.name)}">${escapeHtml(dimension.name)}</a>`;
+    return `<li>${link}: ${verdictText(dimension)}</li>`;
+  });
+  return `<ul class="verdicts">${lines.join('')}</ul>`;
+}
+
+/** A dimension's figures in one line, the verdict in bold (HTML). */
+function verdictText(dimension: DimensionReport): string {
+  const judge = dimension.judge_vs_human;
+  const ceiling = dimension.human_vs_human;
+  const kappa = `judge kappa ${withInterval(judge.kappa, judge.kappa_ci95)}`;
+  if (ceiling === null) {
+    return `${escapeHtml(kappa)}; no human ceiling (no transcript with two scorers)`;
+  }
+  const ceilingText = `human ceiling ${withInterval(ceiling.kappa, ceiling.kappa_ci95)}`;
+  return escapeHtml(`${kappa}; ${ceilingText}`);
+}
+
+// ---- One dimension: the forest plot, the models, the confusion grid, the rubric's levels -------
+
+/** A dimension's section: its forest plot, its per-model table, its grid and its levels. */
+function dimensionSection(dimension: DimensionReport, report: Report, rubric: Rubric): string {
+  const name = dimension.name;
+  const plot = forestPlot(forestPanels(dimension, report.models), `${name}: forest plot`);
+  const models = wide(htmlTable(withoutBlankColumns(modelRows(dimension, report))));
+  const grid = confusionGrid(dimension);
+  const levels = rubricLevels(rubric, name);
+
+  const heading = `<h2 id="${dimensionId(name)}">${escapeHtml(name)}</h2>`;
+  const gridTitle = '<h3>Confusion (rows: human; columns: judge; the diagonal agrees)</h3>';
+  const body = `${heading}<p>${verdictText(dimension)}</p>${plot}${levels}<h3>Models</h3>${models}`;
+  return `<section class="dimension">${body}${gridTitle}${grid}</section>\n`;
+}
+
+/** The plot's two panels: kappa (judge, ceiling), then each model's judge and human means. */
+export function forestPanels(dimension: DimensionReport, models: ModelReport[]): ForestPanel[] {
+  const judge = dimension.judge_vs_human;
+  const ceiling = dimension.human_vs_human;
+  const kappaRows: ForestRow[] = [
+    {
+      label: 'judge vs human',
+      marks: [{ who: 'judge', value: judge.kappa, ci: judge.kappa_ci95 }],
+      text: withInterval(judge.kappa, judge.kappa_ci95),
+    },
+  ];
+  if (ceiling !== null) {
+    kappaRows.push({
+      label: 'human vs human',
+      marks: [{ who: 'ceiling', value: ceiling.kappa, ci: ceiling.kappa_ci95 }],
+      text: withInterval(ceiling.kappa, ceiling.kappa_ci95),
+    });
+  }
+
+  const name = dimension.name;
+  const modelRows = models.map((row): ForestRow => {
+    const judgeMean = row.judge_mean[name] ?? null;
+    const humanMean = row.human_mean[name] ?? null;
+    return {
+      label: row.model,
+      marks: [
+        { who: 'judge', value: judgeMean, ci: row.judge_ci95[name] ?? null },
+        { who: 'human', value: humanMean, ci: row.human_ci95[name] ?? null },
+      ],
+      text: `judge ${figure(judgeMean)} · human ${figure(humanMean)}`,
+    };
+  });
+
+  const kappaValues = kappaRows.flatMap((row) => row.marks.flatMap(markValues));
+  const lowest = Math.min(0, ...kappaValues);
+  const kappaMin = Math.max(-1, Math.floor(lowest * 4) / 4);
+  const lowLabel = dimension.labels[0] ?? 0;
+  const highLabel = dimension.labels.at(-1) ?? 1;
+  return [
+    { title: 'quadratic-weighted kappa', min: kappaMin, max: 1, rows: kappaRows },
+    {
+      title: 'mean score per tutor',
+      min: lowLabel,
+      max: highLabel > lowLabel ? highLabel : lowLabel + 1,
+      rows: modelRows,
+    },
+  ];
+}
+
+/** A mark's value and interval ends, those there are. */
+function markValues(mark: ForestMark): number[] {
+  const values: number[] = [];
+  if (mark.value !== null) {
+    values.push(mark.value);
+  }
+  if (mark.ci !== null) {
+    values.push(mark.ci[0], mark.ci[1]);
+  }
+  return values;
+}
+
+/** The per-model table of a dimension: n, the means over matched transcripts, the judge's kappa. */
+function modelRows(dimension: DimensionReport, report: Report): string[][] {
+  const name = dimension.name;
+  const rows = report.models.map((row) => [
+    row.model,
+    String(row.n_judge),
+    String(row.n_human),
+    withInterval(row.judge_mean[name], row.judge_ci95[name] ?? null),
+    withInterval(row.human_mean[name], row.human_ci95[name] ?? null),
+  ]);
+  const header = [
+    'model',
+    'judge rows',
+    'human rows',
+    'judge mean [95% CI]',
+    'human mean [95% CI]',
+  ];
+  return [header, ...rows];
+}
+
+/** A dimension's level descriptions, folded: one click away from its figures. */
+export function rubricLevels(rubric: Rubric, name: string): string {
+  const dimension = rubric.dimensions.find((candidate) => candidate.name === name);
+  if (dimension === undefined) {
+    return '';
+  }
+  const levels = Object.entries(dimension.scores).sort((a, b) => Number(a[0]) - Number(b[0]));
+  const items = levels.map(([score, text]) => {
+    return `<dt>${escapeHtml(score)}</dt><dd>${escapeHtml(text)}</dd>`;
+  });
+  const summary = `<summary>The rubric's levels of ${escapeHtml(name)}</summary>`;
+  const description = `<p>${escapeHtml(dimension.description)}</p>`;
+  return `<details class="rubric">${summary}${description}<dl>${items.join('')}</dl></details>`;
+}
+
+// ---- The forest plot: pure, intervals in, SVG out ----------------------------------------------
+
+/** One estimate on a row: who made it, its value and 95% interval (either may be missing). */
+export type ForestMark = {
+  who: 'judge' | 'human' | 'ceiling';
+  value: number | null;
+  ci: readonly [number, number] | null;
+};
+
+/** One line of the plot: a label on the left, marks on the axis, the figures on the right. */
+export type ForestRow = { label: string; marks: ForestMark[]; text: string };
+
+/** A block of rows on one axis from `min` to `max`, with ticks. */
+export type ForestPanel = { title: string; min: number; max: number; rows: ForestRow[] };
+
+const PLOT = { width: 800, left: 180, right: 580, row: 24, title: 22, axis: 30 };
+
+/** The panels as one inline SVG: per row each mark's interval as a line, its value as a dot. */
+export function forestPlot(panels: ForestPanel[], label: string): string {
+  let y = 0;
+  const parts: string[] = [legend()];
+  y += PLOT.title;
+
+  for (const panel of panels) {
+    const at = (value: number) => scaleX(value, panel.min, panel.max);
+    parts.push(`<text class="panel" x="0" y="${y + 14}">${escapeHtml(panel.title)}</text>`);
+    y += PLOT.title;
+
+    const height = panel.rows.length * PLOT.row;
+    parts.push(ticks(panel, y, height));
+    for (const row of panel.rows) {
+      parts.push(forestRow(row, y, at));
+      y += PLOT.row;
+    }
+    parts.push(`<line class="axis" x1="${PLOT.left}" x2="${PLOT.right}" y1="${y}" y2="${y}"/>`);
+    y += PLOT.axis;
+  }
+
+  const attributes = `class="forest" viewBox="0 0 ${PLOT.width} ${y}" role="img"`;
+  const title = `<title>${escapeHtml(label)}</title>`;
+  return `<svg xmlns="http://www.w3.org/2000/svg" ${attributes}>${title}${parts.join('')}</svg>`;
+}
+
+/** A value's x on the plot; one outside [min, max] is drawn at the nearer end. */
+function scaleX(value: number, min: number, max: number): number {
+  const share = (Math.min(max, Math.max(min, value)) - min) / (max - min);
+  return round(PLOT.left + share * (PLOT.right - PLOT.left));
+}
+
+/** The key: which colour and shape is the judge's, the humans', the ceiling's. */
+function legend(): string {
+  const keys = [
+    ['judge', '<circle cx="6" cy="10" r="5"/>', 'judge'],
+    ['human', '<rect x="1" y="5" width="10" height="10"/>', 'humans (mean of scorers)'],
+    ['ceiling', '<rect x="1" y="5" width="10" height="10"/>', 'human ceiling'],
+  ];
+  const items = keys.map(([who, shape, text], i) => {
+    const x = PLOT.left + [0, 80, 270][i]!;
+    return `<g class="${who}" transform="translate(${x},0)">${shape}<text x="16" y="14">${text}</text></g>`;
+  });
+  return `<g class="legend">${items.join('')}</g>`;
+}
+
+/** A panel's vertical grid lines with their values under the axis. */
+function ticks(panel: ForestPanel, y: number, height: number): string {
+  const lines = axisTicks(panel.min, panel.max).map((value) => {
+    const x = scaleX(value, panel.min, panel.max);
+    const line = `<line x1="${x}" x2="${x}" y1="${y}" y2="${y + height}"/>`;
+    const text = `<text x="${x}" y="${y + height + 16}" text-anchor="middle">${tickText(value)}</text>`;
+    return `<g class="tick">${line}${text}</g>`;
+  });
+  return lines.join('');
+}
+
+/** One row: the label, each mark (interval line and dot, or a dot alone), the figures. */
+function forestRow(row: ForestRow, y: number, at: (value: number) => number): string {
+  const middle = y + PLOT.row / 2;
+  const parts = [`<text x="0" y="${middle + 4}">${escapeHtml(shorten(row.label, 26))}</text>`];
+  const offsets = row.marks.length > 1 ? [-4, 4] : [0];
+
+  row.marks.forEach((mark, i) => {
+    const markY = middle + (offsets[i] ?? 0);
+    parts.push(forestMark(mark, markY, at));
+  });
+
+  const text = `<text x="${PLOT.right + 12}" y="${middle + 4}">${escapeHtml(row.text)}</text>`;
+  parts.push(text);
+  return `<g class="row"><title>${escapeHtml(`${row.label}: ${row.text}`)}</title>${parts.join('')}</g>`;
+}
+
+/** One estimate: its interval as a line (class `interval`) and its value as a dot or a square. */
+function forestMark(mark: ForestMark, y: number, at: (value: number) => number): string {
+  let line = '';
+  if (mark.ci !== null) {
+    line = `<line x1="${at(mark.ci[0])}" x2="${at(mark.ci[1])}" y1="${y}" y2="${y}"/>`;
+  }
+  let dot = '';
+  if (mark.value !== null) {
+    const x = at(mark.value);
+    dot = mark.who === 'judge' ? `<circle cx="${x}" cy="${y}" r="4"/>` : squareAt(x, y);
+  }
+  const kind = mark.ci === null ? 'point' : 'interval';
+  return `<g class="${kind} ${mark.who}">${line}${dot}</g>`;
+}
+
+/** A small square centred on (x, y). */
+function squareAt(x: number, y: number): string {
+  return `<rect x="${round(x - 3.5)}" y="${round(y - 3.5)}" width="7" height="7"/>`;
+}
+
+/** Evenly spaced round values from min to max: 4 to 10 of them, the step 1, 2, 2.5 or 5 × 10^k. */
+export function axisTicks(min: number, max: number): number[] {
+  const span = max - min;
+  if (!(span > 0)) {
+    return [min];
+  }
+  const steps = [1, 2, 2.5, 5].flatMap((base) => [-2, -1, 0, 1, 2].map((k) => base * 10 ** k));
+  steps.sort((a, b) => a - b);
+  const step = steps.find((candidate) => span / candidate <= 9) ?? span;
+
+  const values: number[] = [];
+  for (let i = Math.ceil(min / step - 1e-9); i * step <= max + 1e-9; i++) {
+    values.push(round(i * step));
+  }
+  return values;
+}
+
+/** A tick's value, as short as it goes: 1, 0.5, 0.25, −0.5. */
+function tickText(value: number): string {
+  return String(round(value)).replace('-', '−');
+}
+
+/** A long label cut to `length` characters with an ellipsis (the full one is in the row's title). */
+function shorten(label: string, length: number): string {
+  return label.length > length ? `${label.slice(0, length - 1)}…` : label;
+}
+
+/** A coordinate to 2 decimals, so the SVG stays short. */
+function round(value: number): number {
+  // + 0 turns -0 into 0, which prints as "0".
+  return Math.round(value * 100) / 100 + 0;
+}
+
+// ---- Tables and grids --------------------------------------------------------------------------
+
+/** Rows of cells with no column whose every body cell is blank ("-", or "- -"): nothing to say. */
+export function withoutBlankColumns(rows: string[][]): string[][] {
+  const body = rows.slice(1);
+  if (body.length === 0) {
+    return rows;
+  }
+  const header = rows[0] ?? [];
+  const kept = header.map((_, i) => i).filter((i) => body.some((row) => !isBlank(row[i] ?? '')));
+  return rows.map((row) => kept.map((i) => row[i] ?? ''));
+}
+
+/** Whether a cell says nothing: only dashes, brackets, commas and spaces ("-", "- [-, -]"). */
+function isBlank(cell: string): boolean {
+  return /^[-\s[\],]*$/.test(cell);
+}
+
+/** A table of text cells, the first row its header. */
+function htmlTable(rows: string[][]): string {
+  const header = tableRow('th', rows[0] ?? []);
+  const body = rows.slice(1).map((row) => tableRow('td', row));
   return `<table>${header}${body.join('')}</table>`;
 }
 
-/** A dimension's confusion matrix as a grid, each count shaded by its share of the largest. */
-function confusionGrid(dimension: DimensionReport): string {
+/** A table in a box that scrolls sideways on a narrow screen rather than overflowing the page. */
+function wide(table: string): string {
+  return `<div class="wide">${table}</div>`;
+}
+
+/** A confusion matrix as a grid: counts shaded by share of the largest, the diagonal outlined,
+ * each row's and column's total, and the overall total in the corner. */
+export function confusionGrid(dimension: DimensionReport): string {
   const confusion = dimension.judge_vs_human.confusion;
   const largest = Math.max(1, ...confusion.flat());
+  const labels = dimension.labels.map(String);
 
-  const head = tableRow('th', ['human ↓ judge →', ...dimension.labels.map(String)]);
+  const head = tableRow('th', ['human ↓ judge →', ...labels, 'total']);
   const rows = confusion.map((counts, i) => {
-    const shaded = counts.map((count) => shadedCell(count, largest));
-    return tableRow('th', [String(dimension.labels[i])], shaded.join(''));
+    const shaded = counts.map((count, j) => shadedCell(count, largest, i === j));
+    const total = `<td class="total">${sumOf(counts)}</td>`;
+    return tableRow('th', [labels[i]!], `${shaded.join('')}${total}`);
   });
-  return `<table class="grid">${head}${rows.join('')}</table>`;
+
+  const columnTotals = labels.map((_, j) => sumOf(confusion.map((counts) => counts[j] ?? 0)));
+  const totals = columnTotals.map((total) => `<td class="total">${total}</td>`);
+  const all = `<td class="total">${sumOf(columnTotals)}</td>`;
+  const footer = tableRow('th', ['total'], `${totals.join('')}${all}`);
+  return `<table class="grid">${head}${rows.join('')}${footer}</table>`;
 }
 
 /** A count as a cell shaded by count / largest; white text on the darker half. */
-function shadedCell(count: number, largest: number): string {
+function shadedCell(count: number, largest: number, diagonal: boolean): string {
   const share = count / largest;
-  const dark = share > 0.5 ? ' class="dark"' : '';
-  return `<td style="background:rgba(29,78,216,${share.toFixed(2)})"${dark}>${count}</td>`;
+  const classes = [share > 0.5 ? 'dark' : '', diagonal ? 'diagonal' : ''].filter(Boolean);
+  const attribute = classes.length > 0 ? ` class="${classes.join(' ')}"` : '';
+  return `<td style="background:rgba(29,78,216,${share.toFixed(2)})"${attribute}>${count}</td>`;
 }
 
-/** A model's judge and human means on one dimension, each as a bar with its interval. */
-function intervalBars(row: ModelReport, dimension: DimensionReport): string {
-  const name = dimension.name;
-  const judge = intervalBar('judge', row.judge_mean[name], row.judge_ci95[name], dimension.labels);
-  const human = intervalBar('human', row.human_mean[name], row.human_ci95[name], dimension.labels);
-  return `<div class="bars">${judge}${human}</div>`;
-}
+// ---- The transcripts: an index by disagreement, then each one ----------------------------------
 
-/** A mean as a mark, its interval as a span, on the dimension's whole scale (not the data's). */
-function intervalBar(
-  who: 'judge' | 'human',
-  mean: number | null | undefined,
-  ci: [number, number] | null | undefined,
-  labels: number[],
-): string {
-  const lowest = labels[0]!;
-  const highest = labels.at(-1)!;
-  const at = (value: number) => ((value - lowest) / (highest - lowest || 1)) * 100;
-
-  let span = '';
-  if (ci) {
-    span = `<i style="left:${at(ci[0]).toFixed(1)}%;right:${(100 - at(ci[1])).toFixed(1)}%"></i>`;
-  }
-  let mark = '';
-  if (mean !== null && mean !== undefined) {
-    mark = `<b style="left:${at(mean).toFixed(1)}%"></b>`;
+/** How far the humans are from the judge on a transcript: the steps on each dimension's scale
+ * between a human's score and the judge's, summed over dimensions, averaged over its scorers;
+ * null without a judge row or a human score. */
+export function disagreement(entry: TranscriptRows, report: Report): number | null {
+  if (entry.judge === undefined || entry.humans.length === 0) {
+    return null;
   }
 
-  const bar = `<div class="bar ${who}">${span}${mark}</div>`;
-  return `<span>${who}</span><span>${lowest}</span>${bar}<span>${highest}</span>`;
+  const perScorer = entry.humans.map((row) => {
+    let steps = 0;
+    let compared = 0;
+    for (const dimension of report.dimensions) {
+      const human = row.scores[dimension.name];
+      const judge = entry.judge?.scores[dimension.name];
+      if (human === undefined || judge === undefined) {
+        continue;
+      }
+      steps += Math.abs(dimension.labels.indexOf(human) - dimension.labels.indexOf(judge));
+      compared++;
+    }
+    return compared > 0 ? steps : null;
+  });
+
+  const scored = perScorer.filter((steps) => steps !== null);
+  return scored.length === 0 ? null : sumOf(scored) / scored.length;
 }
 
-/** One transcript: the scores side by side, the notes, then the text folded away. */
-function transcriptSection(entry: TranscriptEntry, dimensions: string[]): string {
+/** The entries, the largest disagreement first; those without one last; ties by model, task. */
+export function byDisagreement<T extends TranscriptRows>(entries: T[], report: Report): T[] {
+  const keyed = entries.map((entry) => ({ entry, steps: disagreement(entry, report) }));
+  keyed.sort((a, b) => {
+    const byDistance = (b.steps ?? -1) - (a.steps ?? -1);
+    return byDistance || comparePairs(a.entry, b.entry);
+  });
+  return keyed.map((item) => item.entry);
+}
+
+/** A transcript's anchor: `t-` then model and task, each character outside [A-Za-z0-9-] as _hex. */
+export function transcriptId(entry: { model: string; task_id: string }): string {
+  const safe = (text: string) => {
+    return text.replace(/[^A-Za-z0-9-]/g, (char) => `_${char.codePointAt(0)!.toString(16)}_`);
+  };
+  return `t-${safe(entry.model)}.${safe(entry.task_id)}`;
+}
+
+/** A dimension's anchor (dimension names are identifiers). */
+function dimensionId(name: string): string {
+  return `d-${name}`;
+}
+
+/** The index: a link to each transcript, its judge and its disagreement, in page order. */
+function transcriptIndex(entries: TranscriptEntry[], report: Report): string {
+  const header = tableRow('th', ['#', 'transcript', 'judge', 'disagreement', 'scorers']);
+  const rows = entries.map((entry, i) => {
+    const link = `<a href="#${transcriptId(entry)}">${escapeHtml(pairTitle(entry))}</a>`;
+    const steps = disagreement(entry, report);
+    const cells = [
+      `<td>${i + 1}</td>`,
+      `<td>${link}</td>`,
+      `<td>${escapeHtml(judgeName(entry))}</td>`,
+      `<td>${figure(steps)}</td>`,
+      `<td>${entry.humans.length}</td>`,
+    ];
+    return `<tr>${cells.join('')}</tr>\n`;
+  });
+  const note =
+    '<p>Disagreement: per dimension, how many steps of its scale lie between a human score and ' +
+    "the judge's, summed over the dimensions and averaged over the transcript's scorers. " +
+    'The largest first.</p>';
+  return `${note}${wide(`<table class="index">${header}${rows.join('')}</table>`)}`;
+}
+
+/** `model / task`, as a transcript is headed. */
+function pairTitle(entry: { model: string; task_id: string }): string {
+  return `${entry.model} / ${entry.task_id}`;
+}
+
+/** The judge that scored a transcript, as the audit log says; what is known otherwise. */
+function judgeName(entry: TranscriptEntry): string {
+  if (entry.judged_by !== undefined) {
+    return entry.judged_by.fallback ? `${entry.judged_by.judge} (fallback)` : entry.judged_by.judge;
+  }
+  return entry.judge === undefined ? 'not judged' : 'unknown (not in the audit log)';
+}
+
+/** One transcript: who judged it, the scores side by side, the notes and thinking, the text. */
+function transcriptSection(entry: TranscriptEntry, dimensions: string[], report: Report): string {
   const scorers = entry.humans.map((row) => row.scorer || 'human');
   const header = tableRow('th', ['dimension', 'judge', ...scorers]);
   const rows = dimensions.map((name) => scoreRow(name, entry));
-  const scores = `<table>${header}${rows.join('')}</table>`;
+  const scores = wide(`<table>${header}${rows.join('')}</table>`);
 
   const notes = [notesParagraph('judge', entry.judge?.notes ?? '')];
+  notes.push(thinkingDetails(entry.judged_by?.thinking ?? []));
   entry.humans.forEach((row, i) => notes.push(notesParagraph(scorers[i]!, row.notes)));
 
   let transcript: string;
   if (typeof entry.transcript === 'string') {
     const text = escapeHtml(entry.transcript);
-    transcript = `<details><summary>Transcript</summary><pre>${text}</pre></details>`;
+    transcript = `<details class="transcript"><summary>Transcript</summary><pre>${text}</pre></details>`;
   } else {
     transcript = `<p><em>${escapeHtml(entry.transcript.unavailable)}</em></p>`;
   }
 
-  const heading = `<h3>${escapeHtml(`${entry.model} / ${entry.task_id}`)}</h3>`;
-  return `<section>${heading}${scores}${notes.join('')}${transcript}</section>\n`;
+  const steps = disagreement(entry, report);
+  const facts = [`judged by ${judgeName(entry)}`];
+  if (entry.judged_by !== undefined) {
+    facts.push(`on ${entry.judged_by.timestamp}`);
+  }
+  facts.push(`disagreement ${figure(steps)}`);
+
+  const id = transcriptId(entry);
+  const heading = `<h3>${escapeHtml(pairTitle(entry))}</h3><p>${escapeHtml(facts.join('; '))}</p>`;
+  const body = `${heading}${scores}${notes.join('')}${transcript}`;
+  return `<section class="transcript" id="${id}">${body}</section>\n`;
+}
+
+/** The judge's thinking, folded under its notes; nothing when it did not think. */
+function thinkingDetails(thinking: string[]): string {
+  if (thinking.length === 0) {
+    return '';
+  }
+  const text = escapeHtml(thinking.join('\n\n'));
+  return `<details class="thinking"><summary>The judge's thinking</summary><pre>${text}</pre></details>`;
 }
 
 /** One dimension's row: the judge's score, then each human's, highlighted where it differs. */
@@ -222,7 +701,8 @@ function scoreRow(dimension: string, entry: TranscriptEntry): string {
     const differs = score !== undefined && judgeScore !== undefined && score !== judgeScore;
     return `<td${differs ? ' class="differs"' : ''}>${scoreText(score)}</td>`;
   });
-  return tableRow('th', [dimension], `<td>${scoreText(judgeScore)}</td>${humanCells.join('')}`);
+  const link = `<a href="#${dimensionId(dimension)}">${escapeHtml(dimension)}</a>`;
+  return `<tr><th>${link}</th><td>${scoreText(judgeScore)}</td>${humanCells.join('')}</tr>\n`;
 }
 
 /** A score as text; an en dash for one not given. */
@@ -238,10 +718,27 @@ function notesParagraph(who: string, notes: string): string {
   return `<p class="notes"><b>${escapeHtml(who)}'s notes:</b> ${escapeHtml(notes)}</p>`;
 }
 
+// ---- Leaf helpers ------------------------------------------------------------------------------
+
 /** One row of escaped text cells, each in `tag`, then `html` as it is. */
 function tableRow(tag: 'td' | 'th', cells: string[], html = ''): string {
   const escaped = cells.map((cell) => `<${tag}>${escapeHtml(cell)}</${tag}>`);
   return `<tr>${escaped.join('')}${html}</tr>\n`;
+}
+
+/** A figure to two decimals; '-' when there is none. */
+function figure(value: number | null | undefined): string {
+  return value === null || value === undefined ? '-' : value.toFixed(2);
+}
+
+/** A figure and its interval, as `0.71 [0.40, 0.90]`; '-' for either when there is none. */
+function withInterval(value: number | null | undefined, ci: readonly [number, number] | null) {
+  const interval = ci === null ? '-' : `[${figure(ci[0])}, ${figure(ci[1])}]`;
+  return `${figure(value)} ${interval}`;
+}
+
+function sumOf(values: readonly number[]): number {
+  return values.reduce((total, value) => total + value, 0);
 }
 
 /** Untrusted text (transcripts, notes, every name) as HTML text: `<script>` shows, never runs. */

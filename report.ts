@@ -272,7 +272,9 @@ function printAgreement(options: AgreementOptions, io: IO): number {
 
   // 5. With --html, the page, with every transcript, and where it went.
   if (options.html !== undefined) {
-    writeHtmlPage(options.html, report, first.rows, humans, options.transcripts);
+    const transcriptsDir = options.transcripts;
+    const page = { report, rubric, audit: first.audit, judged: first.rows, humans, transcriptsDir };
+    writeHtmlPage(options.html, page);
     io.stderr.write(`report: wrote the page to ${options.html}\n`);
   }
   return report.gate?.passed === false ? 1 : 0;

@@ -8,8 +8,13 @@ import { RUBRIC_FILE, makeWorkspace, mentioning, tempDir, writeJson } from './he
 
 const { analyse } = await import('../report-analysis.ts');
 const { main, readJudgeScores } = await import('../report.ts');
-const { escapeHtml, renderHtml, transcriptEntries } = await import('../report-html.ts');
+const pageModule = await import('../report-html.ts');
+const { axisTicks, byDisagreement, confusionGrid, disagreement, escapeHtml } = pageModule;
+const { forestPanels, forestPlot, renderHtml, rubricLevels, runFacts } = pageModule;
+const { transcriptEntries, transcriptId, withoutBlankColumns } = pageModule;
 const { loadRubric } = await import('../run-judge.ts');
+type ScoreRow = import('../run-judge.ts').ScoreRow;
+type HumanRow = import('../run-judge.ts').HumanRow;
 const rubric = loadRubric(RUBRIC_FILE);
 const DIMENSIONS = rubric.dimensions.map((dimension) => dimension.name);
 const FIRST = DIMENSIONS[0]!;
@@ -40,6 +45,8 @@ const human = (
 });
 /** Every tag of the page: text is escaped, so each `<` left in it opens markup the page itself wrote. */
 const tagsOf = (html: string) => html.match(/<[^>]*>/g) ?? [];
+/** A dimension's name in a transcript's score table: a link to its section. */
+const link = (name: string) => `<a href="#d-${name}">${name}</a>`;
 
 /** A small page: a hostile model, scorer, notes and transcript; alice agrees with the judge, the hostile scorer not. */
 function hostilePage() {
@@ -57,12 +64,24 @@ function hostilePage() {
   };
   const entries = transcriptEntries(judged, humans).map((entry) => ({
     ...entry,
+    judged_by: {
+      judge: `judge-${HOSTILE}`,
+      fallback: false,
+      timestamp: '2026-12-01T10:00:00Z',
+      thinking: [`thinking ${SCRIPT}`],
+    },
     transcript: texts[entry.model] ?? { unavailable: `transcript not shown: ${HOSTILE}` },
   }));
-  return renderHtml(
-    analyse(judged, humans, rubric, { judges: { [`judge-${HOSTILE}`]: 2 }, samples: [] }),
-    entries,
-  );
+  const audit = { judges: { [`judge-${HOSTILE}`]: 2 }, samples: [] };
+  const report = analyse(judged, humans, rubric, audit);
+  return renderHtml({ report, rubric, run: runFacts(audit), entries });
+}
+
+/** The page of a report with no transcripts: its tables, plots and grids alone. */
+function pageOf(judged: ScoreRow[], humans: HumanRow[]): string {
+  const audit = { judges: {}, samples: [] };
+  const report = analyse(judged, humans, rubric, audit);
+  return renderHtml({ report, rubric, run: runFacts(audit), entries: [] });
 }
 
 describe('renderHtml: the report as one self-contained page', () => {
@@ -85,17 +104,18 @@ describe('renderHtml: the report as one self-contained page', () => {
       `m${ESCAPED} / p1`,
       `<th>${ESCAPED}</th>`,
       `human note ${ESCAPED}`,
-      `judge-${ESCAPED} 2`,
+      `judge-${ESCAPED}: 2 rows`,
+      `thinking &#60;script&#62;alert(1)`,
     ]) {
       assert.ok(html.includes(where), `escaped: ${where}`);
     }
     assert.ok(!tagsOf(html).some((tag) => /onerror|<img/i.test(tag)), 'the transcript made no tag');
   });
 
-  test('nothing external: no link, no src or href, no url() or @import; the style is inline', () => {
+  test('nothing external: no link, no src, no href but to an anchor, no url() or @import', () => {
     const html = hostilePage();
     for (const tag of tagsOf(html))
-      assert.ok(!/^<(link|script|img|iframe|object|embed)|\s(src|href)=/i.test(tag), tag);
+      assert.ok(!/^<(link|script|img|iframe|object|embed)|\s(src=|href="(?!#))/i.test(tag), tag);
     assert.ok(
       !/url\(|@import|https?:/i.test(html.slice(0, html.indexOf('</style>'))),
       'nothing fetched by the style',
@@ -106,11 +126,11 @@ describe('renderHtml: the report as one self-contained page', () => {
   test('a human score that differs from the judge is highlighted, an agreeing one not; "human" for no scorer', () => {
     const html = hostilePage();
     const row = (name: string) =>
-      new RegExp(`<tr><th>${name}</th><td>2</td><td>2</td><td class="differs">1</td></tr>`);
+      new RegExp(`<tr><th>${link(name)}</th><td>2</td><td>2</td><td class="differs">1</td></tr>`);
     assert.match(html, row(FIRST), 'judge 2, alice 2, the hostile scorer 1');
     assert.match(
       html,
-      new RegExp(`<tr><th>${SECOND}</th><td>2</td><td>2</td><td>2</td></tr>`),
+      new RegExp(`<tr><th>${link(SECOND)}</th><td>2</td><td>2</td><td>2</td></tr>`),
       'all agree',
     );
     assert.match(
@@ -124,34 +144,266 @@ describe('renderHtml: the report as one self-contained page', () => {
     const html = hostilePage();
     assert.match(
       html,
-      /<details><summary>Transcript<\/summary><pre>Student: &#60;script&#62;[^<]*<\/pre><\/details>/,
+      /<details class="transcript"><summary>Transcript<\/summary><pre>Student: &#60;script&#62;[^<]*<\/pre><\/details>/,
     );
     assert.match(
       html,
-      /<h3>m2 \/ p1<\/h3>(?:(?!<section>)[\s\S])*<em>transcript not shown: &#60;b&#62;/,
+      /<h3>m2 \/ p1<\/h3>(?:(?!<section)[\s\S])*<em>transcript not shown: &#60;b&#62;/,
     );
-    assert.equal(html.match(/<details>/g)?.length, 1);
+    assert.equal(html.match(/<details class="transcript">/g)?.length, 1);
   });
 
-  test('each confusion matrix is a grid shaded by count / max count; each interval a bar on the scale min..max', () => {
+  test("the judge's thinking is folded right under its notes, escaped; none without thinking", () => {
+    const html = hostilePage();
+    const notes = `<p class="notes"><b>judge's notes:</b> judge says ${ESCAPED} [^<]*</p>`;
+    const thinking = `<details class="thinking"><summary>The judge's thinking</summary><pre>thinking &#60;script&#62;`;
+    assert.match(html, new RegExp(`${notes}${thinking}`));
+    assert.equal(html.match(/<details class="thinking">/g)?.length, 2, 'one per judged transcript');
+    assert.doesNotMatch(pageOf([judge('m1', 'p1', 1)], []), /class="thinking"/);
+  });
+
+  test('a confusion grid: counts shaded by count / max count, the diagonal outlined, totals', () => {
     const judged = [judge('m1', 'p1', 2), judge('m1', 'p2', 2), judge('m1', 'p3', 0)];
     const humans = judged.map((row) => human(row.model, row.task_id, 'al', all(2)));
-    const html = renderHtml(analyse(judged, humans, rubric), []);
-    assert.match(html, /<tr><th>human ↓ judge →<\/th><th>0<\/th><th>1<\/th><th>2<\/th><\/tr>/);
-    const shade = (share: string, count: number) =>
-      `<td style="background:rgba\\(29,78,216,${share}\\)"[^>]*>${count}</td>`;
+    const report = analyse(judged, humans, rubric);
+    const grid = confusionGrid(report.dimensions[0]!);
     assert.match(
-      html,
-      new RegExp(`<tr><th>2</th>${shade('0.50', 1)}${shade('0.00', 0)}${shade('1.00', 2)}</tr>`),
+      grid,
+      /<tr><th>human ↓ judge →<\/th><th>0<\/th><th>1<\/th><th>2<\/th><th>total<\/th><\/tr>/,
     );
+    const shade = (share: string, count: number, diagonal = false) => {
+      const classes = [share > '0.50' ? 'dark' : '', diagonal ? 'diagonal' : ''].filter(Boolean);
+      const attribute = classes.length > 0 ? ` class="${classes.join(' ')}"` : '';
+      return `<td style="background:rgba\\(29,78,216,${share}\\)"${attribute}>${count}</td>`;
+    };
+    const total = (count: number) => `<td class="total">${count}</td>`;
+    const zeros = `${shade('0.00', 0, true)}${shade('0.00', 0)}${shade('0.00', 0)}${total(0)}`;
+    assert.match(grid, new RegExp(`<tr><th>0</th>${zeros}</tr>`), 'a row nobody gave, total 0');
+    const twos = `${shade('0.50', 1)}${shade('0.00', 0)}${shade('1.00', 2, true)}${total(3)}`;
+    assert.match(grid, new RegExp(`<tr><th>2</th>${twos}</tr>`), 'human 2: judge 0 once, 2 twice');
+    const columns = `${total(1)}${total(0)}${total(2)}${total(3)}`;
+    assert.match(grid, new RegExp(`<tr><th>total</th>${columns}</tr>`), 'column totals, then n');
+    assert.equal(grid.match(/diagonal/g)?.length, 3, 'one diagonal cell per score');
+  });
+
+  test('axisTicks: 4 to 10 round values from min to max, ends included when round', () => {
+    assert.deepEqual(axisTicks(0, 2), [0, 0.25, 0.5, 0.75, 1, 1.25, 1.5, 1.75, 2]);
+    assert.deepEqual(axisTicks(0, 1), [0, 0.2, 0.4, 0.6, 0.8, 1]);
+    assert.deepEqual(axisTicks(-0.5, 1), [-0.4, -0.2, 0, 0.2, 0.4, 0.6, 0.8, 1]);
+    assert.deepEqual(axisTicks(0, 4), [0, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4]);
+    assert.deepEqual(axisTicks(1, 10), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    assert.deepEqual(axisTicks(3, 3), [3]);
+  });
+
+  test("forestPlot: a line per interval, a dot per value, on the panel's axis; labels escaped", () => {
+    const panels = [
+      {
+        title: 'kappa',
+        min: 0,
+        max: 1,
+        rows: [
+          {
+            label: 'judge',
+            marks: [{ who: 'judge' as const, value: 0.5, ci: [0.25, 1] as const }],
+            text: 'a',
+          },
+          {
+            label: HOSTILE,
+            marks: [{ who: 'ceiling' as const, value: 0.75, ci: null }],
+            text: HOSTILE,
+          },
+        ],
+      },
+      {
+        title: 'means',
+        min: 0,
+        max: 2,
+        rows: [
+          {
+            label: 'm1',
+            marks: [
+              { who: 'judge' as const, value: 2, ci: [1, 2] as const },
+              { who: 'human' as const, value: null, ci: null },
+            ],
+            text: 'b',
+          },
+        ],
+      },
+    ];
+    const svg = forestPlot(panels, 'plot');
     assert.match(
-      html,
-      /<span>judge<\/span><span>0<\/span><div class="bar judge"><i [^>]*><\/i><b style="left:66.7%">/,
+      svg,
+      /^<svg xmlns="http:\/\/www.w3.org\/2000\/svg" class="forest" viewBox="0 0 800 \d+"/,
     );
+    assert.equal(svg.match(/<g class="interval /g)?.length, 2, 'two intervals');
+    assert.equal(svg.match(/<g class="point /g)?.length, 2, 'a value alone, and nothing at all');
+    // The axis runs from x 180 to 580: 0.25 of [0, 1] is 280, 1 is 580; 1 of [0, 2] is 380.
     assert.match(
-      html,
-      /<div class="bar human"><i style="left:100.0%;right:0.0%"><\/i><b style="left:100.0%">/,
+      svg,
+      /<g class="interval judge"><line x1="280" x2="580" y1="\d+" y2="\d+"\/><circle cx="380"/,
     );
+    assert.match(svg, /<g class="interval judge"><line x1="380" x2="580" [^>]*\/><circle cx="580"/);
+    assert.match(svg, /<g class="point ceiling"><rect x="476.5"/);
+    assert.match(svg, /<g class="point human"><\/g>/, 'no figure: nothing drawn');
+    assert.ok(!svg.includes(HOSTILE) && svg.includes(`>${ESCAPED}</text>`), 'escaped');
+    const tickLabels = [...svg.matchAll(/<g class="tick">.*?<text[^>]*>([^<]*)<\/text>/g)];
+    assert.equal(tickLabels.length, 6 + 9, 'ticks of both panels');
+  });
+
+  test('forestPanels: kappa and ceiling, then a row per model with its judge and human means', () => {
+    const judged = [judge('m1', 'p1', 2), judge('m1', 'p2', 1), judge('m2', 'p1', 0)];
+    const humans = [
+      human('m1', 'p1', 'al', all(2)),
+      human('m1', 'p1', 'bo', all(1)),
+      human('m1', 'p2', 'al', all(1)),
+      human('m2', 'p1', 'al', all(0)),
+    ];
+    const report = analyse(judged, humans, rubric);
+    const panels = forestPanels(report.dimensions[0]!, report.models);
+    assert.deepEqual(
+      panels.map((panel) => [panel.min, panel.max, panel.rows.map((row) => row.label)]),
+      [
+        [0, 1, ['judge vs human', 'human vs human']],
+        [0, 2, ['m1', 'm2']],
+      ],
+    );
+    const m1 = panels[1]!.rows[0]!;
+    assert.deepEqual(
+      m1.marks.map((mark) => [mark.who, mark.value]),
+      [
+        ['judge', report.models[0]!.judge_mean[FIRST]],
+        ['human', report.models[0]!.human_mean[FIRST]],
+      ],
+    );
+    const withoutCeiling = analyse(
+      judged,
+      humans.filter((row) => row.scorer === 'al'),
+      rubric,
+    );
+    const kappaRows = forestPanels(withoutCeiling.dimensions[0]!, withoutCeiling.models)[0]!.rows;
+    assert.deepEqual(
+      kappaRows.map((row) => row.label),
+      ['judge vs human'],
+      'no ceiling, no row',
+    );
+  });
+
+  test('withoutBlankColumns: a column of only "-" (or "- -") goes; one figure keeps it', () => {
+    const rows = [
+      ['a', 'b', 'c', 'd'],
+      ['1', '-', '- -', '-'],
+      ['2', '-', '- [-, -]', '0.50 -'],
+    ];
+    assert.deepEqual(withoutBlankColumns(rows), [
+      ['a', 'd'],
+      ['1', '-'],
+      ['2', '0.50 -'],
+    ]);
+    assert.deepEqual(withoutBlankColumns([['a', 'b']]), [['a', 'b']], 'no body: kept');
+    const html = hostilePage();
+    assert.doesNotMatch(html, /samples unanimous/, 'no samples: the column is gone');
+  });
+
+  test('disagreement: steps on the scale, summed over dimensions, averaged over scorers', () => {
+    const report = analyse([judge('m1', 'p1', 2)], [], rubric);
+    const entry = (humans: HumanRow[], judged: ScoreRow | null = judge('m1', 'p1', 2)) => ({
+      model: 'm1',
+      task_id: 'p1',
+      judge: judged ?? undefined,
+      humans,
+    });
+    const near = { ...all(2), [FIRST]: 1 };
+    assert.equal(disagreement(entry([human('m1', 'p1', 'al', all(2))]), report), 0);
+    assert.equal(disagreement(entry([human('m1', 'p1', 'al', near)]), report), 1);
+    const far = human('m1', 'p1', 'bo', all(0));
+    assert.equal(disagreement(entry([human('m1', 'p1', 'al', near), far]), report), (1 + 12) / 2);
+    const partial = human('m1', 'p1', 'al', { [FIRST]: 0 });
+    assert.equal(disagreement(entry([partial]), report), 2, 'only the dimensions scored');
+    assert.equal(disagreement(entry([]), report), null, 'no human row');
+    assert.equal(disagreement(entry([far], null), report), null, 'no judge row');
+  });
+
+  test('byDisagreement: the largest first, those without a figure last, ties by model then task', () => {
+    const report = analyse([judge('m1', 'p1', 2)], [], rubric);
+    const entry = (model: string, task_id: string, score: number | null) => ({
+      model,
+      task_id,
+      judge: score === null ? undefined : judge(model, task_id, 2),
+      humans: score === null ? [] : [human(model, task_id, 'al', all(score))],
+    });
+    const entries = [
+      entry('a', 'p1', 2),
+      entry('b', 'p1', null),
+      entry('b', 'p2', 0),
+      entry('a', 'p2', null),
+      entry('c', 'p1', 1),
+      entry('a', 'p3', 0),
+    ];
+    const order = byDisagreement(entries, report).map((row) => `${row.model}/${row.task_id}`);
+    assert.deepEqual(order, ['a/p3', 'b/p2', 'c/p1', 'a/p1', 'a/p2', 'b/p1']);
+  });
+
+  test('transcriptId: a safe anchor, different for every (model, task), even look-alikes', () => {
+    const ids = [
+      transcriptId({ model: 'm1', task_id: 'p1' }),
+      transcriptId({ model: 'm1.p1', task_id: '' }),
+      transcriptId({ model: 'm1', task_id: 'p 1' }),
+      transcriptId({ model: 'm1', task_id: 'p_1' }),
+      transcriptId({ model: `m${HOSTILE}`, task_id: 'p1' }),
+    ];
+    assert.equal(ids[0], 't-m1.p1');
+    assert.equal(new Set(ids).size, ids.length, ids.join(' '));
+    for (const id of ids) {
+      assert.match(id, /^t-[A-Za-z0-9_.-]*$/);
+    }
+  });
+
+  test("rubricLevels: the dimension's description and each level's text, folded, escaped", () => {
+    const levels = rubricLevels(rubric, FIRST);
+    const dimension = rubric.dimensions[0]!;
+    assert.match(levels, /^<details class="rubric"><summary>/);
+    assert.ok(levels.includes(`<p>${escapeHtml(dimension.description)}</p>`));
+    for (const [score, text] of Object.entries(dimension.scores)) {
+      assert.ok(levels.includes(`<dt>${score}</dt><dd>${escapeHtml(text)}</dd>`), score);
+    }
+    const hostile = { dimensions: [{ name: 'x', description: SCRIPT, scores: { '0': HOSTILE } }] };
+    assert.ok(!rubricLevels(hostile, 'x').includes('<script'));
+    assert.equal(rubricLevels(rubric, 'no_such_dimension'), '');
+  });
+
+  test('the run: each judge with its rows and fallbacks; what the log does not say is "unknown"', () => {
+    const audit = { judges: {}, samples: [] };
+    const report = analyse([judge('m1', 'p1', 2)], [], rubric, audit);
+    const run = {
+      judges: [
+        { name: 'opus', rows: 5, fallback_rows: 0 },
+        { name: 'sonnet', rows: 1, fallback_rows: 1 },
+      ],
+      rubric_sha256: 'abc123',
+      prompt_template_sha256: null,
+      last_judged: '2026-12-01T10:00:00Z',
+      total_cost_usd: null,
+      human_scoring: 'complete',
+    };
+    const page = renderHtml({ report, rubric, run, entries: [] });
+    const cell = (name: string, value: string) => `<tr><th>${name}</th><td>${value}</td></tr>`;
+    for (const [name, value] of [
+      ['judges', 'opus: 5 rows; sonnet: 1 row (1 as a fallback)'],
+      ['rubric sha256', 'abc123'],
+      ['prompt template sha256', 'unknown'],
+      ['last judged row', '2026-12-01T10:00:00Z'],
+      ['total cost', 'unknown'],
+      ['human scoring', 'complete'],
+    ]) {
+      assert.ok(page.includes(cell(name!, value!)), `${name}: ${value}`);
+    }
+    const priced = renderHtml({
+      report,
+      rubric,
+      run: { ...run, total_cost_usd: 1.5 },
+      entries: [],
+    });
+    assert.ok(priced.includes(cell('total cost', '$1.5000')));
   });
 
   test('transcriptEntries: each transcript with a judge or a human row once, sorted by model then task', () => {
@@ -248,7 +500,7 @@ describe('`report.ts --html FILE`: the page written beside the usual output', ()
     assert.equal(code, 0);
     assert.match(stdout, /^12 \(transcript, scorer\) pairs; no human row: none/);
     const html = fs.readFileSync(page, 'utf8');
-    assert.equal(html.match(/<section>/g)?.length, 6, 'one entry per transcript');
+    assert.equal(html.match(/<section class="transcript"/g)?.length, 6, 'one per transcript');
     assert.ok(!/<script/i.test(html) && !html.includes(HOSTILE));
     assert.match(html, /<b>judge's notes:<\/b> =&#60;b&#62;/, 'one formula guard taken off');
     assert.match(
@@ -256,11 +508,18 @@ describe('`report.ts --html FILE`: the page written beside the usual output', ()
       /<pre>[^<]*Student: &#60;script&#62;alert\(1\)&#60;\/script&#62; &#60;b&#62;/,
     );
     assert.match(html, /<em>transcript not shown: [^<]*proof03\.json: file not found<\/em>/);
+    // The second scorer is 3 steps off the judge, but on m02/proof01 (all 0, nothing lower): last.
+    const headings = [...html.matchAll(/<section class="transcript" id="[^"]*"><h3>(.*?)<\/h3>/g)];
     assert.deepEqual(
-      [...html.matchAll(/<h3>(.*?)<\/h3>/g)].map((match) => match[1]),
-      ['m01', 'm02'].flatMap((model) =>
-        ['proof01', 'proof02', 'proof03'].map((task) => `${model} / ${task}`),
-      ),
+      headings.map((match) => match[1]),
+      [
+        'm01 / proof01',
+        'm01 / proof02',
+        'm01 / proof03',
+        'm02 / proof02',
+        'm02 / proof03',
+        'm02 / proof01',
+      ],
     );
   });
 
