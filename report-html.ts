@@ -9,7 +9,9 @@ import { EvalError, EvalInputError } from './run-judge.ts';
 import { comparePairs, loadTranscript, pairKey, transcriptToText } from './run-judge.ts';
 import type { HumanRow, Rubric, ScoreRow, TranscriptRef } from './run-judge.ts';
 import { groupBy, reportCells } from './report-analysis.ts';
-import type { Audit, DimensionReport, ModelReport, Report } from './report-analysis.ts';
+import type { DimensionReport, ModelReport, Report } from './report-analysis.ts';
+// Types only: nothing imports report.ts at run time.
+import type { Audit } from './report.ts';
 
 /** What the page says about the run, from the audit log; null where the log does not say. */
 export type RunFacts = {
@@ -24,7 +26,12 @@ export type RunFacts = {
 };
 
 /** From the audit log, per transcript: which judge scored it, when, and its thinking text. */
-export type JudgedBy = { judge: string; fallback: boolean; timestamp: string; thinking: string[] };
+export type JudgedBy = {
+  judge: string;
+  fallback: boolean;
+  timestamp: string | null;
+  thinking: string[];
+};
 
 /** A transcript with a judge or a human row, and those rows. */
 type TranscriptRows = {
@@ -82,23 +89,53 @@ export function writeHtmlPage(
 
 /** The run's facts the audit log holds; what it does not hold is null ("unknown" on the page). */
 export function runFacts(audit: Audit): RunFacts {
-  const judges = Object.entries(audit.judges).map(([name, rows]) => {
-    return { name, rows, fallback_rows: 0 };
+  const judges = [...audit.rows_by_judge].map(([name, rows]) => {
+    return { name, rows, fallback_rows: audit.fallback_rows.get(name) ?? 0 };
   });
+
+  // A log with no record of the human scoring says nothing; rows judged before it say so.
+  let humanScoring = audit.human_scoring === null ? null : stateText(audit.human_scoring);
+  if (audit.before_human_scoring_rows > 0) {
+    const before = `${audit.before_human_scoring_rows} row(s) judged before human scoring`;
+    humanScoring = humanScoring === null ? before : `${humanScoring}; ${before}`;
+  }
+
   return {
     judges,
-    rubric_sha256: null,
-    prompt_template_sha256: null,
-    last_judged: null,
-    total_cost_usd: null,
-    human_scoring: null,
+    rubric_sha256: hashesText(audit.rubric_sha256, 'rubrics'),
+    prompt_template_sha256: hashesText(audit.prompt_template_sha256, 'templates'),
+    last_judged: audit.last_judged,
+    total_cost_usd: audit.total_cost_usd,
+    human_scoring: humanScoring,
   };
+}
+
+/** The hashes the rows were judged with: one, several (said to be mixed), or null for none. */
+function hashesText(hashes: string[], what: string): string | null {
+  if (hashes.length === 0) {
+    return null;
+  }
+  return hashes.length === 1 ? hashes[0]! : `mixed ${what}: ${hashes.join(', ')}`;
+}
+
+/** The log's record of the human scoring as text: a string as it is, anything else as JSON. */
+function stateText(state: unknown): string {
+  return typeof state === 'string' ? state : JSON.stringify(state);
 }
 
 /** Per transcript, who judged it, when, and its thinking, as the audit log says. */
 function judgedByOf(audit: Audit): Map<string, JudgedBy> {
-  void audit;
-  return new Map();
+  const judgedBy = new Map<string, JudgedBy>();
+  for (const [key, row] of audit.rows) {
+    const judged = {
+      judge: row.judge,
+      fallback: row.fallback,
+      timestamp: row.timestamp,
+      thinking: row.thinking,
+    };
+    judgedBy.set(key, judged);
+  }
+  return judgedBy;
 }
 
 /** Every transcript with a judge or a human row, sorted by model then task, with those rows. */
@@ -673,7 +710,7 @@ function transcriptSection(entry: TranscriptEntry, dimensions: string[], report:
 
   const steps = disagreement(entry, report);
   const facts = [`judged by ${judgeName(entry)}`];
-  if (entry.judged_by !== undefined) {
+  if (entry.judged_by?.timestamp) {
     facts.push(`on ${entry.judged_by.timestamp}`);
   }
   facts.push(`disagreement ${figure(steps)}`);

@@ -15,6 +15,7 @@ const { transcriptEntries, transcriptId, withoutBlankColumns } = pageModule;
 const { loadRubric } = await import('../run-judge.ts');
 type ScoreRow = import('../run-judge.ts').ScoreRow;
 type HumanRow = import('../run-judge.ts').HumanRow;
+type RunFacts = import('../report-html.ts').RunFacts;
 const rubric = loadRubric(RUBRIC_FILE);
 const DIMENSIONS = rubric.dimensions.map((dimension) => dimension.name);
 const FIRST = DIMENSIONS[0]!;
@@ -72,16 +73,28 @@ function hostilePage() {
     },
     transcript: texts[entry.model] ?? { unavailable: `transcript not shown: ${HOSTILE}` },
   }));
-  const audit = { judges: { [`judge-${HOSTILE}`]: 2 }, samples: [] };
-  const report = analyse(judged, humans, rubric, audit);
-  return renderHtml({ report, rubric, run: runFacts(audit), entries });
+  const report = analyse(judged, humans, rubric);
+  const run = unknownRun();
+  run.judges.push({ name: `judge-${HOSTILE}`, rows: 2, fallback_rows: 0 });
+  return renderHtml({ report, rubric, run, entries });
+}
+
+/** A run the audit log says nothing of. */
+function unknownRun(): RunFacts {
+  return {
+    judges: [],
+    rubric_sha256: null,
+    prompt_template_sha256: null,
+    last_judged: null,
+    total_cost_usd: null,
+    human_scoring: null,
+  };
 }
 
 /** The page of a report with no transcripts: its tables, plots and grids alone. */
 function pageOf(judged: ScoreRow[], humans: HumanRow[]): string {
-  const audit = { judges: {}, samples: [] };
-  const report = analyse(judged, humans, rubric, audit);
-  return renderHtml({ report, rubric, run: runFacts(audit), entries: [] });
+  const report = analyse(judged, humans, rubric);
+  return renderHtml({ report, rubric, run: unknownRun(), entries: [] });
 }
 
 describe('renderHtml: the report as one self-contained page', () => {
@@ -371,9 +384,48 @@ describe('renderHtml: the report as one self-contained page', () => {
     assert.equal(rubricLevels(rubric, 'no_such_dimension'), '');
   });
 
+  test("runFacts: the audit log's judges with their fallbacks, hashes, cost, human scoring", () => {
+    const audit = {
+      rows: new Map(),
+      rows_by_judge: new Map([
+        ['opus', 5],
+        ['__proto__', 1],
+      ]),
+      fallback_rows: new Map([['__proto__', 1]]),
+      rubric_sha256: ['aaa', 'bbb'],
+      prompt_template_sha256: ['ccc'],
+      last_judged: '2026-12-01T10:00:00Z',
+      total_cost_usd: 0.25,
+      human_scoring: { complete: 5, incomplete: 1 },
+      before_human_scoring_rows: 2,
+    };
+    assert.deepEqual(runFacts(audit), {
+      judges: [
+        { name: 'opus', rows: 5, fallback_rows: 0 },
+        { name: '__proto__', rows: 1, fallback_rows: 1 },
+      ],
+      rubric_sha256: 'mixed rubrics: aaa, bbb',
+      prompt_template_sha256: 'ccc',
+      last_judged: '2026-12-01T10:00:00Z',
+      total_cost_usd: 0.25,
+      human_scoring: '{"complete":5,"incomplete":1}; 2 row(s) judged before human scoring',
+    });
+    const empty = {
+      rows: new Map(),
+      rows_by_judge: new Map(),
+      fallback_rows: new Map(),
+      rubric_sha256: [],
+      prompt_template_sha256: [],
+      last_judged: null,
+      total_cost_usd: null,
+      human_scoring: null,
+      before_human_scoring_rows: 0,
+    };
+    assert.deepEqual(runFacts(empty), unknownRun(), 'an old log or none: all unknown');
+  });
+
   test('the run: each judge with its rows and fallbacks; what the log does not say is "unknown"', () => {
-    const audit = { judges: {}, samples: [] };
-    const report = analyse([judge('m1', 'p1', 2)], [], rubric, audit);
+    const report = analyse([judge('m1', 'p1', 2)], [], rubric);
     const run = {
       judges: [
         { name: 'opus', rows: 5, fallback_rows: 0 },
