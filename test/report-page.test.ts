@@ -26,6 +26,8 @@ const CHROMIUM_ARGS = [
 ];
 const TITLE = 'The judge against the human scores';
 const MODELS = ['m01', 'm02'];
+const JUDGE = 'claude-opus-4-7';
+const FALLBACK = 'claude-sonnet-4-5';
 
 /** Each payload would mark the page if it ran: `window.__ran` names where it came from. */
 const ran = (where: string) => `<script>window.__ran = '${where}'; document.title = 'ran'</script>`;
@@ -40,11 +42,45 @@ const judgeScore = (model: string, task: string) =>
 const humanScore = (model: string, task: string, scorer: number, dimension: number) =>
   Math.max(0, judgeScore(model, task) - ((scorer * dimension) % 2));
 
-/** The page `report.ts --html` writes for a workspace with hostile notes, scorer and transcript. */
-async function writePage(dir: string): Promise<string> {
+/** The thinking the audit log keeps for m01/proof01, with a payload that would mark the page. */
+const THINKING = `The tutor states the lemma ${ran('thinking')} correctly.`;
+
+/** An audit log line: a scored entry; `fallbackFrom` a judge that failed first. */
+function auditLine(task_id: string, model: string, judge: string, fallbackFrom?: string) {
+  const thinking = model === 'm01' && task_id === 'proof01' ? THINKING : null;
+  const attempts = fallbackFrom === undefined ? [] : [{ judge: fallbackFrom, error: 'overloaded' }];
+  const entry = {
+    task_id,
+    model,
+    status: 'scored',
+    judge,
+    timestamp: `2026-12-01T10:00:0${task_id.at(-1)}Z`,
+    cost_usd: 0.01,
+    rubric_sha256: 'f00d',
+    attempts,
+    answers: [{ judge, text: '{}', thinking, scores: { x: 1 } }],
+  };
+  return JSON.stringify(entry);
+}
+
+/** A judged page: where `report.ts --html` wrote it, and its report as `--format json` prints it. */
+type Written = { page: string; report: Report };
+type Report = {
+  dimensions: {
+    name: string;
+    judge_vs_human: { n: number; kappa_ci95: unknown };
+    human_vs_human: { kappa_ci95: unknown } | null;
+  }[];
+  models: { judge_ci95: Record<string, unknown>; human_ci95: Record<string, unknown> }[];
+};
+
+/** The page `report.ts --html` writes for a workspace with hostile notes, scorer and transcript;
+ * m02/proof02 was scored by the fallback judge. */
+async function writePage(dir: string): Promise<Written> {
   const ws = makeWorkspace();
   const scores = path.join(dir, 'judge.csv');
   const humans = path.join(dir, 'human.csv');
+  const log = path.join(dir, 'judge.jsonl');
   const judgeRows = ws.pairs.map((p) => {
     const own = DIMENSIONS.map(() => judgeScore(p.model, p.task_id));
     return [p.task_id, p.model, ...own, `judge notes ${ran('judge notes')}`];
@@ -60,6 +96,14 @@ async function writePage(dir: string): Promise<string> {
   const humanHeader = ['task_id', 'model', ...DIMENSIONS, 'notes', 'scorer'];
   fs.writeFileSync(humans, stringify([humanHeader, ...humanRows]));
 
+  const lines = ws.pairs.map((p) => {
+    if (p.model === 'm02' && p.task_id === 'proof02') {
+      return auditLine(p.task_id, p.model, FALLBACK, JUDGE);
+    }
+    return auditLine(p.task_id, p.model, JUDGE);
+  });
+  fs.writeFileSync(log, `${lines.join('\n')}\n`);
+
   const transcriptFile = path.join(ws.transcripts, 'm01', 'proof01.json');
   const transcript = JSON.parse(fs.readFileSync(transcriptFile, 'utf8'));
   transcript.messages.push({ role: 'user', content: TRANSCRIPT_PAYLOAD });
@@ -67,12 +111,16 @@ async function writePage(dir: string): Promise<string> {
 
   const page = path.join(dir, 'report.html');
   const args = ['--scores', scores, '--human-scores', humans, '--rubric', ws.rubric];
-  const paths = ['--transcripts', ws.transcripts, '--log', path.join(dir, 'no.log')];
-  const io = { stdout: { write: () => true }, stderr: { write: () => true } };
-  const code = await main([...args, ...paths, '--html', page], io as never);
+  const paths = ['--transcripts', ws.transcripts, '--log', log];
+  let stdout = '';
+  const io = {
+    stdout: { write: (text: string) => (stdout += text) },
+    stderr: { write: () => true },
+  };
+  const code = await main([...args, ...paths, '--format', 'json', '--html', page], io as never);
   ws.remove();
   assert.equal(code, 0, 'report.ts --html failed');
-  return page;
+  return { page, report: JSON.parse(stdout) };
 }
 
 /** Chromium with a fresh profile; a missing one fails the suite with one line, never skips it. */
@@ -91,12 +139,15 @@ async function launchChromium(dir: string): Promise<BrowserContext> {
 describe('the --html page in headless Chromium', () => {
   let dir: string;
   let pageUrl: string;
+  let report: Report;
   let browser: BrowserContext;
 
   before(async () => {
     dir = fs.mkdtempSync(path.join(fs.realpathSync(os.tmpdir()), 'rj-page-'));
     browser = await launchChromium(dir);
-    pageUrl = pathToFileURL(await writePage(dir)).href;
+    const written = await writePage(dir);
+    pageUrl = pathToFileURL(written.page).href;
+    report = written.report;
   });
 
   after(async () => {
@@ -105,8 +156,12 @@ describe('the --html page in headless Chromium', () => {
   });
 
   /** A fresh tab on the page, and every URL it requested. */
-  async function openPage(t: TestContext): Promise<{ page: Page; requests: string[] }> {
+  async function openPage(
+    t: TestContext,
+    width = 1400,
+  ): Promise<{ page: Page; requests: string[] }> {
     const page = await browser.newPage();
+    await page.setViewportSize({ width, height: 900 });
     t.after(() => page.close());
     const requests: string[] = [];
     page.on('request', (request) => requests.push(request.url()));
@@ -116,32 +171,170 @@ describe('the --html page in headless Chromium', () => {
 
   /** The section of one transcript, by its heading `model / task`. */
   function sectionOf(page: Page, heading: string) {
-    return page.locator(`section:has(h3:text-is("${heading}"))`);
+    return page.locator(`section.transcript:has(h3:text-is("${heading}"))`);
   }
 
-  /** The first two cells' text of each row of the table right after the heading `title`. */
-  function tableRows(page: Page, title: string): Promise<string[][]> {
-    const rows = page.locator(`h2:text-is("${title}") + table > tbody > tr`);
-    return rows.evaluateAll((trs) =>
-      trs.slice(1).map((tr) => [...tr.children].slice(0, 2).map((cell) => cell.textContent ?? '')),
-    );
+  /** The first cell's text of each body row of the table after the heading `title`. */
+  function firstCells(page: Page, title: string): Promise<string[]> {
+    const rows = page.locator(`h2:text-is("${title}") + div table > tbody > tr`);
+    return rows.evaluateAll((trs) => trs.slice(1).map((tr) => tr.children[0]?.textContent ?? ''));
   }
 
-  test('agreement: a row per dimension; models: a row per model and dimension', async (t) => {
+  test('the run: each judge with its rows, the fallback marked, the cost; a verdict per dimension', async (t) => {
     const { page } = await openPage(t);
+    const run = await page.locator('table.run tr').evaluateAll((trs) => {
+      return trs.map((tr) => [...tr.children].map((cell) => cell.textContent ?? ''));
+    });
+    const facts = new Map(run.map((cells) => [cells[0], cells[1]]));
+    assert.equal(facts.get('judges'), `${JUDGE}: 5 rows; ${FALLBACK}: 1 row (1 as a fallback)`);
+    assert.equal(facts.get('rubric sha256'), 'f00d');
+    assert.equal(facts.get('prompt template sha256'), 'unknown', 'this log records none');
+    assert.equal(facts.get('last judged row'), '2026-12-01T10:00:03Z');
+    assert.equal(facts.get('total cost'), '$0.0600');
 
-    const agreement = await tableRows(page, 'Agreement per dimension');
+    const verdicts = await page.locator('ul.verdicts > li').allTextContents();
     assert.deepEqual(
-      agreement.map((cells) => cells[0]),
+      verdicts.map((line) => line.split(':')[0]),
       [...DIMENSIONS],
     );
+    assert.deepEqual(await firstCells(page, 'Agreement per dimension'), [...DIMENSIONS]);
+  });
 
-    const models = await tableRows(page, 'Models side by side');
-    const expected = MODELS.flatMap((model) => DIMENSIONS.map((name) => [model, name]));
-    assert.deepEqual(models, expected);
+  test('a forest plot per dimension: an interval per figure that has one, inside the plot', async (t) => {
+    const { page } = await openPage(t);
+    const plots = page.locator('section.dimension svg.forest');
+    assert.equal(await plots.count(), DIMENSIONS.length);
 
-    const grids = page.locator('h2:text-is("Agreement per dimension") + table table.grid');
-    assert.equal(await grids.count(), DIMENSIONS.length, 'one confusion grid per dimension');
+    for (const [i, dimension] of report.dimensions.entries()) {
+      const figures = [dimension.judge_vs_human.kappa_ci95, dimension.human_vs_human?.kappa_ci95];
+      for (const model of report.models) {
+        figures.push(model.judge_ci95[dimension.name], model.human_ci95[dimension.name]);
+      }
+      const expected = figures.filter((ci) => ci !== null && ci !== undefined).length;
+      assert.ok(expected >= 4, `${dimension.name}: the data give intervals (${expected})`);
+
+      const plot = plots.nth(i);
+      const intervals = plot.locator('g.interval');
+      assert.equal(await intervals.count(), expected, dimension.name);
+      const box = (await plot.boundingBox())!;
+      assert.ok(box.width > 500 && box.height > 100, JSON.stringify(box));
+      for (const interval of await intervals.all()) {
+        const mark = (await interval.boundingBox())!;
+        assert.ok(mark.x >= box.x && mark.x + mark.width <= box.x + box.width, dimension.name);
+        assert.ok(mark.y >= box.y && mark.y + mark.height <= box.y + box.height, dimension.name);
+      }
+      const ticks = await plot.locator('g.tick text').allTextContents();
+      assert.ok(ticks.includes('0') && ticks.includes('1') && ticks.includes('2'), `${ticks}`);
+    }
+  });
+
+  test('a confusion grid per dimension: row and column totals add up to n; the diagonal outlined', async (t) => {
+    const { page } = await openPage(t);
+    const grids = page.locator('section.dimension table.grid');
+    assert.equal(await grids.count(), DIMENSIONS.length);
+
+    for (const [i, dimension] of report.dimensions.entries()) {
+      const grid = grids.nth(i);
+      const cells = await grid.locator('tr').evaluateAll((trs) => {
+        return trs
+          .slice(1)
+          .map((tr) => [...tr.querySelectorAll('td')].map((td) => Number(td.textContent)));
+      });
+      const counts = cells.slice(0, -1);
+      for (const row of counts) {
+        const total = row.at(-1)!;
+        assert.equal(
+          row.slice(0, -1).reduce((a, b) => a + b, 0),
+          total,
+          'a row total',
+        );
+      }
+      const footer = cells.at(-1)!;
+      footer.slice(0, -1).forEach((total, j) => {
+        assert.equal(
+          counts.reduce((sum, row) => sum + row[j]!, 0),
+          total,
+          'a column total',
+        );
+      });
+      assert.equal(footer.at(-1), dimension.judge_vs_human.n, 'the corner is n');
+
+      const outlines = await grid.locator('td.diagonal').evaluateAll((tds) => {
+        return tds.map((td) => getComputedStyle(td).outlineStyle);
+      });
+      assert.deepEqual(
+        outlines,
+        counts.map(() => 'solid'),
+        'each diagonal cell outlined',
+      );
+    }
+  });
+
+  test("the rubric's levels are one click away, folded at first", async (t) => {
+    const { page } = await openPage(t);
+    const levels = page.locator('section.dimension details.rubric').first();
+    const text = levels.locator('dl');
+    assert.equal(await text.isVisible(), false);
+    await levels.locator('summary').click();
+    assert.equal(await text.isVisible(), true);
+    assert.match((await text.textContent()) ?? '', /^0The tutor states a false claim/);
+  });
+
+  test('the index links every transcript, most disputed first; each link reaches its anchor', async (t) => {
+    const { page } = await openPage(t);
+    const links = page.locator('table.index a');
+    const titles = await links.allTextContents();
+    const headings = await page.locator('section.transcript > h3').allTextContents();
+    assert.equal(titles.length, 6);
+    assert.deepEqual(titles, headings, 'the index in page order');
+    assert.equal(titles.at(-1), 'm02 / proof01', 'all 0: the one nobody disagrees on, last');
+
+    const judges = await page.locator('table.index tr').evaluateAll((trs) => {
+      return trs.slice(1).map((tr) => tr.children[2]?.textContent);
+    });
+    assert.equal(judges[titles.indexOf('m02 / proof02')], `${FALLBACK} (fallback)`);
+    assert.equal(judges[titles.indexOf('m01 / proof01')], JUDGE);
+
+    for (const i of [titles.length - 1, 0]) {
+      await links.nth(i).click();
+      const hash = await page.evaluate(() => location.hash);
+      const target = page.locator(`section.transcript${hash.replace('.', '\\.')}`);
+      assert.equal(await target.locator('h3').textContent(), titles[i]);
+      const top = await target.evaluate((element) => element.getBoundingClientRect().top);
+      const height = await page.evaluate(() => innerHeight);
+      assert.ok(top > -2 && top < height, `scrolled to the anchor (top ${top})`);
+      if (i === 0) {
+        assert.ok(Math.abs(top) < 2, `the first at the top of the window (top ${top})`);
+      }
+    }
+  });
+
+  test("the judge's thinking is folded under its notes; a click shows it, as text", async (t) => {
+    const { page } = await openPage(t);
+    const section = sectionOf(page, 'm01 / proof01');
+    const thinking = section.locator('details.thinking');
+    assert.equal(await thinking.count(), 1);
+    const previous = await thinking.evaluate(
+      (element) => element.previousElementSibling?.textContent,
+    );
+    assert.match(previous ?? '', /^judge's notes:/, "right under the judge's notes");
+
+    assert.equal(await thinking.evaluate((element) => (element as HTMLDetailsElement).open), false);
+    assert.equal(await thinking.locator('pre').isVisible(), false);
+    await thinking.locator('summary').click();
+    assert.equal(await thinking.locator('pre').isVisible(), true);
+    assert.equal(await thinking.locator('pre').textContent(), THINKING);
+    assert.equal(await page.evaluate(() => (window as { __ran?: string }).__ran), undefined);
+
+    assert.equal(await sectionOf(page, 'm01 / proof02').locator('details.thinking').count(), 0);
+  });
+
+  test('at 800 px the page does not scroll sideways; the plots shrink to fit', async (t) => {
+    const { page } = await openPage(t, 800);
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - innerWidth);
+    assert.ok(overflow <= 0, `the page is ${overflow} px wider than the window`);
+    const box = (await page.locator('svg.forest').first().boundingBox())!;
+    assert.ok(box.x >= 0 && box.x + box.width <= 800, JSON.stringify(box));
   });
 
   test('a <script> in a transcript, notes or scorer never runs and shows as text', async (t) => {
@@ -152,7 +345,7 @@ describe('the --html page in headless Chromium', () => {
     assert.equal(await page.locator('script, img').count(), 0, 'no script or img element');
 
     const first = sectionOf(page, 'm01 / proof01');
-    const transcript = await first.locator('details pre').textContent();
+    const transcript = await first.locator('details.transcript pre').textContent();
     assert.ok(transcript?.includes(TRANSCRIPT_PAYLOAD), 'the transcript payload is text');
     const notes = await first.locator('p.notes').allTextContents();
     assert.ok(notes[0]?.includes(`judge notes ${ran('judge notes')}`), notes[0]);
@@ -163,7 +356,7 @@ describe('the --html page in headless Chromium', () => {
 
   test("clicking a transcript's summary opens it and shows its text", async (t) => {
     const { page } = await openPage(t);
-    const details = sectionOf(page, 'm01 / proof01').locator('details');
+    const details = sectionOf(page, 'm01 / proof01').locator('details.transcript');
     const text = details.locator('pre');
 
     assert.equal(await text.isVisible(), false, 'folded away at first');
@@ -181,7 +374,7 @@ describe('the --html page in headless Chromium', () => {
     const { page } = await openPage(t);
     const cellsOf = (dimension: string) => {
       const section = sectionOf(page, 'm01 / proof01');
-      const cells = section.locator(`tr:has(th:text-is("${dimension}")) > td`);
+      const cells = section.locator(`tr:has(th > a:text-is("${dimension}")) > td`);
       return cells.evaluateAll((tds) =>
         tds.map((td) => ({ score: td.textContent, colour: getComputedStyle(td).backgroundColor })),
       );
