@@ -8,7 +8,7 @@ import * as path from 'node:path';
 import { EvalError, EvalInputError } from './run-judge.ts';
 import { comparePairs, loadTranscript, pairKey, transcriptToText } from './run-judge.ts';
 import type { HumanRow, Rubric, ScoreRow, TranscriptRef } from './run-judge.ts';
-import { groupBy, reportCells } from './report-analysis.ts';
+import { figure, groupBy, reportCells, withInterval } from './report-analysis.ts';
 import type { DimensionReport, ModelReport, Report } from './report-analysis.ts';
 // Types only: nothing imports report.ts at run time.
 import type { Audit } from './report.ts';
@@ -201,6 +201,8 @@ th{background:#f3f4f6}
 .forest .human rect{fill:#ea580c}
 .forest .ceiling line{stroke:#6b7280}
 .forest .ceiling rect{fill:#6b7280}
+.forest .gap line{stroke:#111}
+.forest .gap rect{fill:#111}
 .grid td,.grid th{text-align:center;min-width:24px;padding:2px 6px}
 .grid td.dark{color:#fff}
 .grid td.diagonal{outline:2px solid #111;outline-offset:-3px;font-weight:bold}
@@ -212,7 +214,8 @@ section.dimension{border-top:2px solid #999;margin-top:24px}
 .notes{white-space:pre-wrap}
 pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f6f6f6;padding:8px}
 .rubric dt{font-weight:bold}
-.rubric dd{margin:0 0 6px 2em}`;
+.rubric dd{margin:0 0 6px 2em}
+@media (max-width:900px){td{white-space:normal}body{padding:0 12px}}`;
 
 const TITLE = 'The judge against the human scores';
 
@@ -276,16 +279,38 @@ function verdictList(report: Report): string {
   return `<ul class="verdicts">${lines.join('')}</ul>`;
 }
 
-/** A dimension's figures in one line, the verdict in bold (HTML). */
+/** A dimension's verdict and its gap to the ceiling, in one line of HTML. */
 function verdictText(dimension: DimensionReport): string {
+  const gap = dimension.gap_to_ceiling;
+  if (gap === null) {
+    return 'no human ceiling: no matched transcript has two scorers';
+  }
+  const gapText = escapeHtml(`gap to the ceiling ${withInterval(gap.kappa_diff, gap.ci95)}`);
+  if (gap.verdict === null) {
+    return `no verdict: the gap has no interval; ${gapText}`;
+  }
+  const word = gap.verdict === 'within' ? 'within the human ceiling' : 'below the human ceiling';
+  return `<b class="${gap.verdict}">${word}</b>; ${gapText}`;
+}
+
+/** A dimension's figures under its heading: kappa, ceiling, leniency, alpha, the ranking. */
+function figuresText(dimension: DimensionReport, report: Report): string {
   const judge = dimension.judge_vs_human;
   const ceiling = dimension.human_vs_human;
-  const kappa = `judge kappa ${withInterval(judge.kappa, judge.kappa_ci95)}`;
-  if (ceiling === null) {
-    return `${escapeHtml(kappa)}; no human ceiling (no transcript with two scorers)`;
-  }
-  const ceilingText = `human ceiling ${withInterval(ceiling.kappa, ceiling.kappa_ci95)}`;
-  return escapeHtml(`${kappa}; ${ceilingText}`);
+  const alpha = dimension.alpha;
+  const leniency = dimension.leniency;
+  const lines = [
+    `judge kappa ${withInterval(judge.kappa, judge.kappa_ci95)} over ${judge.n} pairs`,
+    ceiling === null
+      ? 'no human ceiling'
+      : `human ceiling kappa ${withInterval(ceiling.kappa, ceiling.kappa_ci95)} over ${ceiling.n} pairs`,
+    `leniency (judge mean minus human mean, score units) ${withInterval(leniency.mean_diff, leniency.ci95)}`,
+    `Krippendorff's alpha: humans ${withInterval(alpha.humans, alpha.humans_ci95)}, ` +
+      `humans and judge ${withInterval(alpha.humans_and_judge, alpha.humans_and_judge_ci95)}`,
+    `Spearman of the tutors' means ${figure(report.ranking[dimension.name])}`,
+  ];
+  const items = lines.map((line) => `<li>${escapeHtml(line)}</li>`);
+  return `<ul class="figures">${items.join('')}</ul>`;
 }
 
 // ---- One dimension: the forest plot, the models, the confusion grid, the rubric's levels -------
@@ -300,7 +325,8 @@ function dimensionSection(dimension: DimensionReport, report: Report, rubric: Ru
 
   const heading = `<h2 id="${dimensionId(name)}">${escapeHtml(name)}</h2>`;
   const gridTitle = '<h3>Confusion (rows: human; columns: judge; the diagonal agrees)</h3>';
-  const body = `${heading}<p>${verdictText(dimension)}</p>${plot}${levels}<h3>Models</h3>${models}`;
+  const figures = `<p>${verdictText(dimension)}</p>${figuresText(dimension, report)}`;
+  const body = `${heading}${figures}${plot}${levels}<h3>Per tutor model</h3>${models}`;
   return `<section class="dimension">${body}${gridTitle}${grid}</section>\n`;
 }
 
@@ -322,6 +348,14 @@ export function forestPanels(dimension: DimensionReport, models: ModelReport[]):
       text: withInterval(ceiling.kappa, ceiling.kappa_ci95),
     });
   }
+  const gap = dimension.gap_to_ceiling;
+  if (gap !== null) {
+    kappaRows.push({
+      label: 'gap: judge − ceiling',
+      marks: [{ who: 'gap', value: gap.kappa_diff, ci: gap.ci95 }],
+      text: withInterval(gap.kappa_diff, gap.ci95),
+    });
+  }
 
   const name = dimension.name;
   const modelRows = models.map((row): ForestRow => {
@@ -339,11 +373,16 @@ export function forestPanels(dimension: DimensionReport, models: ModelReport[]):
 
   const kappaValues = kappaRows.flatMap((row) => row.marks.flatMap(markValues));
   const lowest = Math.min(0, ...kappaValues);
-  const kappaMin = Math.max(-1, Math.floor(lowest * 4) / 4);
+  const kappaMin = Math.max(-2, Math.floor(lowest * 4) / 4);
   const lowLabel = dimension.labels[0] ?? 0;
   const highLabel = dimension.labels.at(-1) ?? 1;
   return [
-    { title: 'quadratic-weighted kappa', min: kappaMin, max: 1, rows: kappaRows },
+    {
+      title: 'quadratic-weighted kappa (0: chance, 1: perfect)',
+      min: kappaMin,
+      max: 1,
+      rows: kappaRows,
+    },
     {
       title: 'mean score per tutor',
       min: lowLabel,
@@ -365,22 +404,33 @@ function markValues(mark: ForestMark): number[] {
   return values;
 }
 
-/** The per-model table of a dimension: n, the means over matched transcripts, the judge's kappa. */
+/** The per-model table of a dimension: agreement, and both means over matched transcripts. */
 function modelRows(dimension: DimensionReport, report: Report): string[][] {
   const name = dimension.name;
-  const rows = report.models.map((row) => [
-    row.model,
-    String(row.n_judge),
-    String(row.n_human),
-    withInterval(row.judge_mean[name], row.judge_ci95[name] ?? null),
-    withInterval(row.human_mean[name], row.human_ci95[name] ?? null),
-  ]);
+  const rows = report.models.map((row) => {
+    const agreement = dimension.per_model.find((entry) => entry.model === row.model);
+    return [
+      row.model,
+      String(row.n_matched),
+      agreement === undefined ? '-' : String(agreement.n),
+      figure(agreement?.exact),
+      figure(agreement?.within_one),
+      withInterval(agreement?.kappa, agreement?.kappa_ci95 ?? null),
+      withInterval(row.judge_mean[name], row.judge_ci95[name] ?? null),
+      withInterval(row.human_mean[name], row.human_ci95[name] ?? null),
+      figure(row.judge_mean_all[name]),
+    ];
+  });
   const header = [
     'model',
-    'judge rows',
-    'human rows',
+    'matched transcripts',
+    'pairs',
+    'exact',
+    'within one',
+    'kappa [95% CI]',
     'judge mean [95% CI]',
     'human mean [95% CI]',
+    'judge mean, all judged',
   ];
   return [header, ...rows];
 }
@@ -404,7 +454,7 @@ export function rubricLevels(rubric: Rubric, name: string): string {
 
 /** One estimate on a row: who made it, its value and 95% interval (either may be missing). */
 export type ForestMark = {
-  who: 'judge' | 'human' | 'ceiling';
+  who: 'judge' | 'human' | 'ceiling' | 'gap';
   value: number | null;
   ci: readonly [number, number] | null;
 };
@@ -455,9 +505,10 @@ function legend(): string {
     ['judge', '<circle cx="6" cy="10" r="5"/>', 'judge'],
     ['human', '<rect x="1" y="5" width="10" height="10"/>', 'humans (mean of scorers)'],
     ['ceiling', '<rect x="1" y="5" width="10" height="10"/>', 'human ceiling'],
+    ['gap', '<rect x="1" y="5" width="10" height="10"/>', 'gap'],
   ];
   const items = keys.map(([who, shape, text], i) => {
-    const x = PLOT.left + [0, 80, 270][i]!;
+    const x = PLOT.left + [0, 70, 255, 375][i]!;
     return `<g class="${who}" transform="translate(${x},0)">${shape}<text x="16" y="14">${text}</text></g>`;
   });
   return `<g class="legend">${items.join('')}</g>`;
@@ -761,17 +812,6 @@ function notesParagraph(who: string, notes: string): string {
 function tableRow(tag: 'td' | 'th', cells: string[], html = ''): string {
   const escaped = cells.map((cell) => `<${tag}>${escapeHtml(cell)}</${tag}>`);
   return `<tr>${escaped.join('')}${html}</tr>\n`;
-}
-
-/** A figure to two decimals; '-' when there is none. */
-function figure(value: number | null | undefined): string {
-  return value === null || value === undefined ? '-' : value.toFixed(2);
-}
-
-/** A figure and its interval, as `0.71 [0.40, 0.90]`; '-' for either when there is none. */
-function withInterval(value: number | null | undefined, ci: readonly [number, number] | null) {
-  const interval = ci === null ? '-' : `[${figure(ci[0])}, ${figure(ci[1])}]`;
-  return `${figure(value)} ${interval}`;
 }
 
 function sumOf(values: readonly number[]): number {

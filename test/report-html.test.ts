@@ -272,11 +272,15 @@ describe('renderHtml: the report as one self-contained page', () => {
       human('m2', 'p1', 'al', all(0)),
     ];
     const report = analyse(judged, humans, rubric);
-    const panels = forestPanels(report.dimensions[0]!, report.models);
+    const dimension = report.dimensions[0]!;
+    const panels = forestPanels(dimension, report.models);
+    // The kappa axis reaches down to the lowest figure, in quarters, and at least to 0.
+    const ends = [dimension.gap_to_ceiling!.kappa_diff!, ...(dimension.gap_to_ceiling!.ci95 ?? [])];
+    const kappaMin = Math.min(0, Math.floor(Math.min(...ends) * 4) / 4);
     assert.deepEqual(
       panels.map((panel) => [panel.min, panel.max, panel.rows.map((row) => row.label)]),
       [
-        [0, 1, ['judge vs human', 'human vs human']],
+        [kappaMin, 1, ['judge vs human', 'human vs human', 'gap: judge − ceiling']],
         [0, 2, ['m1', 'm2']],
       ],
     );

@@ -70,6 +70,7 @@ type Report = {
     name: string;
     judge_vs_human: { n: number; kappa_ci95: unknown };
     human_vs_human: { kappa_ci95: unknown } | null;
+    gap_to_ceiling: { ci95: unknown; verdict: string | null } | null;
   }[];
   models: { judge_ci95: Record<string, unknown>; human_ci95: Record<string, unknown> }[];
 };
@@ -197,6 +198,15 @@ describe('the --html page in headless Chromium', () => {
       verdicts.map((line) => line.split(':')[0]),
       [...DIMENSIONS],
     );
+    const words = { within: 'within the human ceiling', below: 'below the human ceiling' };
+    report.dimensions.forEach((dimension, i) => {
+      const verdict = dimension.gap_to_ceiling?.verdict;
+      assert.ok(verdict === 'within' || verdict === 'below', `${dimension.name}: a verdict`);
+      assert.match(
+        verdicts[i]!,
+        new RegExp(`^${dimension.name}: ${words[verdict]}; gap to the ceiling`),
+      );
+    });
     assert.deepEqual(await firstCells(page, 'Agreement per dimension'), [...DIMENSIONS]);
   });
 
@@ -206,7 +216,11 @@ describe('the --html page in headless Chromium', () => {
     assert.equal(await plots.count(), DIMENSIONS.length);
 
     for (const [i, dimension] of report.dimensions.entries()) {
-      const figures = [dimension.judge_vs_human.kappa_ci95, dimension.human_vs_human?.kappa_ci95];
+      const figures = [
+        dimension.judge_vs_human.kappa_ci95,
+        dimension.human_vs_human?.kappa_ci95,
+        dimension.gap_to_ceiling?.ci95,
+      ];
       for (const model of report.models) {
         figures.push(model.judge_ci95[dimension.name], model.human_ci95[dimension.name]);
       }
