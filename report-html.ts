@@ -259,7 +259,7 @@ function runTable(run: RunFacts, report: Report): string {
     ['prompt template sha256', run.prompt_template_sha256 ?? 'unknown'],
     ['last judged row', run.last_judged ?? 'unknown'],
     ['total cost', run.total_cost_usd === null ? 'unknown' : `$${run.total_cost_usd.toFixed(4)}`],
-    ['human scoring', run.human_scoring ?? 'unknown'],
+    ['human scoring (as the last run found it)', run.human_scoring ?? 'unknown'],
     ['pairs compared', `${report.pairs} (transcript, scorer) pairs`],
     [`no human row (${noHuman.length})`, noHuman.join(', ') || 'none'],
     [`no judge row (${noJudge.length})`, noJudge.join(', ') || 'none'],

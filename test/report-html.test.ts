@@ -449,7 +449,7 @@ describe('renderHtml: the report as one self-contained page', () => {
       ['prompt template sha256', 'unknown'],
       ['last judged row', '2026-12-01T10:00:00Z'],
       ['total cost', 'unknown'],
-      ['human scoring', 'complete'],
+      ['human scoring (as the last run found it)', 'complete'],
     ]) {
       assert.ok(page.includes(cell(name!, value!)), `${name}: ${value}`);
     }
