@@ -473,7 +473,8 @@ export function forestPlot(panels: ForestPanel[], label: string): string {
   const parts: string[] = [legend()];
   y += PLOT.title;
 
-  for (const panel of panels) {
+  // A panel without rows (no tutor with a matched transcript) is left out, not drawn empty.
+  for (const panel of panels.filter((candidate) => candidate.rows.length > 0)) {
     const at = (value: number) => scaleX(value, panel.min, panel.max);
     parts.push(`<text class="panel" x="0" y="${y + 14}">${escapeHtml(panel.title)}</text>`);
     y += PLOT.title;
@@ -760,7 +761,7 @@ function transcriptSection(entry: TranscriptEntry, dimensions: string[], report:
   }
 
   const steps = disagreement(entry, report);
-  const facts = [`judged by ${judgeName(entry)}`];
+  const facts = [entry.judge === undefined ? 'not judged' : `judged by ${judgeName(entry)}`];
   if (entry.judged_by?.timestamp) {
     facts.push(`on ${entry.judged_by.timestamp}`);
   }

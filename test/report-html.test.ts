@@ -261,6 +261,8 @@ describe('renderHtml: the report as one self-contained page', () => {
     assert.ok(!svg.includes(HOSTILE) && svg.includes(`>${ESCAPED}</text>`), 'escaped');
     const tickLabels = [...svg.matchAll(/<g class="tick">.*?<text[^>]*>([^<]*)<\/text>/g)];
     assert.equal(tickLabels.length, 6 + 9, 'ticks of both panels');
+    const empty = forestPlot([{ title: 'nothing', min: 0, max: 1, rows: [] }, panels[1]!], 'plot');
+    assert.ok(!empty.includes('nothing'), 'a panel without rows is left out');
   });
 
   test('forestPanels: kappa and ceiling, then a row per model with its judge and human means', () => {
