@@ -334,27 +334,13 @@ function dimensionSection(dimension: DimensionReport, report: Report, rubric: Ru
 export function forestPanels(dimension: DimensionReport, models: ModelReport[]): ForestPanel[] {
   const judge = dimension.judge_vs_human;
   const ceiling = dimension.human_vs_human;
-  const kappaRows: ForestRow[] = [
-    {
-      label: 'judge vs human',
-      marks: [{ who: 'judge', value: judge.kappa, ci: judge.kappa_ci95 }],
-      text: withInterval(judge.kappa, judge.kappa_ci95),
-    },
-  ];
+  const kappaRows = [oneMarkRow('judge vs human', 'judge', judge.kappa, judge.kappa_ci95)];
   if (ceiling !== null) {
-    kappaRows.push({
-      label: 'human vs human',
-      marks: [{ who: 'ceiling', value: ceiling.kappa, ci: ceiling.kappa_ci95 }],
-      text: withInterval(ceiling.kappa, ceiling.kappa_ci95),
-    });
+    kappaRows.push(oneMarkRow('human vs human', 'ceiling', ceiling.kappa, ceiling.kappa_ci95));
   }
   const gap = dimension.gap_to_ceiling;
   if (gap !== null) {
-    kappaRows.push({
-      label: 'gap: judge − ceiling',
-      marks: [{ who: 'gap', value: gap.kappa_diff, ci: gap.ci95 }],
-      text: withInterval(gap.kappa_diff, gap.ci95),
-    });
+    kappaRows.push(oneMarkRow('gap: judge − ceiling', 'gap', gap.kappa_diff, gap.ci95));
   }
 
   const name = dimension.name;
@@ -390,6 +376,16 @@ export function forestPanels(dimension: DimensionReport, models: ModelReport[]):
       rows: modelRows,
     },
   ];
+}
+
+/** A row of one estimate, its figures as text on the right. */
+function oneMarkRow(
+  label: string,
+  who: ForestMark['who'],
+  value: number | null,
+  ci: [number, number] | null,
+): ForestRow {
+  return { label, marks: [{ who, value, ci }], text: withInterval(value, ci) };
 }
 
 /** A mark's value and interval ends, those there are. */
