@@ -8,7 +8,7 @@ import * as path from 'node:path';
 import { EvalError, EvalInputError } from './run-judge.ts';
 import { comparePairs, loadTranscript, pairKey, transcriptToText } from './run-judge.ts';
 import type { HumanRow, Rubric, ScoreRow, TranscriptRef } from './run-judge.ts';
-import { figure, groupBy, reportCells, withInterval } from './report-analysis.ts';
+import { figure, groupBy, reportCells, undefinedShare, withInterval } from './report-analysis.ts';
 import type { DimensionReport, ModelReport, Report } from './report-analysis.ts';
 // Types only: nothing imports report.ts at run time.
 import type { Audit } from './report.ts';
@@ -207,6 +207,7 @@ th{background:#f3f4f6}
 .grid td.dark{color:#fff}
 .grid td.diagonal{outline:2px solid #111;outline-offset:-3px;font-weight:bold}
 .grid .total{background:#f3f4f6;font-weight:bold}
+.grid caption{caption-side:bottom;text-align:left;padding-top:4px}
 .index td{padding:1px 8px}
 .differs{background:#fcd34d;font-weight:bold}
 section.transcript{border-top:1px solid #ccc;margin-top:18px}
@@ -285,7 +286,8 @@ function verdictText(dimension: DimensionReport): string {
   if (gap === null) {
     return 'no human ceiling: no matched transcript has two scorers';
   }
-  const gapText = escapeHtml(`gap to the ceiling ${withInterval(gap.kappa_diff, gap.ci95)}`);
+  const gapFigures = `${withInterval(gap.kappa_diff, gap.ci95)}${undefinedShare(gap)}`;
+  const gapText = escapeHtml(`gap to the ceiling ${gapFigures}`);
   if (gap.verdict === null) {
     return `no verdict: the gap has no interval; ${gapText}`;
   }
@@ -300,10 +302,10 @@ function figuresText(dimension: DimensionReport, report: Report): string {
   const alpha = dimension.alpha;
   const leniency = dimension.leniency;
   const lines = [
-    `judge kappa ${withInterval(judge.kappa, judge.kappa_ci95)} over ${judge.n} pairs`,
+    `judge kappa ${withInterval(judge.kappa, judge.kappa_ci95)}${undefinedShare(judge)} over ${judge.n} pairs`,
     ceiling === null
       ? 'no human ceiling'
-      : `human ceiling kappa ${withInterval(ceiling.kappa, ceiling.kappa_ci95)} over ${ceiling.n} pairs`,
+      : `human ceiling kappa ${withInterval(ceiling.kappa, ceiling.kappa_ci95)}${undefinedShare(ceiling)} over ${ceiling.n} pairs`,
     `leniency (judge mean minus human mean, score units) ${withInterval(leniency.mean_diff, leniency.ci95)}`,
     `Krippendorff's alpha: humans ${withInterval(alpha.humans, alpha.humans_ci95)}, ` +
       `humans and judge ${withInterval(alpha.humans_and_judge, alpha.humans_and_judge_ci95)}`,
@@ -639,7 +641,11 @@ export function confusionGrid(dimension: DimensionReport): string {
   const totals = columnTotals.map((total) => `<td class="total">${total}</td>`);
   const all = `<td class="total">${sumOf(columnTotals)}</td>`;
   const footer = tableRow('th', ['total'], `${totals.join('')}${all}`);
-  return `<table class="grid">${head}${rows.join('')}${footer}</table>`;
+  const n = sumOf(columnTotals);
+  const agreed = sumOf(confusion.map((counts, i) => counts[i] ?? 0));
+  const share = n > 0 ? ` (${Math.round((100 * agreed) / n)}%)` : '';
+  const caption = `<caption>on the diagonal: ${agreed} of ${n}${share}</caption>`;
+  return `<table class="grid">${caption}${head}${rows.join('')}${footer}</table>`;
 }
 
 /** A count as a cell shaded by count / largest; white text on the darker half. */
@@ -774,7 +780,12 @@ function thinkingDetails(thinking: string[]): string {
   if (thinking.length === 0) {
     return '';
   }
-  const text = escapeHtml(thinking.join('\n\n'));
+  // With --samples k, one answer's thinking after another, each named.
+  let joined = thinking[0]!;
+  if (thinking.length > 1) {
+    joined = thinking.map((text, i) => `— answer ${i + 1} —\n${text}`).join('\n\n');
+  }
+  const text = escapeHtml(joined);
   return `<details class="thinking"><summary>The judge's thinking</summary><pre>${text}</pre></details>`;
 }
 

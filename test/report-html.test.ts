@@ -173,6 +173,19 @@ describe('renderHtml: the report as one self-contained page', () => {
     assert.match(html, new RegExp(`${notes}${thinking}`));
     assert.equal(html.match(/<details class="thinking">/g)?.length, 2, 'one per judged transcript');
     assert.doesNotMatch(pageOf([judge('m1', 'p1', 1)], []), /class="thinking"/);
+
+    const judged = [judge('m1', 'p1', 1)];
+    const entry = transcriptEntries(judged, [])[0]!;
+    const judged_by = {
+      judge: 'j',
+      fallback: false,
+      timestamp: null,
+      thinking: ['first', 'second'],
+    };
+    const entries = [{ ...entry, judged_by, transcript: 'text' }];
+    const report = analyse(judged, [], rubric);
+    const samples = renderHtml({ report, rubric, run: unknownRun(), entries });
+    assert.match(samples, /<pre>— answer 1 —\nfirst\n\n— answer 2 —\nsecond<\/pre>/, 'each named');
   });
 
   test('a confusion grid: counts shaded by count / max count, the diagonal outlined, totals', () => {
@@ -196,7 +209,8 @@ describe('renderHtml: the report as one self-contained page', () => {
     assert.match(grid, new RegExp(`<tr><th>2</th>${twos}</tr>`), 'human 2: judge 0 once, 2 twice');
     const columns = `${total(1)}${total(0)}${total(2)}${total(3)}`;
     assert.match(grid, new RegExp(`<tr><th>total</th>${columns}</tr>`), 'column totals, then n');
-    assert.equal(grid.match(/diagonal/g)?.length, 3, 'one diagonal cell per score');
+    assert.equal(grid.match(/class="[^"]*diagonal/g)?.length, 3, 'one diagonal cell per score');
+    assert.match(grid, /<caption>on the diagonal: 2 of 3 \(67%\)<\/caption>/);
   });
 
   test('axisTicks: 4 to 10 round values from min to max, ends included when round', () => {
