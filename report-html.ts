@@ -216,7 +216,8 @@ section.dimension{border-top:2px solid #999;margin-top:24px}
 pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f6f6f6;padding:8px}
 .rubric dt{font-weight:bold}
 .rubric dd{margin:0 0 6px 2em}
-@media (max-width:900px){td{white-space:normal}body{padding:0 12px}}`;
+@media (max-width:900px){td{white-space:normal}td:first-child{white-space:nowrap}
+body{padding:0 12px}}`;
 
 const TITLE = 'The judge against the human scores';
 
@@ -234,11 +235,12 @@ export function renderHtml(page: PageInputs): string {
   return `<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>${TITLE}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>${PAGE_CSS}</style></head><body><h1>${TITLE}</h1>
+<p>The run and a verdict per dimension; then each dimension; then <a href="#transcripts">the transcripts</a>, the most disputed first.</p>
 <h2>The run</h2>${runTable(page.run, report)}
 <h2>Verdicts</h2>${verdictList(report)}
 <h2>Agreement per dimension</h2>${wide(htmlTable(withoutBlankColumns(cells.agreement)))}
 ${dimensions.join('')}
-<h2>Transcripts</h2>${transcriptIndex(entries, report)}
+<h2 id="transcripts">Transcripts</h2>${transcriptIndex(entries, report)}
 <p><span class="differs">Highlighted</span>: a human's score that differs from the judge's.</p>
 ${transcripts.join('')}</body></html>\n`;
 }
@@ -770,7 +772,8 @@ function transcriptSection(entry: TranscriptEntry, dimensions: string[], report:
   facts.push(`disagreement ${figure(steps)}`);
 
   const id = transcriptId(entry);
-  const heading = `<h3>${escapeHtml(pairTitle(entry))}</h3><p>${escapeHtml(facts.join('; '))}</p>`;
+  const back = ' <a href="#transcripts">(the index)</a>';
+  const heading = `<h3>${escapeHtml(pairTitle(entry))}</h3><p>${escapeHtml(facts.join('; '))}${back}</p>`;
   const body = `${heading}${scores}${notes.join('')}${transcript}`;
   return `<section class="transcript" id="${id}">${body}</section>\n`;
 }

@@ -321,6 +321,11 @@ describe('the --html page in headless Chromium', () => {
         assert.ok(Math.abs(top) < 2, `the first at the top of the window (top ${top})`);
       }
     }
+
+    await sectionOf(page, titles[0]!).locator('a:text-is("(the index)")').click();
+    const index = page.locator('#transcripts');
+    const top = await index.evaluate((element) => element.getBoundingClientRect().top);
+    assert.ok(Math.abs(top) < 2, `back at the index (top ${top})`);
   });
 
   test("the judge's thinking is folded under its notes; a click shows it, as text", async (t) => {
