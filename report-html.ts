@@ -712,24 +712,37 @@ function dimensionId(name: string): string {
 
 /** The index: a link to each transcript, its judge and its disagreement, in page order. */
 function transcriptIndex(entries: TranscriptEntry[], report: Report): string {
-  const header = tableRow('th', ['#', 'transcript', 'judge', 'disagreement', 'scorers']);
+  // Without a single human score (a run before human scoring) there is no disagreement column.
+  const steps = entries.map((entry) => disagreement(entry, report));
+  const anySteps = steps.some((value) => value !== null);
+
+  const columns = ['#', 'transcript', 'judge', 'scorers'];
+  if (anySteps) {
+    columns.push('disagreement');
+  }
   const rows = entries.map((entry, i) => {
     const link = `<a href="#${transcriptId(entry)}">${escapeHtml(pairTitle(entry))}</a>`;
-    const steps = disagreement(entry, report);
     const cells = [
       `<td>${i + 1}</td>`,
       `<td>${link}</td>`,
       `<td>${escapeHtml(judgeName(entry))}</td>`,
-      `<td>${figure(steps)}</td>`,
       `<td>${entry.humans.length}</td>`,
     ];
+    if (anySteps) {
+      cells.push(`<td>${figure(steps[i])}</td>`);
+    }
     return `<tr>${cells.join('')}</tr>\n`;
   });
-  const note =
-    '<p>Disagreement: per dimension, how many steps of its scale lie between a human score and ' +
-    "the judge's, summed over the dimensions and averaged over the transcript's scorers. " +
-    'The largest first.</p>';
-  return `${note}${wide(`<table class="index">${header}${rows.join('')}</table>`)}`;
+
+  let note = '<p>In page order.</p>';
+  if (anySteps) {
+    note =
+      '<p>Disagreement: per dimension, how many steps of its scale lie between a human score and ' +
+      "the judge's, summed over the dimensions and averaged over the transcript's scorers. " +
+      'The largest first.</p>';
+  }
+  const table = `<table class="index">${tableRow('th', columns)}${rows.join('')}</table>`;
+  return `${note}${wide(table)}`;
 }
 
 /** `model / task`, as a transcript is headed. */

@@ -335,6 +335,15 @@ describe('renderHtml: the report as one self-contained page', () => {
     assert.deepEqual(withoutBlankColumns([['a', 'b']]), [['a', 'b']], 'no body: kept');
     const html = hostilePage();
     assert.doesNotMatch(html, /samples unanimous/, 'no samples: the column is gone');
+    assert.match(html, /<th>disagreement<\/th>/);
+    const judged = [judge('m1', 'p1', 1)];
+    const entries = transcriptEntries(judged, []).map((entry) => {
+      return { ...entry, judged_by: undefined, transcript: 'text' };
+    });
+    const report = analyse(judged, [], rubric);
+    const before = renderHtml({ report, rubric, run: unknownRun(), entries });
+    assert.doesNotMatch(before, /disagreement<\/th>/, 'before human scoring: no such column');
+    assert.match(before, /<td>unknown \(not in the audit log\)<\/td><td>0<\/td><\/tr>/);
   });
 
   test('disagreement: steps on the scale, summed over dimensions, averaged over scorers', () => {
