@@ -351,13 +351,17 @@ export function forestPanels(dimension: DimensionReport, models: ModelReport[]):
   const modelRows = models.map((row): ForestRow => {
     const judgeMean = row.judge_mean[name] ?? null;
     const humanMean = row.human_mean[name] ?? null;
+    let text = `judge ${figure(judgeMean)} · human ${figure(humanMean)}`;
+    if (row.n_matched === 0) {
+      text = 'no matched transcript';
+    }
     return {
       label: row.model,
       marks: [
         { who: 'judge', value: judgeMean, ci: row.judge_ci95[name] ?? null },
         { who: 'human', value: humanMean, ci: row.human_ci95[name] ?? null },
       ],
-      text: `judge ${figure(judgeMean)} · human ${figure(humanMean)}`,
+      text,
     };
   });
 

@@ -319,6 +319,18 @@ describe('renderHtml: the report as one self-contained page', () => {
       ['judge vs human'],
       'no ceiling, no row',
     );
+
+    const judgeOnly = analyse([...judged, judge('m3', 'p1', 1)], humans, rubric);
+    const m3 = forestPanels(judgeOnly.dimensions[0]!, judgeOnly.models)[1]!.rows[2]!;
+    assert.equal(m3.label, 'm3');
+    assert.equal(m3.text, 'no matched transcript');
+    assert.deepEqual(
+      m3.marks.map((mark) => [mark.value, mark.ci]),
+      [
+        [null, null],
+        [null, null],
+      ],
+    );
   });
 
   test('withoutBlankColumns: a column of only "-" (or "- -") goes; one figure keeps it', () => {
