@@ -3121,6 +3121,7 @@ function auditEntry(
     latency_ms: Math.round(performance.now() - outcome.startedAt),
     prompt_sha256: outcome.promptSha ?? null,
     rubric_sha256: run.log.rubricSha,
+    prompt_template_sha256: sha256(JUDGE_PROMPT_TEMPLATE),
     sample_scores: outcome.samples?.map((sample) => sample.scores),
     before_human_scoring: run.options.beforeHumanScoring === true,
     human_scoring: run.humanScoring(),

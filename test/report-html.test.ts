@@ -4,7 +4,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
 import { stringify } from 'csv-stringify/sync';
-import { RUBRIC_FILE, makeWorkspace, mentioning, tempDir, writeJson } from './helpers.ts';
+import { RUBRIC_FILE, makeWorkspace, mentioning, readLog, setupRun } from './helpers.ts';
+import { sha256, tempDir, writeJson } from './helpers.ts';
 
 const { analyse } = await import('../report-analysis.ts');
 const { main, readJudgeScores } = await import('../report.ts');
@@ -614,6 +615,46 @@ describe('`report.ts --html FILE`: the page written beside the usual output', ()
         'm02 / proof01',
       ],
     );
+  });
+
+  test("a judge run's own audit log fills the page's run: judge, hashes, last row, cost", async (t) => {
+    const { ws, run: judgeRun } = await setupRun(t);
+    const judged = await judgeRun();
+    assert.equal(judged.code, 0, judged.stderr);
+
+    const page = path.join(tempDir(t), 'report.html');
+    const inputs = ['--scores', ws.output, '--human-scores', ws.humanScores, '--rubric', ws.rubric];
+    const paths = ['--transcripts', ws.transcripts, '--log', ws.log, '--html', page];
+    const { code, stderr } = await run([...inputs, ...paths]);
+    assert.equal(code, 0, stderr);
+
+    // The fields this test reads beyond helpers' LogEntry.
+    type Entry = {
+      judge: string;
+      timestamp: string;
+      prompt_template_sha256: string;
+      cost_usd: number | null;
+    };
+    const log = readLog(ws.log) as unknown as Entry[];
+    const html = fs.readFileSync(page, 'utf8');
+    const fact = (name: string) =>
+      html.match(new RegExp(`<tr><th>${name}</th><td>([^<]*)</td>`))?.[1];
+    const judges = [...new Set(log.map((entry) => entry.judge))];
+    assert.equal(judges.length, 1);
+    assert.equal(fact('judges'), `${judges[0]}: ${log.length} rows`);
+    assert.equal(fact('rubric sha256'), sha256(fs.readFileSync(ws.rubric)));
+    const templates = new Set(log.map((entry) => entry.prompt_template_sha256));
+    assert.equal(templates.size, 1, 'one template a run');
+    assert.match(fact('prompt template sha256') ?? '', /^[0-9a-f]{64}$/);
+    assert.equal(fact('prompt template sha256'), [...templates][0]);
+    const timestamps = log.map((entry) => entry.timestamp).sort();
+    assert.equal(fact('last judged row'), timestamps.at(-1));
+    const costs = log.map((entry) => entry.cost_usd);
+    const total = costs.includes(null)
+      ? 'unknown'
+      : `$${costs.reduce((a, b) => a! + b!, 0)!.toFixed(4)}`;
+    assert.equal(fact('total cost'), total);
+    assert.ok(html.includes(`judged by ${judges[0]}; on `), 'each transcript names its judge');
   });
 
   test('a page it cannot write is an input error naming the file, exit 2, no stack trace', async (t) => {
