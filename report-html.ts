@@ -193,6 +193,7 @@ th{background:#f3f4f6}
 .forest .tick text{fill:#555;font-size:11px}
 .forest text.panel{font-weight:bold}
 .forest .tick line{stroke:#ddd}
+.forest .zero line{stroke:#555;stroke-dasharray:3 2}
 .forest .axis{stroke:#888}
 .forest .interval line{stroke-width:2}
 .forest .judge line{stroke:#1d4ed8}
@@ -525,7 +526,9 @@ function ticks(panel: ForestPanel, y: number, height: number): string {
     const x = scaleX(value, panel.min, panel.max);
     const line = `<line x1="${x}" x2="${x}" y1="${y}" y2="${y + height}"/>`;
     const text = `<text x="${x}" y="${y + height + 16}" text-anchor="middle">${tickText(value)}</text>`;
-    return `<g class="tick">${line}${text}</g>`;
+    // Zero inside the axis is the gap's verdict line: drawn darker.
+    const kind = value === 0 && panel.min < 0 ? 'tick zero' : 'tick';
+    return `<g class="${kind}">${line}${text}</g>`;
   });
   return lines.join('');
 }

@@ -274,10 +274,13 @@ describe('renderHtml: the report as one self-contained page', () => {
     assert.match(svg, /<g class="point ceiling"><rect x="476.5"/);
     assert.match(svg, /<g class="point human"><\/g>/, 'no figure: nothing drawn');
     assert.ok(!svg.includes(HOSTILE) && svg.includes(`>${ESCAPED}</text>`), 'escaped');
-    const tickLabels = [...svg.matchAll(/<g class="tick">.*?<text[^>]*>([^<]*)<\/text>/g)];
+    const tickLabels = [...svg.matchAll(/<g class="tick[^"]*">.*?<text[^>]*>([^<]*)<\/text>/g)];
     assert.equal(tickLabels.length, 6 + 9, 'ticks of both panels');
     const empty = forestPlot([{ title: 'nothing', min: 0, max: 1, rows: [] }, panels[1]!], 'plot');
     assert.ok(!empty.includes('nothing'), 'a panel without rows is left out');
+    assert.ok(!svg.includes('tick zero'), 'an axis from 0: no zero line');
+    const below = forestPlot([{ title: 'gap', min: -0.5, max: 1, rows: panels[0]!.rows }], 'p');
+    assert.equal(below.match(/<g class="tick zero"><line x1="313.33"/g)?.length, 1, 'zero marked');
   });
 
   test('forestPanels: kappa and ceiling, then a row per model with its judge and human means', () => {
