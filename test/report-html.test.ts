@@ -4,8 +4,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
 import { stringify } from 'csv-stringify/sync';
-import { RUBRIC_FILE, makeWorkspace, mentioning, readLog, setupRun } from './helpers.ts';
-import { sha256, tempDir, writeJson } from './helpers.ts';
+import { RUBRIC_FILE, judgeEntry, makeWorkspace, mentioning, readLog } from './helpers.ts';
+import { setupRun, sha256, tagOf, tempDir, writeJson } from './helpers.ts';
 
 const { analyse } = await import('../report-analysis.ts');
 const { main, readJudgeScores } = await import('../report.ts');
@@ -620,9 +620,26 @@ describe('`report.ts --html FILE`: the page written beside the usual output', ()
     );
   });
 
-  test("a judge run's own audit log fills the page's run: judge, hashes, last row, cost", async (t) => {
-    const { ws, run: judgeRun } = await setupRun(t);
-    const judged = await judgeRun();
+  test("a judge run's own audit log fills the page: judges, fallback, hashes, cost, thinking", async (t) => {
+    // judge-a (thinking) fails m01/proof01 with no JSON, judge-b scores it as a fallback; judge-a
+    // scores m01/proof02, its thinking kept.
+    const price = { input: 5, output: 25 };
+    const { ws, run: judgeRun } = await setupRun(
+      t,
+      {
+        responder: (request) => {
+          const first = tagOf(request) === 'm01/proof01' && request.body?.model === 'judge-a';
+          return first ? { text: 'no json here' } : undefined;
+        },
+      },
+      {
+        models: 1,
+        tasks: ['proof01', 'proof02'],
+        judge: judgeEntry('judge-a', { thinking: 'adaptive', price_usd_per_mtok: price }),
+        fallbacks: [judgeEntry('judge-b', { price_usd_per_mtok: price })],
+      },
+    );
+    const judged = await judgeRun(['--concurrency', '1']);
     assert.equal(judged.code, 0, judged.stderr);
 
     const page = path.join(tempDir(t), 'report.html');
@@ -636,15 +653,16 @@ describe('`report.ts --html FILE`: the page written beside the usual output', ()
       judge: string;
       timestamp: string;
       prompt_template_sha256: string;
-      cost_usd: number | null;
+      cost_usd: number;
+      answers: { thinking?: string }[];
     };
     const log = readLog(ws.log) as unknown as Entry[];
     const html = fs.readFileSync(page, 'utf8');
-    const fact = (name: string) =>
-      html.match(new RegExp(`<tr><th>${name}</th><td>([^<]*)</td>`))?.[1];
-    const judges = [...new Set(log.map((entry) => entry.judge))];
-    assert.equal(judges.length, 1);
-    assert.equal(fact('judges'), `${judges[0]}: ${log.length} rows`);
+    const fact = (name: string) => {
+      return html.match(new RegExp(`<tr><th>${name}</th><td>([^<]*)</td>`))?.[1];
+    };
+    const judges = fact('judges')!.split('; ').sort();
+    assert.deepEqual(judges, ['judge-a: 1 row', 'judge-b: 1 row (1 as a fallback)']);
     assert.equal(fact('rubric sha256'), sha256(fs.readFileSync(ws.rubric)));
     const templates = new Set(log.map((entry) => entry.prompt_template_sha256));
     assert.equal(templates.size, 1, 'one template a run');
@@ -652,12 +670,17 @@ describe('`report.ts --html FILE`: the page written beside the usual output', ()
     assert.equal(fact('prompt template sha256'), [...templates][0]);
     const timestamps = log.map((entry) => entry.timestamp).sort();
     assert.equal(fact('last judged row'), timestamps.at(-1));
-    const costs = log.map((entry) => entry.cost_usd);
-    const total = costs.includes(null)
-      ? 'unknown'
-      : `$${costs.reduce((a, b) => a! + b!, 0)!.toFixed(4)}`;
-    assert.equal(fact('total cost'), total);
-    assert.ok(html.includes(`judged by ${judges[0]}; on `), 'each transcript names its judge');
+    const total = log.reduce((sum, entry) => sum + entry.cost_usd, 0);
+    assert.equal(fact('total cost'), `$${total.toFixed(4)}`);
+
+    const section = (id: string) => html.slice(html.indexOf(`id="${id}"`)).split('</section>')[0]!;
+    const fallback = section('t-m01.proof01');
+    assert.match(fallback, /judged by judge-b \(fallback\); on /);
+    assert.doesNotMatch(fallback, /class="thinking"/, "judge-a's thinking there scored nothing");
+    const thought = log.find((entry) => entry.judge === 'judge-a')!.answers[0]!.thinking!;
+    assert.match(thought, /fake thinking/);
+    const thinking = `<details class="thinking"><summary>The judge's thinking</summary><pre>`;
+    assert.ok(section('t-m01.proof02').includes(`${thinking}${escapeHtml(thought)}</pre>`));
   });
 
   test('a page it cannot write is an input error naming the file, exit 2, no stack trace', async (t) => {
