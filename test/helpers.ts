@@ -653,6 +653,32 @@ export async function setupRun(
   return { fake, ws, run, spawn: spawnCli, clock };
 }
 
+/**
+ * A run of m01/proof01..02 whose audit log has a fallback and thinking: judge-a (thinking, priced)
+ * answers m01/proof01 with no JSON, so judge-b scores it as a fallback; judge-a scores m01/proof02.
+ */
+export async function fallbackAndThinkingRun(t: TestContext) {
+  const price = { input: 5, output: 25 };
+  const setup = await setupRun(
+    t,
+    {
+      responder: (request) => {
+        const first = tagOf(request) === 'm01/proof01' && request.body?.model === 'judge-a';
+        return first ? { text: 'no json here' } : undefined;
+      },
+    },
+    {
+      models: 1,
+      tasks: ['proof01', 'proof02'],
+      judge: judgeEntry('judge-a', { thinking: 'adaptive', price_usd_per_mtok: price }),
+      fallbacks: [judgeEntry('judge-b', { price_usd_per_mtok: price })],
+    },
+  );
+  const result = await setup.run(['--concurrency', '1']);
+  assert.equal(result.code, 0, result.stderr);
+  return setup.ws;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Reading outputs
 // ---------------------------------------------------------------------------------------------

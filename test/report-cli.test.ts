@@ -9,11 +9,9 @@ import {
   REPO,
   RUBRIC_FILE,
   TSX_LOADER,
-  judgeEntry,
+  fallbackAndThinkingRun,
   mentioning,
   readLog,
-  setupRun,
-  tagOf,
   tempDir,
 } from './helpers.ts';
 
@@ -127,26 +125,8 @@ const samples = (...scores: number[]) =>
 
 describe('the audit log a real run writes (through the fake), as the report and the page read it', () => {
   test('a fallback row, the thinking behind a row, hashes, the last judged time, the cost', async (t) => {
-    // judge-a's answer on m01/proof01 is no JSON: judge-b scores it, a fallback (judge-a's thinking
-    // there, behind no row, is not its row's). judge-a scores m01/proof02, thinking first.
-    const price = { input: 5, output: 25 };
-    const { ws, run: judge } = await setupRun(
-      t,
-      {
-        responder: (request) => {
-          const first = tagOf(request) === 'm01/proof01' && request.body?.model === 'judge-a';
-          return first ? { text: 'no json here' } : undefined;
-        },
-      },
-      {
-        models: 1,
-        tasks: ['proof01', 'proof02'],
-        judge: judgeEntry('judge-a', { thinking: 'adaptive', price_usd_per_mtok: price }),
-        fallbacks: [judgeEntry('judge-b', { price_usd_per_mtok: price })],
-      },
-    );
-    const result = await judge(['--concurrency', '1']);
-    assert.equal(result.code, 0, result.stderr);
+    // judge-b's row is a fallback (judge-a's thinking there, behind no row, is not its row's).
+    const ws = await fallbackAndThinkingRun(t);
 
     const audit = readAuditLog(ws.log, rubric);
     const entries = readLog(ws.log);

@@ -4,8 +4,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
 import { stringify } from 'csv-stringify/sync';
-import { RUBRIC_FILE, judgeEntry, makeWorkspace, mentioning, readLog } from './helpers.ts';
-import { setupRun, sha256, tagOf, tempDir, writeJson } from './helpers.ts';
+import { RUBRIC_FILE, fallbackAndThinkingRun, makeWorkspace, mentioning } from './helpers.ts';
+import { readLog, sha256, tempDir, writeJson } from './helpers.ts';
 
 const { analyse } = await import('../report-analysis.ts');
 const { main, readJudgeScores } = await import('../report.ts');
@@ -621,26 +621,7 @@ describe('`report.ts --html FILE`: the page written beside the usual output', ()
   });
 
   test("a judge run's own audit log fills the page: judges, fallback, hashes, cost, thinking", async (t) => {
-    // judge-a (thinking) fails m01/proof01 with no JSON, judge-b scores it as a fallback; judge-a
-    // scores m01/proof02, its thinking kept.
-    const price = { input: 5, output: 25 };
-    const { ws, run: judgeRun } = await setupRun(
-      t,
-      {
-        responder: (request) => {
-          const first = tagOf(request) === 'm01/proof01' && request.body?.model === 'judge-a';
-          return first ? { text: 'no json here' } : undefined;
-        },
-      },
-      {
-        models: 1,
-        tasks: ['proof01', 'proof02'],
-        judge: judgeEntry('judge-a', { thinking: 'adaptive', price_usd_per_mtok: price }),
-        fallbacks: [judgeEntry('judge-b', { price_usd_per_mtok: price })],
-      },
-    );
-    const judged = await judgeRun(['--concurrency', '1']);
-    assert.equal(judged.code, 0, judged.stderr);
+    const ws = await fallbackAndThinkingRun(t);
 
     const page = path.join(tempDir(t), 'report.html');
     const inputs = ['--scores', ws.output, '--human-scores', ws.humanScores, '--rubric', ws.rubric];
