@@ -119,7 +119,7 @@ ${textBlock('Red flags', values.red_flags!)}
     return `<fieldset><legend>${escapeHtml(dimension.name)}</legend>
 <p class="description">${escapeHtml(dimension.description)}</p>${levels.join('')}</fieldset>`;
   });
-  const form = `<form class="scores" data-row="${row}"><h3>Rubric and your scores</h3>
+  const form = `<form class="scores" data-row="${row}" autocomplete="off"><h3>Rubric and your scores</h3>
 ${dimensions.join('\n')}
 <label class="notes">Notes<textarea name="notes" rows="4"></textarea></label></form>`;
 
@@ -264,6 +264,8 @@ const PAGE_SCRIPT = String.raw`(() => {
   };
 
   forms.forEach((form) => {
+    // What the browser restores on a reload may be other than what is saved: the saved answers rule.
+    form.reset();
     restore(form);
     const changed = () => {
       save(form);
