@@ -549,6 +549,9 @@ export function withInterval(
   value: number | null | undefined,
   ci: [number, number] | null,
 ): string {
+  if (value === null || value === undefined) {
+    return '-'; // no figure: no interval either
+  }
   const interval = ci === null ? '-' : `[${figure(ci[0])}, ${figure(ci[1])}]`;
   return `${figure(value)} ${interval}`;
 }

@@ -521,6 +521,6 @@ describe('no matched transcript: no figure, never a 0', () => {
     assert.equal(figures.within_one, null);
     assert.equal(figures.kappa, null);
     const row = reportCells(report).agreement[1]!;
-    assert.deepEqual(row.slice(0, 4), ['x', '0', '-', '-']);
+    assert.deepEqual(row.slice(0, 5), ['x', '0', '-', '-', '-']);
   });
 });
