@@ -1,6 +1,6 @@
-// report-html.ts: the report as one self-contained HTML page (`report.ts --html FILE`), in the order
-// a researcher reads it: the run and one verdict line per dimension; per dimension a forest plot
-// (inline SVG), the per-model table, the confusion grid and the rubric's levels; then every
+// report-html.ts: the report as one self-contained HTML page (`report.ts --html FILE`), in the
+// order a researcher reads it: the run and one verdict line per dimension; per dimension a forest
+// plot (inline SVG), the per-model table, the confusion grid and the rubric's levels; then every
 // transcript, the most disputed first, behind an index. Inline style, no script, nothing fetched;
 // every name, note and transcript is escaped, so a transcript holding <script> shows it as text.
 import * as fs from 'node:fs';
@@ -304,12 +304,17 @@ function figuresText(dimension: DimensionReport, report: Report): string {
   const ceiling = dimension.human_vs_human;
   const alpha = dimension.alpha;
   const leniency = dimension.leniency;
+  const judgeKappa = withInterval(judge.kappa, judge.kappa_ci95) + undefinedShare(judge);
+  let ceilingLine = 'no human ceiling';
+  if (ceiling !== null) {
+    const ceilingKappa = withInterval(ceiling.kappa, ceiling.kappa_ci95) + undefinedShare(ceiling);
+    ceilingLine = `human ceiling kappa ${ceilingKappa} over ${ceiling.n} pairs`;
+  }
+  const lenient = withInterval(leniency.mean_diff, leniency.ci95);
   const lines = [
-    `judge kappa ${withInterval(judge.kappa, judge.kappa_ci95)}${undefinedShare(judge)} over ${judge.n} pairs`,
-    ceiling === null
-      ? 'no human ceiling'
-      : `human ceiling kappa ${withInterval(ceiling.kappa, ceiling.kappa_ci95)}${undefinedShare(ceiling)} over ${ceiling.n} pairs`,
-    `leniency (judge mean minus human mean, score units) ${withInterval(leniency.mean_diff, leniency.ci95)}`,
+    `judge kappa ${judgeKappa} over ${judge.n} pairs`,
+    ceilingLine,
+    `leniency (judge mean minus human mean, score units) ${lenient}`,
     `Krippendorff's alpha: humans ${withInterval(alpha.humans, alpha.humans_ci95)}, ` +
       `humans and judge ${withInterval(alpha.humans_and_judge, alpha.humans_and_judge_ci95)}`,
     `Spearman of the tutors' means ${figure(report.ranking[dimension.name])}`,
@@ -591,7 +596,7 @@ function tickText(value: number): string {
   return String(round(value)).replace('-', '−');
 }
 
-/** A long label cut to `length` characters with an ellipsis (the full one is in the row's title). */
+/** A long label cut to `length` characters with an ellipsis (the row's title holds it whole). */
 function shorten(label: string, length: number): string {
   return label.length > length ? `${label.slice(0, length - 1)}…` : label;
 }

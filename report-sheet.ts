@@ -1,7 +1,7 @@
 // report-sheet.ts: the scoring plan (`report.ts sheet --scorers a,b,c`): which transcripts people
-// score (all, or a sample stratified by model and task), who scores each (K scorers, the work spread
-// evenly), one sheet and one blind scoring page per scorer. The plan is pure functions of the
-// transcripts and a seed; `writeScoringPlan` reads the inputs, checks the folder, then writes.
+// score (all, or a sample stratified by model and task), who scores each (K scorers, the work
+// spread evenly), one sheet and one blind scoring page per scorer. The plan is pure functions of
+// the transcripts and a seed; `writeScoringPlan` reads the inputs, checks the folder, then writes.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import {
@@ -73,7 +73,7 @@ export function writeScoringPlan(options: PlanOptions, stdout: NodeJS.WritableSt
   }
   const plan = planScoring(refs, { scorers, size, overlap, seed });
 
-  // 3. Each chosen transcript's hash and what its page shows, every file read before any is written.
+  // 3. Each chosen transcript's hash and its page's content; all read before anything is written.
   const shown = new Map<string, PageTranscript>();
   const taskFiles = new Map<string, { task: Task; referenceKey: ReferenceKey }>();
   for (const ref of plan.chosen) {
@@ -168,7 +168,7 @@ export function stratifiedSample<T extends Pair>(
     share.set(next!, share.get(next!)! + 1);
   }
 
-  // 3. Each model takes its share among the tasks chosen least so far; those with fewest tasks first.
+  // 3. Each model takes its share among the tasks chosen least so far (fewest tasks first).
   const taskCount = new Map<string, number>();
   const countOf = (ref: T) => taskCount.get(ref.task_id) ?? 0;
   const models = [...byModel.keys()].sort(
@@ -232,7 +232,7 @@ function shuffled<T>(items: readonly T[], random: () => number): T[] {
   return copy;
 }
 
-// ---- The sheet -----------------------------------------------------------------------------------
+// ---- The sheet ----------------------------------------------------------------------------------
 
 /**
  * A sheet people fill in, blind to the judge: the judge CSV's columns, then `scorer` when one is
@@ -264,7 +264,7 @@ export function scoringSheet(refs: SheetRef[], rubric: Rubric, scorer?: string):
   return [header, ...rows].map(csvLine).join('');
 }
 
-// ---- The arguments -------------------------------------------------------------------------------
+// ---- The arguments ------------------------------------------------------------------------------
 
 /** `--scorers a,b,c`: each name trimmed, a usable file name, none twice (case aside). */
 export function parseScorers(value: string): string[] {
@@ -318,7 +318,7 @@ export function parseSeed(value: string | undefined): number {
   return seed;
 }
 
-/** `--sample N` or `--sample P%` of `total` transcripts (P% rounded, at least one); all unless given. */
+/** `--sample N` or `--sample P%` of `total` transcripts (P% rounded, at least one); else all. */
 export function sampleSize(value: string | undefined, total: number): number {
   if (value === undefined) {
     return total;
@@ -343,7 +343,7 @@ export function sampleSize(value: string | undefined, total: number): number {
   return size;
 }
 
-// ---- Reading and checking what is on disk --------------------------------------------------------
+// ---- Reading and checking what is on disk -------------------------------------------------------
 
 /** A transcript file's bytes, as the sheet's hash is taken of them. */
 function readTranscriptBytes(ref: TranscriptRef): Buffer {

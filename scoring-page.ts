@@ -1,8 +1,9 @@
-// scoring-page.ts: one scorer's blind scoring page (`<out>/<scorer>.html`, written with the sheets):
-// each assigned transcript with what the judge is shown (the task, the private reference notes, the
-// transcript, the rubric), a form per transcript saved in the browser as it is filled, and a button
-// that downloads the scorer's sheet filled in. Self-contained: inline style and script, nothing
-// fetched, no judge score. Every text is escaped; the data rides as JSON with `<` escaped.
+// scoring-page.ts: one scorer's blind scoring page (`<out>/<scorer>.html`, written with the
+// sheets): each assigned transcript with what the judge is shown (the task, the private reference
+// notes, the transcript, the rubric), a form per transcript saved in the browser as it is filled,
+// and a button that downloads the scorer's sheet filled in. Self-contained: inline style and
+// script, nothing fetched, no judge score. Every text is escaped; the data rides as JSON with `<`
+// escaped.
 import { FORMULA_START, allowedScores, csvLine, guardCell, pairKey, sha256 } from './run-judge.ts';
 import type { Rubric, TranscriptImage, TranscriptRef } from './run-judge.ts';
 import { escapeHtml } from './report-html.ts';
@@ -64,8 +65,10 @@ export function scoringPage(input: PageInput): string {
 <header><h1>Blind scoring: ${scorer}</h1>
 <p id="left" role="status">${count} of ${count} left</p>
 <button type="button" id="download">Download ${scorer}.csv</button>
-<p class="hint">Your answers stay in this browser as you go. When done, download ${scorer}.csv and send it back: it takes the place of the blank ${scorer}.csv of the plan.</p>
-<p id="storage" class="warning" hidden>This browser does not keep your answers: download your CSV before you close the page.</p>
+<p class="hint">Your answers stay in this browser as you go. When done, download ${scorer}.csv
+and send it back: it takes the place of the blank ${scorer}.csv of the plan.</p>
+<p id="storage" class="warning" hidden>This browser does not keep your answers: download your CSV
+before you close the page.</p>
 </header>
 <div class="layout"><nav><ol>${list.join('')}</ol></nav>
 <main>${sections.join('\n')}</main></div>
@@ -151,15 +154,16 @@ nav a{display:block;padding:3px 6px;border-radius:4px;color:#1d4ed8;text-decorat
 nav a[aria-current=true]{background:#dbeafe;font-weight:bold}
 nav a.done::after,h2 .state.done::after{content:" ✓";color:#15803d}
 section h2{font-size:17px;margin:4px 0 8px}
-.columns{display:grid;grid-template-columns:minmax(0,1fr) minmax(300px,420px);gap:20px;align-items:start}
+.columns{display:grid;grid-template-columns:minmax(0,1fr) minmax(300px,420px);gap:20px;
+align-items:start}
 .reading{background:#fff;border:1px solid #ddd;padding:4px 14px 12px}
 h3{font-size:15px;margin:14px 0 4px}
 h4{font-size:13px;margin:8px 0 2px;color:#444}
 dl{display:grid;grid-template-columns:auto 1fr;gap:2px 10px;margin:4px 0}
 dt{color:#444}
 dd{margin:0}
-pre{white-space:pre-wrap;overflow-wrap:anywhere;font:13px/1.45 ui-monospace,monospace;background:#f3f4f6;
-padding:6px 8px;margin:2px 0}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;font:13px/1.45 ui-monospace,monospace;
+background:#f3f4f6;padding:6px 8px;margin:2px 0}
 .transcript-text{background:#fffbeb}
 img{max-width:100%}
 form{background:#fff;border:1px solid #ddd;padding:4px 14px 12px;position:sticky;top:64px;
@@ -173,8 +177,8 @@ padding:3px;border-radius:4px}
 .notes{display:block;font-weight:bold}
 textarea{display:block;width:100%;box-sizing:border-box;font:inherit}
 .steps{display:flex;justify-content:space-between}
-@media (max-width:900px){header{position:static}.layout{grid-template-columns:1fr}.columns{grid-template-columns:1fr}
-nav ol{position:static;display:flex;flex-wrap:wrap;gap:4px}form{position:static;max-height:none}}`;
+@media (max-width:900px){header{position:static}.layout{grid-template-columns:1fr}
+.columns{grid-template-columns:1fr}nav ol{position:static;display:flex;flex-wrap:wrap;gap:4px}form{position:static;max-height:none}}`;
 
 /** The page's behaviour: answers kept in localStorage per scorer and plan, one transcript shown. */
 const PAGE_SCRIPT = String.raw`(() => {
@@ -264,7 +268,7 @@ const PAGE_SCRIPT = String.raw`(() => {
   };
 
   forms.forEach((form) => {
-    // What the browser restores on a reload may be other than what is saved: the saved answers rule.
+    // A reload may restore other choices than those saved: the saved answers rule.
     form.reset();
     restore(form);
     const changed = () => {
