@@ -3498,23 +3498,15 @@ function pendingTranscripts(run: Run): TranscriptRef[] {
   }
   const staleKeys = new Set(stale.rows.map((ref) => pairKey(ref.task_id, ref.model)));
 
-  // With --rescore, only the rows of the first `limit` selected are replaced; stale rows are
-  // replaced when --limit leaves them their turn.
+  // The candidates: each selected transcript without a row, each stale one, and with --rescore
+  // every one; --limit takes the first. Only those taken have their old row replaced.
   const limit = options.limit ?? Infinity;
-  const again = new Set<string>();
-  if (options.rescore) {
-    for (const ref of selected.slice(0, limit)) {
-      again.add(pairKey(ref.task_id, ref.model));
-    }
-  }
-  const waiting = selected.filter((ref) => {
+  const candidates = selected.filter((ref) => {
     const key = pairKey(ref.task_id, ref.model);
-    return !scoreFile.done.has(key) || staleKeys.has(key);
+    return options.rescore === true || !scoreFile.done.has(key) || staleKeys.has(key);
   });
-  for (const ref of waiting.slice(0, limit)) {
-    const key = pairKey(ref.task_id, ref.model);
-    if (staleKeys.has(key)) again.add(key);
-  }
+  const pending = candidates.slice(0, limit);
+  const again = pending.map((ref) => pairKey(ref.task_id, ref.model));
   const replacing = scoreFile.replaceOnWrite(again);
   if (replacing > 0) {
     const what = options.rescore
@@ -3523,8 +3515,7 @@ function pendingTranscripts(run: Run): TranscriptRef[] {
     progress.log(`${what}; each old row in ${options.output} stays until its new row replaces it`);
   }
 
-  const unscored = selected.filter((ref) => !scoreFile.done.has(pairKey(ref.task_id, ref.model)));
-  summary.skipped = selected.length - unscored.length;
+  summary.skipped = selected.length - candidates.length;
   if (summary.skipped > 0) {
     const samples = options.samples > 1 ? ` with ${options.samples} samples` : '';
     progress.log(
@@ -3532,9 +3523,8 @@ function pendingTranscripts(run: Run): TranscriptRef[] {
         `(use --rescore to judge them again${samples})`,
     );
   }
-  const pending = unscored.slice(0, limit);
-  if (pending.length < unscored.length) {
-    const later = unscored.length - pending.length;
+  if (pending.length < candidates.length) {
+    const later = candidates.length - pending.length;
     progress.log(
       `--limit ${limit}: judging ${pending.length} transcript(s); ${later} wait for a later run`,
     );

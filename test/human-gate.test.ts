@@ -822,6 +822,23 @@ describe('stale judge rows: judged on another prompt than today, listed up front
     assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws));
   });
 
+  test('--rescore --limit 2 with a stale row past the limit: 2 judged again, the counts say so', async (t) => {
+    const { fake, ws, run } = await setup(t);
+    assert.equal((await run()).code, 0);
+    editTranscript(ws, 'm02', 'proof03');
+
+    const result = await run(['--rescore', '--limit', '2']);
+
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(fake.requests.length, 8);
+    includesAll(result.stderr, [
+      '--rescore: judging 2 scored transcript(s) again',
+      '--limit 2: judging 2 transcript(s); 4 wait for a later run',
+    ]);
+    assert.doesNotMatch(result.stderr, /skipping/, 'with --rescore no row is skipped as scored');
+    assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws), 'each pair once');
+  });
+
   test('a row the audit log has no prompt hash for is kept, and said to be unknown', async (t) => {
     const { fake, ws, run } = await setup(t);
     assert.equal((await run()).code, 0);
