@@ -21,11 +21,11 @@ import {
   loadRubric,
   nearestKeyHint,
   pairKey,
-  pairLabel,
   readCsvFile,
   readHumanScores,
   readTranscripts,
   refuseFlagsNpmTook,
+  refuseRepeatedPairs,
   rubricDimensions,
   scoreColumns,
   unguard,
@@ -404,19 +404,17 @@ export function readJudgeScores(file: string, rubric: Rubric): ScoreRow[] {
     throw new EvalInputError(`${file}: header is not ${columns.join(',')}`);
   }
 
-  // A duplicated row would count twice in a mean and once in agreement: refused, naming both lines.
-  const lineOf = new Map<string, number>();
-  return records.slice(1).map(({ record, info }) => {
+  const rows = records.slice(1).map(({ record, info }) => {
     const row = judgeRow(record, rubric, `${file}: line ${info.lines}`);
-    const first = lineOf.get(pairKey(row.task_id, row.model));
-    if (first !== undefined) {
-      throw new EvalInputError(
-        `${file}: lines ${first} and ${info.lines} both score ${pairLabel(row)}: keep one`,
-      );
-    }
-    lineOf.set(pairKey(row.task_id, row.model), info.lines);
-    return row;
+    return { row, line: info.lines };
   });
+
+  // A duplicated row would count twice in a mean and once in agreement: refused, naming both lines.
+  refuseRepeatedPairs(
+    file,
+    rows.map(({ row, line }) => ({ pair: row, line })),
+  );
+  return rows.map(({ row }) => row);
 }
 
 /** One record of the judge CSV as a row; `at` names its file and line in an error. */

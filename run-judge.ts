@@ -3805,8 +3805,36 @@ function readScoreRows(file: string, content: Buffer, columns: string[]) {
       `${file}: line ${bad.line} has ${bad.fields.length} fields, expected ${columns.length}`,
     );
   }
+
+  // 5. One row a transcript: a copy would be replaced once and kept once.
+  refuseRepeatedPairs(
+    file,
+    rows.map((row) => {
+      const pair = { task_id: unguard(row.fields[0]!), model: unguard(row.fields[1]!) };
+      return { pair, line: row.line };
+    }),
+  );
+
   const spans = rows.map((row, i) => ({ start: records[i]!.end, end: row.end }));
   return { rows: rows.map((row) => row.fields), spans, completeBytes };
+}
+
+/** A CSV of scores holds one row a transcript: a second is an error naming both lines. */
+export function refuseRepeatedPairs(
+  file: string,
+  rows: { pair: Pick<TranscriptRef, 'task_id' | 'model'>; line: number }[],
+): void {
+  const lineOf = new Map<string, number>();
+  for (const { pair, line } of rows) {
+    const key = pairKey(pair.task_id, pair.model);
+    const first = lineOf.get(key);
+    if (first !== undefined) {
+      throw new EvalInputError(
+        `${file}: lines ${first} and ${line} both score ${pairLabel(pair)}: keep one`,
+      );
+    }
+    lineOf.set(key, line);
+  }
 }
 
 /**

@@ -367,6 +367,18 @@ describe('reading the CSV: a file that is not a valid run-judge CSV is refused, 
     });
     assert.equal(fs.readFileSync(file, 'utf8'), content);
   });
+
+  test('a transcript scored on two lines → EvalInputError naming both; no byte changed', (t) => {
+    // --rescore would replace one copy and keep the other; report.ts refuses the same file.
+    const file = path.join(tempDir(t), 'scores.csv');
+    const content = `${header()}${first}p2,stub,1,1,1,1,1,1,ok\n${first}`;
+    fs.writeFileSync(file, content);
+    assert.throws(() => ScoreFile.open(file, dimensions), {
+      name: 'EvalInputError',
+      message: mentioning(file, 'lines 2 and 4', 'stub/p1'),
+    });
+    assert.equal(fs.readFileSync(file, 'utf8'), content);
+  });
 });
 
 describe('the CSV repair works on bytes: complete rows are kept, a BOM and trailing blank lines are accepted', () => {
