@@ -491,7 +491,7 @@ async function runJudge(
 
   // 1. Check what costs nothing: rubric, transcripts, that people scored first (a full run).
   const inputs = loadInputs(options);
-  const humanScored = checkHumanScoringDone(options, inputs.rubric);
+  const humanScored = checkHumanScoringDone(options, inputs.rubric, io.stderr);
 
   // 2. Make the judges: their keys checked, the SDK loaded.
   const models = loadModelsConfig(options.models);
@@ -1228,7 +1228,7 @@ function loadInputs(options: RunOptions): Inputs {
 export type HumanRow = ScoreRow & { scorer: string; transcript_sha256?: string; stale?: boolean };
 
 /** Human scoring as a run finds it: no row at all, some assignment still open, or all scored. */
-export type HumanScoring = 'complete' | 'incomplete' | 'none';
+export type HumanScoring = 'complete' | 'incomplete' | 'none' | 'unreadable';
 
 /** What human rows are checked against as they are read: the judge's CSV, the transcripts. */
 export type HumanScoresChecks = { judgeCsvs?: string[]; transcripts?: string };
@@ -1240,13 +1240,24 @@ const SHEET_COLUMNS = ['scorer', 'transcript_sha256'];
  * The state of human scoring; and the gate: a full run (no --task, no --model) starts only once
  * every row of the plan (an assignment) is scored, unless --before-human-scoring.
  */
-function checkHumanScoringDone(options: RunOptions, rubric: Rubric): HumanScoring {
+function checkHumanScoringDone(options: RunOptions, rubric: Rubric, stderr: Stream): HumanScoring {
   const source = options.humanScores;
   const exists = fs.existsSync(source);
-  const rows = exists ? readHumanScores(source, rubric, { judgeCsvs: [options.output] }) : [];
-  const state = humanScoringState(rows, rubric);
   const spotCheck = options.task !== undefined || options.model !== undefined;
-  if (spotCheck || options.beforeHumanScoring || state === 'complete') return state;
+  const gated = !spotCheck && options.beforeHumanScoring !== true;
+
+  let rows: HumanRow[] = [];
+  try {
+    rows = exists ? readHumanScores(source, rubric, { judgeCsvs: [options.output] }) : [];
+  } catch (error) {
+    // A scorer's typo must not stop a run the gate does not apply to; its lines say so.
+    if (gated || !(error instanceof EvalError)) throw error;
+    stderr.write(`run-judge: warning: ${oneLine(error.message)}; recorded as "unreadable"\n`);
+    return 'unreadable';
+  }
+
+  const state = humanScoringState(rows, rubric);
+  if (!gated || state === 'complete') return state;
 
   const anyway = 'or pass --before-human-scoring to run anyway';
   if (state === 'none') {

@@ -496,6 +496,25 @@ describe('what the sheets hold: any column order, scorer and transcript_sha256 o
     });
   }
 
+  test('an unreadable sheet does not stop --before-human-scoring or a spot check: a warning, lines say unreadable', async (t) => {
+    const { fake, ws, gated } = await setup(t, WS);
+    const file = writeHumanFile(ws, badScore('3', 'outside the rubric').rows);
+
+    const anyway = await gated(file, ['--before-human-scoring']);
+    const judged = fake.requests.length;
+    const spot = await gated(file, ['--rescore', '--task', 'proof01', '--model', 'm01']);
+
+    assert.equal(anyway.code, 0, anyway.stderr);
+    assert.equal(spot.code, 0, spot.stderr);
+    includesAll(anyway.stderr, [`warning: ${file}: line 3: proof_scaffolding`, '"unreadable"']);
+    assert.ok(judged > 0, 'the run judged');
+    assert.equal(fake.requests.length, judged + 1, 'the spot check judged its transcript');
+    assert.ok(
+      statesLogged(ws).every((state) => state === 'unreadable'),
+      'every line says so',
+    );
+  });
+
   test('a FIFO as --human-scores is refused at once (exit 2), never read (it would block)', async (t) => {
     const { fake, ws, gated } = await setup(t, WS);
     const fifo = path.join(tempDir(t), 'people.fifo'); // not in ws.dir: snapshot() would read it
