@@ -737,15 +737,6 @@ describe('which runs are gated', () => {
     });
   }
 
-  test('a spot check with a sheet that cannot be read: exit 2 naming it, no call (its lines would record the state)', async (t) => {
-    const { fake, ws, gated } = await setup(t);
-    const file = writeHumanFile(ws, [scoredRow('m01', 'proof01', { proof_scaffolding: '9' })]);
-    const before = snapshot(ws.dir);
-    const result = await gated(file, ['--task', 'proof01', '--model', 'm01']);
-    assertRefused(result, fake, ws, before);
-    includesAll(result.stderr, [`${file}: line 2: proof_scaffolding: "9"`]);
-  });
-
   const gatedRuns = [
     { label: '--limit 1 (a trial of a full run, not a filter)', args: ['--limit', '1'] },
     { label: '--batch', args: BATCH },
