@@ -4872,15 +4872,21 @@ function newSummary(selected: number, judges: Judge[] = []) {
  * The summary printed when a run ends: counts, tokens
  * and cost, then what failed and what stopped it.
  */
+/** The failed transcripts, with those an unreachable API left without an answer. */
+function failedCount(summary: RunSummary): number {
+  return summary.failed.length + summary.unreachable.length;
+}
+
 function formatSummary(summary: RunSummary, options: RunOptions): string {
   const interrupted = summary.stoppedBy instanceof EvalInterruptedError;
   const cost =
     summary.costUnknown.size > 0
       ? `unknown (${[...summary.costUnknown].join('; ')})`
       : `$${summary.costUsd.toFixed(4)}`;
+  const failed = failedCount(summary);
   let first =
     `${interrupted ? 'interrupted: ' : ''}${summary.selected} selected: ${summary.scored} scored, ` +
-    `${summary.skipped} skipped (already in ${options.output}), ${summary.failed.length} failed; ` +
+    `${summary.skipped} skipped (already in ${options.output}), ${failed} failed; ` +
     `${formatTokens(summary)}; cost ${cost}; wall time ${(summary.wallMs / 1000).toFixed(2)} s`;
   if (summary.batchesCreated + summary.batchesResumed > 0) {
     first += `; batches created ${summary.batchesCreated}, resumed ${summary.batchesResumed}`;

@@ -744,7 +744,7 @@ describe('exit status 2: an API that cannot be reached stops the run after 3 tra
     const { ws } = await setupRun(t);
     const result = await runMain(ws.args('--concurrency', '1')); // the default base URL: a closed loopback port
     assert.equal(result.code, 2, result.stderr);
-    assert.match(result.stderr, summaryLine(0, 0, 6));
+    assert.match(result.stderr, summaryLine(0, 3, 6), 'the 3 without an answer are failures');
     const stopped =
       `stopped: cannot reach the API at ${DEAD_BASE_URL}: 3 transcript(s) got no answer ` +
       '(every attempt failed to connect; each is in the audit log), 3 not started;';
