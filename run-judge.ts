@@ -79,7 +79,7 @@ export const DEFAULTS = {
 /** A CSV's audit log when no --log names one: the default log for the default CSV, else the CSV's
  * own path with .jsonl, so two judges' runs never share a log (both scripts read it so). */
 export function defaultLog(output: string): string {
-  if (path.normalize(output) === path.normalize(DEFAULTS.output)) {
+  if (path.resolve(output) === path.resolve(DEFAULTS.output)) {
     return DEFAULTS.log;
   }
   return path.join(path.dirname(output), `${path.basename(output, path.extname(output))}.jsonl`);
@@ -119,7 +119,7 @@ const NOT_CONNECTED_CODES = [
 const USABLE_STOP_REASONS = ['end_turn', 'stop_sequence'];
 
 /** Names a dimension cannot take: the CSV's other columns, and any property every object has. */
-const RESERVED_NAMES = ['task_id', 'model', 'notes', 'scorer'];
+const RESERVED_NAMES = ['task_id', 'model', 'notes', 'scorer', 'transcript_sha256'];
 
 /**
  * A Markdown fence (```json or ```) around an answer; it
@@ -4288,8 +4288,9 @@ async function pollBatches(run: Run, batches: BatchState): Promise<void> {
         downloads.set(entry, tries);
         await collectBatchResults(run, entry, tries <= BATCH_TRIES);
       } catch (error) {
+        if (!(error instanceof EvalError)) throw error; // a defect is never hidden by a stop
         if (signal.aborted) return; // Ctrl-C, or a failure that stops the run: the batch stays
-        if (!(error instanceof EvalError) || decide(error).action !== 'next-judge') throw error;
+        if (decide(error).action !== 'next-judge') throw error;
         const failed = (failedPolls.get(entry) ?? 0) + 1;
         failedPolls.set(entry, failed);
         if (failed >= BATCH_TRIES) {
@@ -4432,8 +4433,8 @@ async function resumeBatches(run: Run, batches: BatchState): Promise<void> {
         primary.client.messages.batches.retrieve(entry.id!, {}, options),
       );
     } catch (error) {
+      if (!(error instanceof EvalError)) throw error; // a defect is never hidden by a stop
       if (run.controller.signal.aborted) return; // Ctrl-C: the batches stay pending
-      if (!(error instanceof EvalError)) throw error;
       if (isBatchGone(error)) {
         const count = Object.keys(entry.requests).length;
         run.progress.log(

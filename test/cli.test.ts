@@ -303,6 +303,14 @@ describe('exit status 0: every selected transcript has a row', () => {
     assert.equal(fs.existsSync(`${ws.output}.lock`), false, 'lock removed after the run');
   });
 
+  test('defaultLog: the default CSV, however written, keeps the default log; another CSV its own', async () => {
+    const { DEFAULTS, defaultLog } = await import('../run-judge.ts');
+    assert.equal(defaultLog(DEFAULTS.output), DEFAULTS.log);
+    assert.equal(defaultLog(path.resolve(DEFAULTS.output)), DEFAULTS.log);
+    assert.equal(defaultLog(`./${DEFAULTS.output}`), DEFAULTS.log);
+    assert.equal(defaultLog('evals/scores/sonnet.csv'), path.join('evals/scores', 'sonnet.jsonl'));
+  });
+
   test('without --log, a CSV of its own gets a log of its own beside it, where report.ts looks', async (t) => {
     const { fake, ws } = await setupRun(t);
     const sonnetCsv = path.join(path.dirname(ws.output), 'sonnet.csv');

@@ -843,6 +843,7 @@ const RESERVED_DIMENSION_NAMES = [
   'model',
   'notes',
   'scorer',
+  'transcript_sha256',
   '__proto__',
   'constructor',
   'toString',
