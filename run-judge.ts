@@ -4152,8 +4152,13 @@ class WriteQueue {
  */
 export function replaceFileDurably(file: string, content: string | Buffer): void {
   const temp = `${file}.${process.pid}.tmp`;
-  fs.writeFileSync(temp, content, { flush: true });
-  fs.renameSync(temp, file);
+  try {
+    fs.writeFileSync(temp, content, { flush: true });
+    fs.renameSync(temp, file);
+  } catch (error) {
+    fs.rmSync(temp, { force: true }); // a half-written copy is not left beside the file
+    throw error;
+  }
   const dir = fs.openSync(path.dirname(file), 'r');
   try {
     fs.fsyncSync(dir); // the rename itself is durable once its folder is
@@ -4165,8 +4170,13 @@ export function replaceFileDurably(file: string, content: string | Buffer): void
 /** `replaceFileDurably` in libuv's thread pool, for a run's rows: the event loop goes on meanwhile. */
 async function replaceFileInPool(file: string, content: Buffer): Promise<void> {
   const temp = `${file}.${process.pid}.tmp`;
-  await fs.promises.writeFile(temp, content, { flush: true });
-  await fs.promises.rename(temp, file);
+  try {
+    await fs.promises.writeFile(temp, content, { flush: true });
+    await fs.promises.rename(temp, file);
+  } catch (error) {
+    await fs.promises.rm(temp, { force: true }); // a half-written copy is not left beside the file
+    throw error;
+  }
   const dir = await fs.promises.open(path.dirname(file), 'r');
   try {
     await dir.sync();

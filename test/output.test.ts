@@ -38,7 +38,7 @@ import type { RecordedRequest } from './fake-anthropic.ts';
 import type { ScoreRow } from '../run-judge.ts';
 
 // Destructured, not imported by name: a renamed export then fails its own tests, not the whole file.
-const { ScoreFile, acquireLock, guardCell } = await import('../run-judge.ts');
+const { ScoreFile, acquireLock, guardCell, replaceFileDurably } = await import('../run-judge.ts');
 
 /** Appends rows to a CSV through ScoreFile, as a run does (header once, each row flushed). */
 function writeScores(file: string, rows: ScoreRow[], dimensions: string[]): void {
@@ -879,6 +879,15 @@ describe('a CSV run-judge cannot append to stops the run before any request, unt
 // ---------------------------------------------------------------------------------------------
 // Crash safety (kill -9 needs a real process)
 // ---------------------------------------------------------------------------------------------
+
+describe('replaceFileDurably: a file replaced whole, or not at all', () => {
+  test('a rename that fails leaves no temporary copy beside the file', (t) => {
+    const target = path.join(tempDir(t), 'state.json');
+    fs.mkdirSync(path.join(target, 'inside'), { recursive: true }); // a folder: the rename fails
+    assert.throws(() => replaceFileDurably(target, '{}'));
+    assert.deepEqual(fs.readdirSync(path.dirname(target)), ['state.json']);
+  });
+});
 
 describe('crash safety', () => {
   test('kill -9 mid-run, then a rerun: the CSV parses after the kill, and only the missing pairs are judged again', async (t) => {
