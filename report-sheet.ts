@@ -18,6 +18,7 @@ import {
   promptValues,
   readCsvFile,
   readTranscripts,
+  PLAN_FILE,
   replaceFileDurably,
   rubricDimensions,
   scoreColumns,
@@ -25,7 +26,7 @@ import {
   transcriptImages,
   writablePath,
 } from './run-judge.ts';
-import type { ReferenceKey, Rubric, Task, TranscriptRef } from './run-judge.ts';
+import type { PlanManifest, ReferenceKey, Rubric, Task, TranscriptRef } from './run-judge.ts';
 import { groupBy, mulberry32 } from './report-analysis.ts';
 import { scoringPage } from './scoring-page.ts';
 import type { PageTranscript } from './scoring-page.ts';
@@ -106,6 +107,8 @@ export function writeScoringPlan(options: PlanOptions, stdout: NodeJS.WritableSt
     const page = scoringPage({ scorer, rubric, sheet, rows, transcripts });
     files.set(path.join(options.out, `${scorer}.html`), page);
   }
+  // The plan itself, so the gate can tell a sheet lost or a row deleted from one still to fill in.
+  files.set(path.join(options.out, PLAN_FILE), planManifest(plan));
 
   // 5. Nothing is written while any sheet there holds a score, or a CSV there is not in this plan.
   checkOutFolder(options.out, scorers);
@@ -118,6 +121,18 @@ export function writeScoringPlan(options: PlanOptions, stdout: NodeJS.WritableSt
 
   // 7. What was assigned.
   stdout.write(planSummary(plan, refs.length, options, seed));
+}
+
+/** The plan's assignments as the gate reads them back (`readPlanManifest` in run-judge.ts). */
+function planManifest(plan: Plan<Pair>): string {
+  const assignments: PlanManifest['assignments'] = [];
+  for (const [scorer, assigned] of plan.assignments) {
+    for (const ref of assigned) {
+      assignments.push({ scorer, task_id: ref.task_id, model: ref.model });
+    }
+  }
+  const manifest: PlanManifest = { assignments };
+  return `${JSON.stringify(manifest, null, 2)}\n`;
 }
 
 // ---- The plan: pure functions of the transcripts, the scorers and a seed -----------------------

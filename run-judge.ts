@@ -514,7 +514,12 @@ async function runJudge(
     progress,
     controller,
     clock,
-    humanScoring: watchHumanScoring(options.humanScores, inputs.rubric, humanScored),
+    humanScoring: watchHumanScoring(
+      options.humanScores,
+      options.transcripts,
+      inputs.rubric,
+      humanScored,
+    ),
   };
 
   try {
@@ -1248,7 +1253,8 @@ function checkHumanScoringDone(options: RunOptions, rubric: Rubric, stderr: Stre
 
   let rows: HumanRow[] = [];
   try {
-    rows = exists ? readHumanScores(source, rubric, { judgeCsvs: [options.output] }) : [];
+    const checks = { judgeCsvs: [options.output], transcripts: options.transcripts };
+    rows = exists ? readHumanScores(source, rubric, checks) : [];
   } catch (error) {
     // A scorer's typo must not stop a run the gate does not apply to; its lines say so.
     if (gated || !(error instanceof EvalError)) throw error;
@@ -1256,7 +1262,7 @@ function checkHumanScoringDone(options: RunOptions, rubric: Rubric, stderr: Stre
     return 'unreadable';
   }
 
-  const state = humanScoringState(rows, rubric);
+  const state = humanScoringState(source, rows, rubric);
   if (!gated || state === 'complete') return state;
 
   const anyway = 'or pass --before-human-scoring to run anyway';
@@ -1267,13 +1273,18 @@ function checkHumanScoringDone(options: RunOptions, rubric: Rubric, stderr: Stre
         `again; ${anyway}`,
     );
   }
-  const open = rows.filter((row) => !isComplete(row, rubric)).sort(compareAssignments);
+  const open = openAssignments(source, rows, rubric);
+  const planned = rows.length + open.filter((entry) => entry.why === 'no row').length;
   const more = open.length > 10 ? ', ...' : '';
-  const listed = open.slice(0, 10).map(assignmentLabel).join(', ') + more;
+  const listed = open.slice(0, 10).map((entry) => {
+    const why = entry.why === 'not fully scored' ? '' : ` (${entry.why})`;
+    return assignmentLabel(entry.row) + why;
+  });
   throw new EvalConfigurationError(
-    `human scoring is not complete in ${source}: ${open.length} of ${rows.length} assignment(s) ` +
-      `open: ${listed}; each scorer fills in every dimension of their rows (in their sheet or its ` +
-      `scoring page), then run again; ${anyway}`,
+    `human scoring is not complete in ${source}: ${open.length} of ${planned} assignment(s) ` +
+      `open: ${listed.join(', ')}${more}; each scorer fills in every dimension of their rows (in ` +
+      `their sheet, or in its scoring page and then downloaded over the sheet), then run again; ` +
+      anyway,
   );
 }
 
@@ -1281,7 +1292,12 @@ function checkHumanScoringDone(options: RunOptions, rubric: Rubric, stderr: Stre
  * Human scoring as the sheets say now, for each audit line: read again only when a sheet changed;
  * sheets that cannot be read at that moment (being saved) leave the state as last read.
  */
-function watchHumanScoring(source: string, rubric: Rubric, state: HumanScoring) {
+function watchHumanScoring(
+  source: string,
+  transcripts: string,
+  rubric: Rubric,
+  state: HumanScoring,
+) {
   let seen = sheetsFingerprint(source);
   let current = state;
   return (): HumanScoring => {
@@ -1289,8 +1305,8 @@ function watchHumanScoring(source: string, rubric: Rubric, state: HumanScoring) 
     if (now === seen) return current;
     seen = now;
     try {
-      const rows = fs.existsSync(source) ? readHumanScores(source, rubric) : [];
-      current = humanScoringState(rows, rubric);
+      const rows = fs.existsSync(source) ? readHumanScores(source, rubric, { transcripts }) : [];
+      current = humanScoringState(source, rows, rubric);
     } catch (error) {
       if (!(error instanceof EvalError)) throw error;
     }
@@ -1314,9 +1330,59 @@ function sheetsFingerprint(source: string): string {
 }
 
 /** No row at all is none; any row with an empty score, incomplete. */
-export function humanScoringState(rows: HumanRow[], rubric: Rubric): HumanScoring {
+export function humanScoringState(source: string, rows: HumanRow[], rubric: Rubric): HumanScoring {
   if (rows.length === 0) return 'none';
-  return rows.every((row) => isComplete(row, rubric)) ? 'complete' : 'incomplete';
+  return openAssignments(source, rows, rubric).length === 0 ? 'complete' : 'incomplete';
+}
+
+/**
+ * The assignments still to do, in transcript order: a row not fully scored, a row whose transcript
+ * was edited since it was handed out, and an assignment of the plan (its plan.json) no sheet holds.
+ */
+export function openAssignments(source: string, rows: HumanRow[], rubric: Rubric) {
+  const open: { row: HumanRow; why: 'not fully scored' | 'transcript edited since' | 'no row' }[] =
+    [];
+  for (const row of rows) {
+    if (!isComplete(row, rubric)) {
+      open.push({ row, why: 'not fully scored' });
+    } else if (row.stale === true) {
+      open.push({ row, why: 'transcript edited since' });
+    }
+  }
+
+  const held = new Set(rows.map((row) => JSON.stringify([row.scorer, row.task_id, row.model])));
+  for (const planned of readPlanManifest(source)) {
+    if (!held.has(JSON.stringify([planned.scorer, planned.task_id, planned.model]))) {
+      const row: HumanRow = {
+        task_id: planned.task_id,
+        model: planned.model,
+        scorer: planned.scorer,
+        scores: {},
+        notes: '',
+      };
+      open.push({ row, why: 'no row' });
+    }
+  }
+  return open.sort((a, b) => compareAssignments(a.row, b.row));
+}
+
+/** The file beside the sheets that `report.ts sheet --scorers` writes the plan's assignments to. */
+export const PLAN_FILE = 'plan.json';
+
+const PlanManifestSchema = z.strictObject({
+  assignments: z.array(
+    z.strictObject({ scorer: z.string(), task_id: z.string(), model: z.string() }),
+  ),
+});
+export type PlanManifest = z.infer<typeof PlanManifestSchema>;
+
+/** The plan's assignments when the human scores are a folder holding plan.json; else none. */
+function readPlanManifest(source: string): PlanManifest['assignments'] {
+  const file = path.join(source, PLAN_FILE);
+  if (statOf(source)?.isDirectory() !== true || statOf(file) === undefined) {
+    return [];
+  }
+  return loadValidated(file, PlanManifestSchema, EvalInputError).assignments;
 }
 
 /** How to make the plan without overwriting anything: sheets go into a folder, never over a score. */

@@ -19,6 +19,7 @@ import {
   allKeys,
   csvRows,
   readLog,
+  runReport,
   setupRun,
   sha256,
   snapshot,
@@ -411,10 +412,11 @@ describe('what the sheets hold: any column order, scorer and transcript_sha256 o
       open: [],
     },
     {
-      label: "the plan's columns, transcript_sha256 last",
+      // A hash the transcript does not have: it was edited since it was handed out.
+      label: "the plan's columns, transcript_sha256 last, a transcript edited since",
       header: SHEET_HEADER,
       rows: [scoredRow('m01', 'proof01', { scorer: 'al', transcript_sha256: 'ab'.repeat(32) })],
-      open: [],
+      open: ['al: m01/proof01 (transcript edited since)'],
     },
   ];
   for (const { label, rows, header, open } of cases) {
@@ -943,5 +945,63 @@ describe('report.ts: stale and incomplete human rows are listed and left out of 
     assert.equal(result.code, 0, result.stderr);
     assert.deepEqual(JSON.parse(result.stdout).missing.stale_human, []);
     assert.equal(JSON.parse(result.stdout).pairs, 1);
+  });
+});
+
+describe('the plan made by report.ts sheet: a sheet lost or a row deleted is an open assignment', () => {
+  /** A plan for alice and bob (each transcript to both) in the workspace, both sheets fully scored. */
+  async function scoredPlan(t: TestContext) {
+    const base = await setupRun(t);
+    const ws = base.ws;
+    const out = path.join(ws.dir, 'human');
+    const paths = ['--transcripts', ws.transcripts, '--tasks', ws.tasks, '--out', out];
+    const more = ['--reference-keys', ws.referenceKeys, '--rubric', ws.rubric];
+    const planned = await runReport(['sheet', ...paths, ...more, '--scorers', 'alice,bob']);
+    assert.equal(planned.code, 0, planned.stderr);
+    for (const scorer of ['alice', 'bob']) {
+      const sheet = path.join(out, `${scorer}.csv`);
+      const records = parseCsv(fs.readFileSync(sheet), { columns: true }) as Record<
+        string,
+        string
+      >[];
+      for (const record of records) {
+        for (const dimension of DIMENSIONS) record[dimension] = '1';
+      }
+      fs.writeFileSync(sheet, stringifyCsv(records, { header: true }));
+    }
+    return { ...base, out };
+  }
+
+  test('every sheet of the plan scored: the full run judges', async (t) => {
+    const { fake, out, run } = await scoredPlan(t);
+    const result = await run(['--human-scores', out]);
+    assert.equal(result.code, 0, result.stderr);
+    assert.ok(fake.requests.length > 0);
+  });
+
+  test("bob's sheet removed: refused, his assignments listed as having no row; no call", async (t) => {
+    const { fake, out, run } = await scoredPlan(t);
+    const bobs = parseCsv(fs.readFileSync(path.join(out, 'bob.csv')), { columns: true });
+    fs.rmSync(path.join(out, 'bob.csv'));
+
+    const result = await run(['--human-scores', out]);
+
+    assert.equal(result.code, 2, result.stderr);
+    assert.equal(fake.requests.length, 0);
+    includesAll(result.stderr, [`${bobs.length} of`, 'bob: ', '(no row)']);
+  });
+
+  test("a row deleted from alice's sheet: refused, that assignment listed", async (t) => {
+    const { fake, out, run } = await scoredPlan(t);
+    const sheet = path.join(out, 'alice.csv');
+    const records = parseCsv(fs.readFileSync(sheet), { columns: true }) as Record<string, string>[];
+    const gone = records.shift()!;
+    fs.writeFileSync(sheet, stringifyCsv(records, { header: true }));
+
+    const result = await run(['--human-scores', out]);
+
+    assert.equal(result.code, 2, result.stderr);
+    assert.equal(fake.requests.length, 0);
+    includesAll(result.stderr, [`alice: ${gone.model}/${gone.task_id} (no row)`]);
   });
 });

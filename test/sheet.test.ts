@@ -174,7 +174,7 @@ describe('report.ts sheet --scorers: one sheet and one page per scorer in --out'
 
     const names = fs.readdirSync(ws.out).sort();
     const files = ['alice', 'bob', 'carol'].flatMap((name) => [`${name}.csv`, `${name}.html`]);
-    assert.deepEqual(names, files.sort());
+    assert.deepEqual(names, [...files, 'plan.json'].sort());
 
     const header = [...scoreColumns(rubric), 'scorer', 'transcript_sha256'];
     const seen = new Map<string, string[]>();
@@ -255,6 +255,7 @@ describe('report.ts sheet --scorers: one sheet and one page per scorer in --out'
     assert.deepEqual(fs.readdirSync(path.join(ws.dir, 'evals', 'human')).sort(), [
       'alice.csv',
       'alice.html',
+      'plan.json',
     ]);
   });
 
