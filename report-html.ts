@@ -256,6 +256,8 @@ function runTable(run: RunFacts, report: Report): string {
   });
   const noHuman = report.missing.no_human;
   const noJudge = report.missing.no_judge;
+  const incomplete = report.missing.incomplete_human;
+  const stale = report.missing.stale_human;
 
   const rows = [
     ['judges', judges.join('; ') || 'unknown (no audit log)'],
@@ -267,6 +269,11 @@ function runTable(run: RunFacts, report: Report): string {
     ['pairs compared', `${report.pairs} (transcript, scorer) pairs`],
     [`no human row (${noHuman.length})`, noHuman.join(', ') || 'none'],
     [`no judge row (${noJudge.length})`, noJudge.join(', ') || 'none'],
+    [
+      `human rows not fully scored, left out (${incomplete.length})`,
+      incomplete.join(', ') || 'none',
+    ],
+    [`human rows of an edited transcript, left out (${stale.length})`, stale.join(', ') || 'none'],
   ];
   const body = rows.map(([name, value]) =>
     tableRow('th', [name!], `<td>${escapeHtml(value!)}</td>`),

@@ -273,7 +273,16 @@ function printAgreement(options: AgreementOptions, io: IO): number {
   // 5. With --html, the page, with every transcript, and where it went.
   if (options.html !== undefined) {
     const transcriptsDir = options.transcripts;
-    const page = { report, rubric, audit: first.audit, judged: first.rows, humans, transcriptsDir };
+    // The page shows the human rows the figures rest on; the others are listed in its run table.
+    const shown = comparableHumanRows(humans, rubric);
+    const page = {
+      report,
+      rubric,
+      audit: first.audit,
+      judged: first.rows,
+      humans: shown,
+      transcriptsDir,
+    };
     writeHtmlPage(options.html, page);
     io.stderr.write(`report: wrote the page to ${options.html}\n`);
   }

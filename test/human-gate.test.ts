@@ -916,6 +916,19 @@ describe('report.ts: stale and incomplete human rows are listed and left out of 
     }
   });
 
+  test('the page lists them in its run table and shows no scorer of theirs beside a transcript', async (t) => {
+    const { ws, args } = await scoredThenEdited(t);
+    const page = path.join(ws.dir, 'report.html');
+    const result = await reportOut([...args, '--html', page]);
+    assert.equal(result.code, 0, result.stderr);
+    const html = fs.readFileSync(page, 'utf8');
+    includesAll(html, [
+      'human rows not fully scored, left out (1)</th><td>bob: m02/proof02',
+      'human rows of an edited transcript, left out (2)</th><td>alice: m01/proof01, bob: m01/proof01',
+    ]);
+    assert.doesNotMatch(html, /bob's notes|>bob</, 'no row of bob (stale or incomplete) is shown');
+  });
+
   test('each figure says how many it rests on: n of the agreement, of the ceiling, matched transcripts per model', async (t) => {
     const { ws, args } = await scoredThenEdited(t);
     writeSheets(ws, { carol: [scoredRow('m02', 'proof01'), scoredRow('m02', 'proof02')] });
