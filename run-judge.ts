@@ -845,9 +845,7 @@ export function loadJson(file: string, ErrorClass: typeof EvalError = EvalInputE
   try {
     content = fs.readFileSync(file, 'utf8');
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    const reason = code === 'ENOENT' ? `file not found${relativeHint(file)}` : String(error);
-    throw new ErrorClass(`${file}: ${reason}`, { cause: error });
+    throw new ErrorClass(`${file}: ${unreadableReason(file, error)}`, { cause: error });
   }
   try {
     return JSON.parse(content);
@@ -1082,6 +1080,18 @@ function refuseFolderAbove(inputDir: string): void {
 }
 
 /** Where a relative path was looked up from, for a message saying it was not found. */
+/** Why a file could not be read, in words that say what to do. */
+function unreadableReason(file: string, error: unknown): string {
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === 'ENOENT') {
+    return `file not found${relativeHint(file)}`;
+  }
+  if (code === 'EISDIR') {
+    return 'a folder, not a file: name the file';
+  }
+  return String(error);
+}
+
 function relativeHint(file: string): string {
   if (path.isAbsolute(file)) return '';
   return ` (paths are relative to the current folder, ${process.cwd()})`;
@@ -1625,9 +1635,7 @@ export function readCsvFile<R = string[]>(
     return records as unknown as { record: R; info: { lines: number } }[];
   } catch (error) {
     if (error instanceof EvalError) throw error;
-    const code = (error as NodeJS.ErrnoException).code;
-    const reason = code === 'ENOENT' ? 'file not found' : (error as Error).message;
-    throw new EvalInputError(`${file}: ${reason}`, { cause: error });
+    throw new EvalInputError(`${file}: ${unreadableReason(file, error)}`, { cause: error });
   }
 }
 

@@ -570,6 +570,15 @@ describe("report.ts's messages and the files it refuses (issue 18)", () => {
     assert.equal(stderr, `report: --log ${dir}: a folder, not an audit log (.jsonl)\n`);
   });
 
+  test('--scores or --rubric given a folder: one line naming it and what to do', async (t) => {
+    const { dir, args } = setUp(t);
+    for (const option of ['--scores', '--rubric']) {
+      const { code, stderr } = await run([...args, option, dir]);
+      assert.equal(code, 2);
+      assert.equal(stderr, `report: ${dir}: a folder, not a file: name the file\n`);
+    }
+  });
+
   test("a row's samples without a dimension of the rubric: an error naming the line (a replaced entry is not read)", async (t) => {
     const { args } = setUp(t);
     const log = writeLog(t, [
