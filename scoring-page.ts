@@ -95,7 +95,8 @@ function transcriptSection(
   const images = transcript.images.map((image) => {
     const source = `data:${image.source.media_type};base64,${image.source.data}`;
     const label = escapeHtml(image.label);
-    return `<figure><img alt="${label}" src="${escapeHtml(source)}"><figcaption>${label}</figcaption></figure>`;
+    const img = `<img alt="${label}" src="${escapeHtml(source)}">`;
+    return `<figure>${img}<figcaption>${label}</figcaption></figure>`;
   });
 
   const reading = `<div class="reading">
@@ -178,7 +179,8 @@ padding:3px;border-radius:4px}
 textarea{display:block;width:100%;box-sizing:border-box;font:inherit}
 .steps{display:flex;justify-content:space-between}
 @media (max-width:900px){header{position:static}.layout{grid-template-columns:1fr}
-.columns{grid-template-columns:1fr}nav ol{position:static;display:flex;flex-wrap:wrap;gap:4px}form{position:static;max-height:none}}`;
+.columns{grid-template-columns:1fr}nav ol{position:static;display:flex;flex-wrap:wrap;gap:4px}
+form{position:static;max-height:none}}`;
 
 /** The page's behaviour: answers kept in localStorage per scorer and plan, one transcript shown. */
 const PAGE_SCRIPT = String.raw`(() => {

@@ -28,6 +28,19 @@ export const SCRIPT = process.env.RUN_JUDGE_SCRIPT ?? RUN_JUDGE_FILE;
 /** Absolute loader URL, so a spawned CLI can run with any cwd. */
 export const TSX_LOADER = import.meta.resolve('tsx');
 
+/** Debian's chromium, and the flags that keep it off this machine's closed network (the page tests). */
+export const CHROMIUM = '/usr/bin/chromium';
+export const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
 /** Where the SDK points when no fake is running: a closed loopback port, so nothing can reach the internet. */
 export const DEAD_BASE_URL = 'http://127.0.0.1:9';
 

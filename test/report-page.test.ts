@@ -9,21 +9,10 @@ import { pathToFileURL } from 'node:url';
 import { stringify } from 'csv-stringify/sync';
 import { chromium } from 'playwright-core';
 import type { BrowserContext, Page } from 'playwright-core';
-import { DIMENSIONS, makeWorkspace, writeJson } from './helpers.ts';
+import { CHROMIUM, CHROMIUM_ARGS, DIMENSIONS, makeWorkspace, writeJson } from './helpers.ts';
 
 const { main } = await import('../report.ts');
 
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 const TITLE = 'The judge against the human scores';
 const MODELS = ['m01', 'm02'];
 const JUDGE = 'claude-opus-4-7';

@@ -9,23 +9,18 @@ import type { TestContext } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { chromium } from 'playwright-core';
 import type { BrowserContext, Page } from 'playwright-core';
-import { makeWorkspace, runReport, setupRun, writeJson } from './helpers.ts';
+import {
+  CHROMIUM,
+  CHROMIUM_ARGS,
+  makeWorkspace,
+  runReport,
+  setupRun,
+  writeJson,
+} from './helpers.ts';
 import type { Workspace } from './helpers.ts';
 
 const { csvLine, guardCell, isComplete, loadRubric, readHumanScores } =
   await import('../run-judge.ts');
-
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 /** A payload that would mark the page if it ran. */
 const PAYLOAD = `<script>window.__ran = 'transcript'</script><img src=x onerror="window.__ran = 'img'">`;
