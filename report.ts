@@ -242,7 +242,7 @@ function printAgreement(options: AgreementOptions, io: IO): number {
   const thresholds = gateThresholds(options.minKappa, rubric);
   const runs = judges.map((judge) => {
     const rows = readJudgeScores(judge.scores, rubric);
-    return { judge, rows, audit: readAuditLog(judge.log, rubric) };
+    return { judge, rows, audit: readAuditLog(judge.log, rubric, rows) };
   });
   const judgeCsvs = judges.map((judge) => judge.scores);
   const checks = { judgeCsvs, transcripts: options.transcripts };
@@ -507,7 +507,7 @@ export type Audit = {
 };
 
 /** Each transcript's last scored entry in the log, and what the page header says of the run. */
-export function readAuditLog(log: string, rubric?: Rubric): Audit {
+export function readAuditLog(log: string, rubric?: Rubric, scored?: ScoreRow[]): Audit {
   // 1. Every line; the last scored one of each transcript makes its row. With the rubric, a row's
   // samples must each give every dimension an allowed score (else they are of another rubric).
   const lines = auditEntries(log);
@@ -524,6 +524,15 @@ export function readAuditLog(log: string, rubric?: Rubric): Audit {
   if (rubric !== undefined) {
     for (const [key, row] of rows) {
       checkSamples(row.samples, rubric, `${log}: line ${lineOf.get(key)}`);
+    }
+  }
+  // Given the CSV, only its transcripts count: a log also holds rows removed since.
+  if (scored !== undefined) {
+    const inCsv = new Set(scored.map((row) => pairKey(row.task_id, row.model)));
+    for (const key of [...rows.keys()]) {
+      if (!inCsv.has(key)) {
+        rows.delete(key);
+      }
     }
   }
 

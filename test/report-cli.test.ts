@@ -94,6 +94,17 @@ describe('the audit log as the report and the page header read it', () => {
     assert.deepEqual(audit.rows.get('m1\u0000p2')!.thinking, ['first, the base case']);
   });
 
+  test('given the CSV, only its transcripts count: a row removed since is no row of a judge', (t) => {
+    const log = writeLog(t, [
+      logLine({ task_id: 'p1' }),
+      logLine({ task_id: 'p2', judge: 'judge-b' }),
+    ]);
+    const csv = [{ task_id: 'p1', model: 'm1', scores: { a: 1 }, notes: '' }];
+    const audit = readAuditLog(log, undefined, csv);
+    assert.deepEqual([...audit.rows_by_judge], [['judge-a', 1]]);
+    assert.deepEqual([...audit.rows.keys()], ['m1\u0000p1']);
+  });
+
   test('an entry without a cost makes the total unknown (null), and so does no log', (t) => {
     const log = writeLog(t, [logLine({}), logLine({ task_id: 'p2', cost_usd: null })]);
     assert.equal(readAuditLog(log).total_cost_usd, null);
