@@ -19,11 +19,12 @@ import type { Dimension, HumanRow, Rubric, ScoreRow } from './run-judge.ts';
 /** A row with scores, as the statistics read it: they need no notes. */
 type Scored = Omit<ScoreRow, 'notes'>;
 
-/** One judging's scores, dimension by dimension. */
-export type Scores = Record<string, number>;
+/** One judging's scores, dimension by dimension: a CSV row's. */
+export type Scores = ScoreRow['scores'];
 
-/** From the audit log: rows scored per judge, and the samples of each transcript judged k times. */
-export type Audit = { judges: Record<string, number>; samples: Scores[][] };
+/** What the analysis takes of the audit log (report.ts's `analysisAudit` makes it of report-inputs'
+ * `Audit`): rows scored per judge, and the samples of each transcript judged k times. */
+export type AnalysisAudit = { judges: Record<string, number>; samples: Scores[][] };
 
 // ---- The analysis ------------------------------------------------------------------------------
 
@@ -35,7 +36,7 @@ export function analyse(
   judged: Scored[],
   humans: HumanRow[],
   rubric: Rubric,
-  audit: Audit = { judges: {}, samples: [] },
+  audit: AnalysisAudit = { judges: {}, samples: [] },
 ) {
   // 1. Each transcript's judge row, and its complete human rows (a row not fully scored is none).
   const judgeOf = new Map(judged.map((row) => [pairKey(row.task_id, row.model), row]));

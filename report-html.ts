@@ -5,13 +5,13 @@
 // every name, note and transcript is escaped, so a transcript holding <script> shows it as text.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { EvalError, EvalInputError } from './run-judge.ts';
-import { comparePairs, loadTranscript, pairKey, transcriptToText } from './run-judge.ts';
-import type { HumanRow, Rubric, ScoreRow, TranscriptRef } from './run-judge.ts';
+import { EvalInputError, comparePairs, pairKey } from './run-judge.ts';
+import type { HumanRow, Rubric, ScoreRow } from './run-judge.ts';
 import { figure, groupBy, reportCells, undefinedShare, withInterval } from './report-analysis.ts';
 import type { DimensionReport, ModelReport, Report } from './report-analysis.ts';
-// Types only: nothing imports report.ts at run time.
-import type { Audit } from './report.ts';
+import { escapeHtml } from './html-escape.ts';
+import { transcriptTextOf } from './report-inputs.ts';
+import type { Audit, TranscriptText } from './report-inputs.ts';
 
 /** What the page says about the run, from the audit log; null where the log does not say. */
 export type RunFacts = {
@@ -44,7 +44,7 @@ type TranscriptRows = {
 /** One transcript on the page: its rows, who judged it, its text or why it cannot be shown. */
 export type TranscriptEntry = TranscriptRows & {
   judged_by: JudgedBy | undefined;
-  transcript: string | { unavailable: string };
+  transcript: TranscriptText;
 };
 
 /** Everything the page shows. */
@@ -158,19 +158,6 @@ export function transcriptEntries(judged: ScoreRow[], humans: HumanRow[]): Trans
       humans: humansOf.get(key) ?? [],
     };
   });
-}
-
-/** A transcript's text; one missing or unreadable is a note in its place, never a crash. */
-function transcriptTextOf(ref: TranscriptRef): TranscriptEntry['transcript'] {
-  try {
-    return transcriptToText(loadTranscript(ref));
-  } catch (error) {
-    if (!(error instanceof EvalError)) {
-      throw error;
-    }
-    // Cut short: a schema error can run long.
-    return { unavailable: `transcript not shown: ${error.message.slice(0, 300)}` };
-  }
 }
 
 // ---- The page ----------------------------------------------------------------------------------
@@ -859,9 +846,4 @@ function tableRow(tag: 'td' | 'th', cells: string[], html = ''): string {
 
 function sumOf(values: readonly number[]): number {
   return values.reduce((total, value) => total + value, 0);
-}
-
-/** Untrusted text (transcripts, notes, every name) as HTML text: `<script>` shows, never runs. */
-export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
 }

@@ -16,7 +16,6 @@ import {
   loadTranscript,
   pairKey,
   promptValues,
-  readCsvFile,
   readTranscripts,
   PLAN_FILE,
   replaceFileDurably,
@@ -28,6 +27,7 @@ import {
 } from './run-judge.ts';
 import type { PlanManifest, ReferenceKey, Rubric, Task, TranscriptRef } from './run-judge.ts';
 import { groupBy, mulberry32 } from './report-analysis.ts';
+import { holdsScores, readTranscriptBytes } from './report-inputs.ts';
 import { scoringPage } from './scoring-page.ts';
 import type { PageTranscript } from './scoring-page.ts';
 
@@ -48,9 +48,6 @@ export type PlanOptions = {
   referenceKeys: string;
   rubric: string;
 };
-
-/** Columns a sheet holds besides scores and notes: a cell in any other column is someone's work. */
-const IDENTITY_COLUMNS = ['task_id', 'model', 'scorer', 'transcript_sha256'];
 
 /**
  * `sheet --scorers`: the plan, its sheets and pages in `--out`, what was assigned on stdout. Every
@@ -358,17 +355,7 @@ export function sampleSize(value: string | undefined, total: number): number {
   return size;
 }
 
-// ---- Reading and checking what is on disk -------------------------------------------------------
-
-/** A transcript file's bytes, as the sheet's hash is taken of them. */
-function readTranscriptBytes(ref: TranscriptRef): Buffer {
-  try {
-    return fs.readFileSync(ref.path);
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    throw new EvalInputError(`${ref.path}: cannot be read (${code})`, { cause: error });
-  }
-}
+// ---- Checking what is on disk -------------------------------------------------------------------
 
 /**
  * Refuses the folder when a sheet in it holds any score or note (people's work), or when it holds a
@@ -402,17 +389,6 @@ function checkOutFolder(dir: string, scorers: string[]): void {
         '--out (nothing written)',
     );
   }
-}
-
-/** Whether any row of a sheet has a cell filled in beside its identity columns. */
-function holdsScores(file: string): boolean {
-  const records = readCsvFile(file, {});
-  const header = records[0]?.record ?? [];
-  return records.slice(1).some(({ record }) => {
-    return record.some(
-      (cell, i) => !IDENTITY_COLUMNS.includes(header[i] ?? '') && cell.trim() !== '',
-    );
-  });
 }
 
 /** What the plan assigned: its size and design, then each scorer's count and files. */

@@ -1,36 +1,26 @@
 // report.ts: the analysis after the judge run. Does the judge agree with the people who scored the
 // transcripts as well as they agree with each other, and does it rank the tutors as they do?
 // `sheet` makes the scoring plan (report-sheet.ts, its pages scoring-page.ts) or a blank sheet.
-// This file reads the inputs and prints; the figures are pure functions in report-analysis.ts; the
-// HTML page (--html) is in report-html.ts.
+// This file runs the commands and prints; the inputs are read in report-inputs.ts, the figures are
+// pure functions in report-analysis.ts, the HTML page (--html) is in report-html.ts. Importing it
+// runs nothing: `main` runs only when this file is the program.
 import * as fs from 'node:fs';
-import * as path from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
-import { z } from 'zod';
 import {
   DEFAULTS,
   EvalError,
   EvalInputError,
-  allowedScore,
-  allowedScores,
   checkOutputFile,
-  compareText,
-  defaultLog,
   isEntryModule,
-  issuePath,
   loadRubric,
   nearestKeyHint,
   pairKey,
-  readCsvFile,
   readHumanScores,
   readTranscripts,
   refuseFlagsNpmTook,
-  refuseRepeatedPairs,
   rubricDimensions,
-  scoreColumns,
-  unguard,
 } from './run-judge.ts';
-import type { HumanRow, Rubric, ScoreRow } from './run-judge.ts';
+import type { HumanRow, IO, Rubric } from './run-judge.ts';
 import {
   analyse,
   comparableHumanRows,
@@ -38,24 +28,26 @@ import {
   reportCells,
   withInterval,
 } from './report-analysis.ts';
-import type { Report, Scores } from './report-analysis.ts';
+import type { AnalysisAudit, Report, Scores } from './report-analysis.ts';
 import { writeHtmlPage } from './report-html.ts';
+import { judgeInputs, readAuditLog, readJudgeScores } from './report-inputs.ts';
+import type { Audit, JudgeRun } from './report-inputs.ts';
 import { scoringSheet, writeScoringPlan } from './report-sheet.ts';
 import type { PlanOptions } from './report-sheet.ts';
 
-export { scoringSheet };
-
-type IO = { stdout: NodeJS.WritableStream; stderr: NodeJS.WritableStream };
+/** Where the report writes and which environment it checks: run-judge's IO. `env` may be left out
+ * by callers written before it was injected; it is then the process's. */
+type ReportIO = Pick<IO, 'stdout' | 'stderr'> & Partial<Pick<IO, 'env'>>;
 
 /** Runs `report.ts [agreement]` or `report.ts sheet`; returns the exit status. */
-export async function main(argv: string[], io: IO): Promise<number> {
+export async function main(argv: string[], io: ReportIO): Promise<number> {
   // 1. The two commands, writing to io rather than to the process; the command sets the status.
   const result = { status: 0 };
   const cli = buildCli(io, result);
 
   // 2. Run the one asked for; a user error is one line on stderr and exit 2, never a stack trace.
   try {
-    refuseFlagsNpmTook(process.env, cli);
+    refuseFlagsNpmTook(io.env ?? process.env, cli);
     await cli.parseAsync(argv, { from: 'user' });
     return result.status;
   } catch (error) {
@@ -72,7 +64,7 @@ export async function main(argv: string[], io: IO): Promise<number> {
 
 /** `sheet` and `agreement` (the default), with their options and defaults; `agreement` puts its
  * exit status (1: the gate failed) in `result`. */
-function buildCli(io: IO, result: { status: number }): Command {
+function buildCli(io: ReportIO, result: { status: number }): Command {
   // exitOverride and configureOutput come first: a command inherits them when it is made. A usage
   // error is one line, commander's suggestion included.
   const packageJson = fs.readFileSync(new URL('package.json', import.meta.url), 'utf8');
@@ -188,7 +180,7 @@ function buildCli(io: IO, result: { status: number }): Command {
 type SheetOptions = Omit<PlanOptions, 'scorers'> & { scorers?: string; scorer?: string };
 
 /** `sheet`: with --scorers, the plan written to --out; without, the blank sheet on stdout. */
-function printSheet(options: SheetOptions, command: Command, io: IO): void {
+function printSheet(options: SheetOptions, command: Command, io: ReportIO): void {
   if (options.scorers !== undefined) {
     if (options.scorer !== undefined) {
       throw new EvalInputError('--scorer and --scorers: give one (--scorers names the plan)');
@@ -222,7 +214,7 @@ type AgreementOptions = {
 
 /** `agreement`: the report on stdout in the format asked for; with --html, the page too. Returns
  * the exit status: 1 when the gate failed, else 0. */
-function printAgreement(options: AgreementOptions, io: IO): number {
+function printAgreement(options: AgreementOptions, io: ReportIO): number {
   // 1. A format it does not know, or judges it cannot tell apart, are refused before anything is read.
   if (!['table', 'markdown', 'json'].includes(options.format)) {
     throw new EvalInputError(`--format ${options.format}: use table, markdown or json`);
@@ -307,364 +299,10 @@ function collect(value: string, previous: string[]): string[] {
   return previous.concat([value]);
 }
 
-// ---- Reading the inputs ------------------------------------------------------------------------
-
-/** One judge to report on: its name, its CSV and its audit log. */
-export type JudgeInput = { name: string; scores: string; log: string };
-
-/** The judges of `--scores` (the default CSV without one), each with its `--log`: paired by name,
- * else by position; without one, the default log for the default CSV, else the CSV's .jsonl. */
-export function judgeInputs(scoresValues: string[], logValues: string[]): JudgeInput[] {
-  // 1. Each judge's name: given as NAME=file, else the file's stem; two alike cannot be told apart.
-  const given = scoresValues.length > 0 ? scoresValues : [DEFAULTS.output];
-  const judges = given.map((value) => {
-    const named = nameAndFile(value, '--scores');
-    const name = named.name ?? path.basename(named.file, path.extname(named.file));
-    return { name, scores: named.file, log: defaultLog(named.file) };
-  });
-  const names = judges.map((judge) => judge.name);
-  const twice = names.find((name, i) => names.indexOf(name) !== i);
-  if (twice !== undefined) {
-    throw new EvalInputError(
-      `--scores: two judges named "${twice}"; name each as --scores NAME=file`,
-    );
-  }
-
-  // 2. Each log to its judge: by name, or by its position among the --log values.
-  const paired = new Set<JudgeInput>();
-  logValues.forEach((value, i) => {
-    const named = nameAndFile(value, '--log');
-    const judge = named.name === undefined ? judges[i] : judges.find((j) => j.name === named.name);
-    if (judge === undefined) {
-      const which =
-        named.name === undefined
-          ? `is log ${i + 1} of ${judges.length} judges`
-          : `names no judge of --scores (${names.join(', ')})`;
-      throw new EvalInputError(`--log ${value} ${which}`);
-    }
-    if (paired.has(judge)) {
-      throw new EvalInputError(`--log ${value}: judge "${judge.name}" already has a --log`);
-    }
-    paired.add(judge);
-    judge.log = named.file;
-  });
-  return judges;
-}
-
-/** `NAME=file` or `file`: a name is what comes before the first `=`, if it holds no path separator. */
-function nameAndFile(value: string, option: string): { name?: string; file: string } {
-  const at = value.indexOf('=');
-  const name = value.slice(0, at);
-  if (at < 0 || /[\\/]/.test(name)) {
-    return { file: value };
-  }
-  if (name === '' || at === value.length - 1) {
-    throw new EvalInputError(
-      `${option} ${value}: write NAME=file, both non-empty, or just the file`,
-    );
-  }
-  return { name, file: value.slice(at + 1) };
-}
-
-/** `--min-kappa x` and `--min-kappa dimension=x` as a threshold per dimension, the named ones over
- * the plain one; a name the rubric lacks or a figure outside [-1, 1] is a usage error. */
-export function gateThresholds(values: string[], rubric: Rubric): Map<string, number> {
-  const known = rubricDimensions(rubric);
-  const named = new Map<string | undefined, number>();
-  for (const value of values) {
-    const at = value.lastIndexOf('=');
-    const dimension = at < 0 ? undefined : value.slice(0, at);
-    const figure = value.slice(at + 1);
-    const threshold = figure.trim() === '' ? NaN : Number(figure);
-    if (!Number.isFinite(threshold) || threshold < -1 || threshold > 1) {
-      throw new EvalInputError(
-        `--min-kappa ${value}: "${figure}" is not a kappa between -1 and 1 (write 0.6, or dimension=0.6)`,
-      );
-    }
-    if (dimension !== undefined && !known.includes(dimension)) {
-      throw new EvalInputError(
-        `--min-kappa ${value}: no dimension "${dimension}" in the rubric; its dimensions are ${known.join(', ')}`,
-      );
-    }
-    if (named.has(dimension)) {
-      const which = dimension === undefined ? 'the plain --min-kappa' : `--min-kappa ${dimension}=`;
-      throw new EvalInputError(`--min-kappa ${value}: ${which} is given twice; give it once`);
-    }
-    named.set(dimension, threshold);
-  }
-
-  const thresholds = new Map<string, number>();
-  for (const dimension of known) {
-    const threshold = named.get(dimension) ?? named.get(undefined);
-    if (threshold !== undefined) {
-      thresholds.set(dimension, threshold);
-    }
-  }
-  return thresholds;
-}
-
-/** The judge CSV's rows: each score one its dimension allows, the formula guards taken off. */
-export function readJudgeScores(file: string, rubric: Rubric): ScoreRow[] {
-  const records = readCsvFile(file);
-  const columns = scoreColumns(rubric);
-
-  const header = records[0]?.record ?? [];
-  if (header.join(',') !== columns.join(',')) {
-    throw new EvalInputError(`${file}: header is not ${columns.join(',')}`);
-  }
-
-  const rows = records.slice(1).map(({ record, info }) => {
-    const row = judgeRow(record, rubric, `${file}: line ${info.lines}`);
-    return { row, line: info.lines };
-  });
-
-  // A duplicated row would count twice in a mean and once in agreement: refused, naming both lines.
-  refuseRepeatedPairs(
-    file,
-    rows.map(({ row, line }) => ({ pair: row, line })),
-  );
-  return rows.map(({ row }) => row);
-}
-
-/** One record of the judge CSV as a row; `at` names its file and line in an error. */
-function judgeRow(record: string[], rubric: Rubric, at: string): ScoreRow {
-  const scores: Scores = {};
-  rubric.dimensions.forEach((dimension, i) => {
-    scores[dimension.name] = allowedScore(dimension, record[i + 2] ?? '', at);
-  });
-
-  return {
-    task_id: unguard(record[0]!),
-    model: unguard(record[1]!),
-    scores,
-    notes: unguard(record[rubric.dimensions.length + 2] ?? ''),
-  };
-}
-
-/** A line of the audit log, loosely: only the fields the report reads; every one but the pair is
- * optional, for old logs. */
-const AuditLineSchema = z.object({
-  task_id: z.string(),
-  model: z.string(),
-  status: z.string().optional(),
-  judge: z.string().nullish(),
-  timestamp: z.string().optional(),
-  cost_usd: z.number().nullish(),
-  rubric_sha256: z.string().nullish(),
-  prompt_template_sha256: z.string().nullish(),
-  sample_scores: z.array(z.record(z.string(), z.number())).optional(),
-  attempts: z.array(z.object({ judge: z.string().nullish() })).optional(),
-  answers: z
-    .array(
-      z.object({
-        thinking: z.string().nullish(),
-        scores: z.record(z.string(), z.number()).nullish(),
-      }),
-    )
-    .optional(),
-  human_scoring: z.unknown().optional(),
-  before_human_scoring: z.boolean().optional(),
-});
-
-type AuditLine = z.infer<typeof AuditLineSchema>;
-
-/** What the log says of one row: its transcript's last scored entry. */
-export type AuditRow = {
-  judge: string;
-  /** Scored by a judge after another judge's failed attempts: a fallback of the chain. */
-  fallback: boolean;
-  /** Each sample's scores with --samples k > 1, else none. */
-  samples: Scores[];
-  /** Of this entry's answers; null when unknown (no price, or an old log). */
-  cost_usd: number | null;
-  timestamp: string | null;
-  rubric_sha256: string | null;
-  /** The judge's thinking in each answer that gave scores, when the run kept it. */
-  thinking: string[];
-  before_human_scoring: boolean;
-};
-
-/** The audit log as the report, the comparison and the page header read it. */
-export type Audit = {
-  /** By pairKey: each transcript's last scored entry. */
-  rows: Map<string, AuditRow>;
-  /** Rows per judge, the judges in the order their first row appears. */
-  rows_by_judge: Map<string, number>;
-  /** Of those, the rows each judge scored as a fallback. */
-  fallback_rows: Map<string, number>;
-  /** The rows' rubric hashes, each once, in order of appearance (more than one: mixed rubrics). */
-  rubric_sha256: string[];
-  /** The prompt template hashes, where the log records them. */
-  prompt_template_sha256: string[];
-  /** The newest row's timestamp; null without one. */
-  last_judged: string | null;
-  /** Every entry's cost, failed ones too; null when any is unknown or there is no log. */
-  total_cost_usd: number | null;
-  /** The newest entry's `human_scoring`, as recorded; null when no entry records it. */
-  human_scoring: unknown;
-  /** Rows judged with --before-human-scoring. */
-  before_human_scoring_rows: number;
-};
-
-/** Each transcript's last scored entry in the log, and what the page header says of the run. */
-export function readAuditLog(log: string, rubric?: Rubric, scored?: ScoreRow[]): Audit {
-  // 1. Every line; the last scored one of each transcript makes its row. With the rubric, a row's
-  // samples must each give every dimension an allowed score (else they are of another rubric).
-  const lines = auditEntries(log);
-  const entries = lines.map(({ entry }) => entry);
-  const rows = new Map<string, AuditRow>();
-  const lineOf = new Map<string, number>();
-  for (const { entry, line } of lines) {
-    if (entry.status === 'scored' && entry.judge) {
-      const key = pairKey(entry.task_id, entry.model);
-      rows.set(key, auditRow(entry, entry.judge));
-      lineOf.set(key, line);
-    }
-  }
-  if (rubric !== undefined) {
-    for (const [key, row] of rows) {
-      checkSamples(row.samples, rubric, `${log}: line ${lineOf.get(key)}`);
-    }
-  }
-  // Given the CSV, only its transcripts count: a log also holds rows removed since.
-  if (scored !== undefined) {
-    const inCsv = new Set(scored.map((row) => pairKey(row.task_id, row.model)));
-    for (const key of [...rows.keys()]) {
-      if (!inCsv.has(key)) {
-        rows.delete(key);
-      }
-    }
-  }
-
-  // 2. Counted per judge, in Maps: a judge may be named anything, `__proto__` too.
-  const rowsByJudge = new Map<string, number>();
-  const fallbackRows = new Map<string, number>();
-  for (const row of rows.values()) {
-    rowsByJudge.set(row.judge, (rowsByJudge.get(row.judge) ?? 0) + 1);
-    if (row.fallback) {
-      fallbackRows.set(row.judge, (fallbackRows.get(row.judge) ?? 0) + 1);
-    }
-  }
-
-  // 3. The run as a whole: hashes, the last judged row, the cost of every paid answer.
-  const rowList = [...rows.values()];
-  const timestamps = rowList.flatMap((row) => (row.timestamp === null ? [] : [row.timestamp]));
-  const costs = entries.map((entry) => entry.cost_usd ?? null);
-  const known = costs.length > 0 && !costs.includes(null);
-  const scoring = entries.filter((entry) => entry.human_scoring !== undefined);
-  return {
-    rows,
-    rows_by_judge: rowsByJudge,
-    fallback_rows: fallbackRows,
-    rubric_sha256: distinct(rowList.map((row) => row.rubric_sha256)),
-    prompt_template_sha256: distinct(entries.map((entry) => entry.prompt_template_sha256)),
-    last_judged: timestamps.sort(compareText).at(-1) ?? null,
-    total_cost_usd: known ? costs.reduce((total, cost) => total! + cost!, 0) : null,
-    human_scoring: scoring.at(-1)?.human_scoring ?? null,
-    before_human_scoring_rows: rowList.filter((row) => row.before_human_scoring).length,
-  };
-}
-
-/** One scored entry as its row's record. */
-function auditRow(entry: AuditLine, judge: string): AuditRow {
-  const others = (entry.attempts ?? []).filter((attempt) => {
-    return typeof attempt.judge === 'string' && attempt.judge !== judge;
-  });
-  const scoring = (entry.answers ?? []).filter((answer) => answer.scores);
-  return {
-    judge,
-    fallback: others.length > 0,
-    samples: entry.sample_scores ?? [],
-    cost_usd: entry.cost_usd ?? null,
-    timestamp: entry.timestamp ?? null,
-    rubric_sha256: entry.rubric_sha256 ?? null,
-    thinking: scoring.flatMap((answer) => (answer.thinking ? [answer.thinking] : [])),
-    before_human_scoring: entry.before_human_scoring === true,
-  };
-}
-
-/** Each sample's score of each dimension, one the dimension allows; `at` names the log line. */
-function checkSamples(samples: Scores[], rubric: Rubric, at: string): void {
-  samples.forEach((sample, i) => {
-    for (const dimension of rubric.dimensions) {
-      const score = sample[dimension.name];
-      if (score === undefined || !allowedScores(dimension).includes(score)) {
-        const found = score === undefined ? 'no score' : `${score}, not an allowed score`;
-        throw new EvalInputError(
-          `${at}: sample_scores[${i}].${dimension.name}: ${found}; is this log of another rubric?`,
-        );
-      }
-    }
-  });
-}
-
-/** The log's lines, none without a log; a torn last line (a crash mid-write) is left out; a line
- * that is not an audit entry is an error naming the file and line. */
-function auditEntries(log: string): { entry: AuditLine; line: number }[] {
-  if (!fs.existsSync(log)) {
-    return [];
-  }
-
-  let content: string;
-  try {
-    content = fs.readFileSync(log, 'utf8');
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    const reason = code === 'EISDIR' ? 'a folder, not an audit log (.jsonl)' : String(error);
-    throw new EvalInputError(`--log ${log}: ${reason}`, { cause: error });
-  }
-
-  const lines = content.split('\n');
-  const entries: { entry: AuditLine; line: number }[] = [];
-  lines.forEach((line, i) => {
-    if (line.trim() === '') {
-      return;
-    }
-    let entry: unknown;
-    try {
-      entry = JSON.parse(line);
-    } catch {
-      if (i === lines.length - 1) {
-        return;
-      }
-      throw new EvalInputError(`${log}: line ${i + 1} is not a JSON object`);
-    }
-    const parsed = AuditLineSchema.safeParse(entry);
-    if (!parsed.success) {
-      const problems = parsed.error.issues.map((issue) => {
-        return `${issuePath(issue.path)}: ${issue.message}`;
-      });
-      throw new EvalInputError(`${log}: line ${i + 1}: ${problems.join('; ')}`);
-    }
-    entries.push({ entry: parsed.data, line: i + 1 });
-  });
-  return entries;
-}
-/** What the analysis reads of the log: rows per judge (a plain object built from the Map, so any
- * name is an own key) and the samples of the rows in `keys` (all rows without). */
-function analysisAudit(audit: Audit, keys?: Set<string>) {
-  const samples: Scores[][] = [];
-  for (const [key, row] of audit.rows) {
-    if (row.samples.length > 1 && (keys === undefined || keys.has(key))) {
-      samples.push(row.samples);
-    }
-  }
-  return { judges: Object.fromEntries(audit.rows_by_judge), samples };
-}
-
-/** The values that are strings, each once, in order of first appearance. */
-function distinct(values: (string | null | undefined)[]): string[] {
-  const strings = values.filter((value) => typeof value === 'string');
-  return [...new Set(strings)];
-}
-
 // ---- Judges side by side, and the CI gate -----------------------------------------------------
 
 /** The report, with the comparison of judges (more than one --scores) and the gate (--min-kappa). */
 export type FullReport = Report & { comparison?: JudgeComparison[]; gate?: Gate };
-
-/** One judge's CSV rows and audit log. */
-type JudgeRun = { judge: JudgeInput; rows: ScoreRow[]; audit: Audit };
 
 export type JudgeComparison = ReturnType<typeof compareJudges>[number];
 
@@ -719,11 +357,60 @@ function costPerTranscript(audit: Audit, keys: Set<string>): number | null {
   return keys.size === 0 ? null : total / keys.size;
 }
 
+/** What the analysis reads of the log: rows per judge (a plain object built from the Map, so any
+ * name is an own key) and the samples of the rows in `keys` (all rows without). */
+function analysisAudit(audit: Audit, keys?: Set<string>): AnalysisAudit {
+  const samples: Scores[][] = [];
+  for (const [key, row] of audit.rows) {
+    if (row.samples.length > 1 && (keys === undefined || keys.has(key))) {
+      samples.push(row.samples);
+    }
+  }
+  return { judges: Object.fromEntries(audit.rows_by_judge), samples };
+}
+
 /** The CI gate's outcome: the dimensions whose figure is below its threshold, or unknown. */
 export type Gate = {
   passed: boolean;
   failures: { dimension: string; figure: number | null; threshold: number }[];
 };
+
+/** `--min-kappa x` and `--min-kappa dimension=x` as a threshold per dimension, the named ones over
+ * the plain one; a name the rubric lacks or a figure outside [-1, 1] is a usage error. */
+export function gateThresholds(values: string[], rubric: Rubric): Map<string, number> {
+  const known = rubricDimensions(rubric);
+  const named = new Map<string | undefined, number>();
+  for (const value of values) {
+    const at = value.lastIndexOf('=');
+    const dimension = at < 0 ? undefined : value.slice(0, at);
+    const figure = value.slice(at + 1);
+    const threshold = figure.trim() === '' ? NaN : Number(figure);
+    if (!Number.isFinite(threshold) || threshold < -1 || threshold > 1) {
+      throw new EvalInputError(
+        `--min-kappa ${value}: "${figure}" is not a kappa between -1 and 1 (write 0.6, or dimension=0.6)`,
+      );
+    }
+    if (dimension !== undefined && !known.includes(dimension)) {
+      throw new EvalInputError(
+        `--min-kappa ${value}: no dimension "${dimension}" in the rubric; its dimensions are ${known.join(', ')}`,
+      );
+    }
+    if (named.has(dimension)) {
+      const which = dimension === undefined ? 'the plain --min-kappa' : `--min-kappa ${dimension}=`;
+      throw new EvalInputError(`--min-kappa ${value}: ${which} is given twice; give it once`);
+    }
+    named.set(dimension, threshold);
+  }
+
+  const thresholds = new Map<string, number>();
+  for (const dimension of known) {
+    const threshold = named.get(dimension) ?? named.get(undefined);
+    if (threshold !== undefined) {
+      thresholds.set(dimension, threshold);
+    }
+  }
+  return thresholds;
+}
 
 /** Each dimension with a threshold against the first judge's kappa (or its interval's lower end). */
 export function gate(report: Report, thresholds: Map<string, number>, on: 'kappa' | 'lower'): Gate {

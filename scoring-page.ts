@@ -6,7 +6,7 @@
 // escaped.
 import { FORMULA_START, allowedScores, csvLine, guardCell, pairKey, sha256 } from './run-judge.ts';
 import type { Rubric, TranscriptImage, TranscriptRef } from './run-judge.ts';
-import { escapeHtml } from './report-html.ts';
+import { escapeHtml } from './html-escape.ts';
 
 /** One transcript as its page shows it: the prompt's pieces (`promptValues`) and its images. */
 export type PageTranscript = {

@@ -15,7 +15,8 @@ import {
   tempDir,
 } from './helpers.ts';
 
-const { compareJudges, judgeInputs, main, readAuditLog } = await import('../report.ts');
+const { compareJudges, main } = await import('../report.ts');
+const { judgeInputs, readAuditLog } = await import('../report-inputs.ts');
 const { DEFAULTS, loadRubric, pairKey } = await import('../run-judge.ts');
 const rubric = loadRubric(RUBRIC_FILE);
 const DIMENSIONS = rubric.dimensions.map((dimension) => dimension.name);

@@ -8,9 +8,11 @@ import { RUBRIC_FILE, fallbackAndThinkingRun, makeWorkspace, mentioning } from '
 import { readLog, sha256, tempDir, writeJson } from './helpers.ts';
 
 const { analyse } = await import('../report-analysis.ts');
-const { main, readJudgeScores } = await import('../report.ts');
+const { main } = await import('../report.ts');
+const { readJudgeScores } = await import('../report-inputs.ts');
+const { escapeHtml } = await import('../html-escape.ts');
 const pageModule = await import('../report-html.ts');
-const { axisTicks, byDisagreement, confusionGrid, disagreement, escapeHtml } = pageModule;
+const { axisTicks, byDisagreement, confusionGrid, disagreement } = pageModule;
 const { forestPanels, forestPlot, renderHtml, rubricLevels, runFacts } = pageModule;
 const { transcriptEntries, transcriptId, withoutBlankColumns } = pageModule;
 const { loadRubric } = await import('../run-judge.ts');

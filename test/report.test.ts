@@ -15,7 +15,9 @@ const {
   unitSums,
 } = await import('../report-analysis.ts');
 const { analyse } = await import('../report-analysis.ts');
-const { main, readJudgeScores, scoringSheet } = await import('../report.ts');
+const { main } = await import('../report.ts');
+const { readJudgeScores } = await import('../report-inputs.ts');
+const { scoringSheet } = await import('../report-sheet.ts');
 const { isComplete, loadRubric, readHumanScores } = await import('../run-judge.ts');
 const rubric = loadRubric(RUBRIC_FILE);
 const DIMENSIONS = rubric.dimensions.map((dimension) => dimension.name);
