@@ -4946,12 +4946,6 @@ export const systemClock: Clock = {
   sleep: (ms, signal) => sleep(ms, undefined, { signal }).then(() => undefined),
 };
 
-if (isEntryModule(import.meta.url)) {
-  main(process.argv.slice(2), process).then((code) => {
-    process.exitCode = code;
-  });
-}
-
 /**
  * The key of a (task_id, model) pair: what a CSV row, a resume and a batch request are matched by.
  */
@@ -5369,4 +5363,11 @@ export function isEntryModule(
   if (argv1 === undefined) return false;
   const real = (file: string) => (fs.existsSync(file) ? fs.realpathSync(file) : file);
   return real(argv1) === real(fileURLToPath(moduleUrl));
+}
+
+// Last, so that every constant above is initialised before main runs.
+if (isEntryModule(import.meta.url)) {
+  main(process.argv.slice(2), process).then((code) => {
+    process.exitCode = code;
+  });
 }
