@@ -343,6 +343,7 @@ type Run = {
   judges: Judge[]; // the chain: the primary first
   scoreFile: ScoreFile; // the CSV, open for appending
   log: AuditLog; // the JSONL audit log, open for appending
+  commit: GroupCommit; // makes the rows and lines written durable, together
   summary: RunSummary;
   progress: Progress;
   controller: AbortController; // aborted (with the reason) once the run is stopping
@@ -385,6 +386,7 @@ async function runJudge(
     judges,
     scoreFile: output.scoreFile,
     log: output.log,
+    commit: output.commit,
     summary,
     progress,
     controller,
@@ -409,7 +411,16 @@ async function runJudge(
       await judgeConcurrently(run, pending, judges);
     }
 
-    // 6. Summarise; an unreachable API's message counts every transcript it left without a row.
+    // 6. Every row on disk; the rows replacing old ones swapped in, in one rewrite of the CSV.
+    try {
+      await run.commit.flush();
+      run.scoreFile.commitReplacements();
+    } catch (error) {
+      if (!(error instanceof EvalOutputError)) throw error;
+      controller.abort(error);
+    }
+
+    // 7. Summarise; an unreachable API's message counts every transcript it left without a row.
     summary.stoppedBy = controller.signal.reason;
     const failed = new Set([...summary.failed, ...summary.unreachable].map((entry) => entry.label));
     for (const ref of pending) {
@@ -429,6 +440,7 @@ async function runJudge(
     return summary;
   } finally {
     progress.end();
+    await output.commit.flush().catch(() => {}); // after a defect: what was written, on disk
     output.close();
   }
 }
@@ -880,7 +892,6 @@ type AuditLog = {
   torn: number;
   runId: string;
   rubricSha: string;
-  queue: WriteQueue;
 };
 
 /**
@@ -911,9 +922,8 @@ function openOutput(options: RunOptions, rubric: Rubric) {
       torn: opened.torn,
       runId: randomUUID(),
       rubricSha: sha256(fs.readFileSync(options.rubric)),
-      queue: new WriteQueue(),
     };
-    return { scoreFile, log, close };
+    return { scoreFile, log, commit: new GroupCommit(), close };
   } catch (error) {
     close();
     throw error;
@@ -1081,6 +1091,12 @@ function openAuditLog(file: string): { fd: number; torn: number } {
  */
 function pendingTranscripts(run: Run): TranscriptRef[] {
   const { scoreFile, log, options, summary, selected, progress } = run;
+  if (scoreFile.recovered > 0) {
+    progress.log(
+      `swapped into ${options.output} the ${scoreFile.recovered} row(s) a stopped run had judged ` +
+        `again (kept in ${scoreFile.journal.file} until then)`,
+    );
+  }
   if (scoreFile.torn > 0) {
     progress.log(
       `repaired ${options.output}: removed a torn last line (${scoreFile.torn} bytes); ` +
@@ -2760,15 +2776,10 @@ function unreachableError(run: Run): EvalConfigurationError {
 }
 
 /**
- * Writes the audit line, then the row (so every row is traced), each after the lines queued before
- * it and off the event loop; `sync: false` while a batch can still be re-read.
+ * Writes the audit line, then the row (so every row is traced), each in one write, made durable by
+ * the run's group commit.
  */
-async function recordOutcome(
-  run: Run,
-  ref: TranscriptRef,
-  outcome: Outcome,
-  sync = true,
-): Promise<void> {
+async function recordOutcome(run: Run, ref: TranscriptRef, outcome: Outcome): Promise<void> {
   const usage = totalUsage(outcome.answers);
   const unknownBecause = new Set<string>();
   const cost = costOf(outcome.answers, run.judges, cacheTtlOf(run.options), unknownBecause);
@@ -2783,7 +2794,9 @@ async function recordOutcome(
 
   const entry = auditEntry(run, ref, outcome, usage, cost);
   const line = `${redact(JSON.stringify(entry))}\n`;
-  await run.log.queue.run(() => appendInPool(run.log, line, sync));
+  run.commit.throwIfFailed();
+  appendDurably(run.log, line, false);
+  run.commit.written(run.log);
 
   if (outcome.verdict) {
     const row = {
@@ -2792,7 +2805,7 @@ async function recordOutcome(
       scores: outcome.verdict.scores,
       notes: outcome.verdict.notes,
     };
-    await run.scoreFile.write(row, sync);
+    run.commit.written(run.scoreFile.write(row));
     run.summary.scored++;
     const judge = outcome.judge!;
     run.summary.scoredBy.set(judge, (run.summary.scoredBy.get(judge) ?? 0) + 1);
@@ -2978,7 +2991,7 @@ export function writeScores(file: string, rows: ScoreRow[], dimensions: string[]
   const scoreFile = ScoreFile.open(file, dimensions);
   try {
     for (const row of rows) {
-      scoreFile.append(row);
+      fs.fsyncSync(scoreFile.write(row).fd);
     }
   } finally {
     scoreFile.close();
@@ -2988,31 +3001,43 @@ export function writeScores(file: string, rows: ScoreRow[], dimensions: string[]
 /**
  * The output CSV, open for appending; knows which (task_id, model) pairs it already holds (`done`),
  * and which of their rows are to be replaced by the next row written for them (`replacing`).
+ * A replacing row goes to the journal `<output>.replacing` first; `commitReplacements` swaps them
+ * all in, in one atomic rewrite of the CSV a run (a crashed run's journal is swapped in on the next
+ * open): each pair has its old row or its new one, never neither, never both.
  */
 export class ScoreFile {
   readonly done = new Set<string>();
   readonly replacing = new Set<string>();
-  readonly queue = new WriteQueue(); // a run's rows, written in order off the event loop
+  readonly journal: { fd: number; file: string };
   private readonly spans = new Map<string, { start: number; end: number }>(); // each row's bytes
+  private readonly replaced = new Map<string, string>(); // each journaled pair's new line
 
   private constructor(
     readonly file: string,
     readonly columns: string[],
     public fd: number,
     readonly torn: number,
-  ) {}
+    private size: number,
+  ) {
+    this.journal = { fd: -1, file: `${file}.replacing` };
+  }
 
   /**
-   * Opens or creates the CSV; a wrong header or row is
-   * refused untouched, a torn last line (a crash) is cut off.
+   * Opens or creates the CSV; a wrong header or row is refused untouched, a torn last line (a
+   * crash) is cut off, and a crashed run's journal of replacing rows is swapped in first.
    */
   static open(file: string, dimensions: string[], { readOnly = false } = {}): ScoreFile {
     const columns = csvColumns(dimensions);
+    let recovered = 0;
+    if (!readOnly) {
+      recovered = applyJournal(file, columns);
+    }
     const content = fs.existsSync(file) ? fs.readFileSync(file) : Buffer.alloc(0);
     const { rows, spans, completeBytes } = readScoreRows(file, content, columns);
 
     let fd = -1;
     let torn = 0;
+    let size = completeBytes;
     if (!readOnly) {
       fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
       fd = fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_APPEND);
@@ -3028,15 +3053,20 @@ export class ScoreFile {
         if (spans.length > 0) spans.at(-1)!.end++; // the last row's line break
       }
       appendDurably({ fd, file }, start);
+      size += Buffer.byteLength(start);
     }
 
-    const scoreFile = new ScoreFile(file, columns, fd, torn);
+    const scoreFile = new ScoreFile(file, columns, fd, torn, size);
+    scoreFile.recovered = recovered;
     for (const [i, row] of rows.entries()) {
       scoreFile.done.add(rowKey(row));
       scoreFile.spans.set(rowKey(row), spans[i]!);
     }
     return scoreFile;
   }
+
+  /** Rows a crashed run had journaled, swapped in when this file was opened. */
+  recovered = 0;
 
   /**
    * Marks the rows of these pairs (those that have one) to be replaced, each when its new row is
@@ -3053,64 +3083,56 @@ export class ScoreFile {
   }
 
   /**
-   * Writes a pair's row after the rows queued before it: replacing its old row if it is marked so,
-   * else appended in the thread pool, so the event loop never waits on the disk.
+   * Writes a pair's row in one write, at once (not yet flushed: see `GroupCommit`); a row marked to
+   * replace an old one goes to the journal. Returns the file written.
    */
-  async write(row: ScoreRow, sync = true): Promise<void> {
+  write(row: ScoreRow): { fd: number; file: string } {
     const key = pairKey(row.task_id, row.model);
     const line = this.lineOf(row);
-    await this.queue.run(async () => {
-      if (this.replacing.has(key)) {
-        await this.replace(key, line);
-        return;
+    let target: { fd: number; file: string } = this;
+    if (this.replacing.has(key)) {
+      if (this.journal.fd < 0) {
+        this.journal.fd = writablePath(this.journal.file, () =>
+          fs.openSync(this.journal.file, 'a'),
+        );
       }
-      const start = (await inPool<fs.Stats>((done) => fs.fstat(this.fd, done))).size;
-      await appendInPool(this, line, sync);
-      this.spans.set(key, { start, end: start + Buffer.byteLength(line) });
-    });
+      target = this.journal;
+      appendDurably(this.journal, line, false);
+      this.replaced.set(key, line);
+    } else {
+      appendDurably(this, line, false);
+      this.spans.set(key, { start: this.size, end: this.size + Buffer.byteLength(line) });
+      this.size += Buffer.byteLength(line);
+    }
     this.replacing.delete(key);
     this.done.add(key);
-  }
-
-  append(row: ScoreRow, sync = true): void {
-    const line = this.lineOf(row);
-    const start = fs.fstatSync(this.fd).size;
-    appendDurably(this, line, sync);
-    const key = pairKey(row.task_id, row.model);
-    this.spans.set(key, { start, end: start + Buffer.byteLength(line) });
-    this.done.add(key);
+    return target;
   }
 
   /**
-   * The old row's bytes swapped for the new row's in one atomic rewrite of the file: after a crash
-   * at any moment, the pair has its old row or its new one, never neither, never both.
+   * Swaps every journaled row in for its old one, in one atomic rewrite of the CSV, then removes
+   * the journal; the caller has flushed it. A failure keeps the journal for the next run.
    */
-  private async replace(key: string, line: string): Promise<void> {
-    const span = this.spans.get(key)!;
-    const added = Buffer.from(line);
+  commitReplacements(): void {
+    if (this.replaced.size === 0) return;
     try {
-      const content = await fs.promises.readFile(this.file);
-      const before = content.subarray(0, span.start);
-      const after = content.subarray(span.end);
-      await replaceFileInPool(this.file, Buffer.concat([before, added, after]));
+      const content = fs.readFileSync(this.file);
+      const rewritten = withRowsReplaced(content, this.spans, this.replaced);
+      replaceFileDurably(this.file, rewritten);
       fs.closeSync(this.fd);
       this.fd = fs.openSync(this.file, 'a');
+      fs.closeSync(this.journal.fd);
+      this.journal.fd = -1;
+      fs.rmSync(this.journal.file);
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code ?? String(error);
       throw new EvalOutputError(
-        `${this.file}: cannot be rewritten (${code}); its old rows are kept; free space or fix the disk, then rerun`,
+        `${this.file}: cannot be rewritten (${code}); its old rows are kept, the new ones wait in ` +
+          `${this.journal.file} for the next run; free space or fix the disk, then rerun`,
         { cause: error },
       );
     }
-
-    // The rows after it moved by the difference in length.
-    const shift = added.length - (span.end - span.start);
-    for (const other of this.spans.values()) {
-      if (other.start < span.end) continue;
-      other.start += shift;
-      other.end += shift;
-    }
-    span.end = span.start + added.length;
+    this.replaced.clear();
   }
 
   /** A row as its CSV line: formula guards on, keys redacted. */
@@ -3125,7 +3147,65 @@ export class ScoreFile {
   close(): void {
     if (this.fd >= 0) fs.closeSync(this.fd);
     this.fd = -1;
+    if (this.journal.fd >= 0) fs.closeSync(this.journal.fd);
+    this.journal.fd = -1;
   }
+}
+
+/**
+ * Swaps in a crashed run's journal of replacing rows, if any (its torn last line dropped): the same
+ * rewrite `commitReplacements` does, so applying it twice changes nothing. Returns how many rows.
+ */
+function applyJournal(file: string, columns: string[]): number {
+  const journal = `${file}.replacing`;
+  const lines = readIfExists(journal);
+  if (lines === undefined) return 0;
+
+  const replaced = new Map<string, string>();
+  const records = csvRecords(journal, Buffer.from(lines));
+  let start = 0;
+  for (const record of records) {
+    const line = Buffer.from(lines).subarray(start, record.end).toString();
+    start = record.end;
+    if (!line.endsWith('\n') || record.fields.length !== columns.length) continue; // torn
+    replaced.set(rowKey(record.fields), line);
+  }
+  const content = fs.readFileSync(file);
+  const { rows, spans, completeBytes } = readScoreRows(file, content, columns);
+  const spanOf = new Map(rows.map((row, i) => [rowKey(row), spans[i]!]));
+  // a torn last line goes (its transcript is judged again); a last row keeps its line break
+  let whole = content.subarray(0, completeBytes);
+  if (whole.length > 0 && whole.at(-1) !== 0x0a) {
+    whole = Buffer.concat([whole, Buffer.from('\n')]);
+  }
+  const rewritten = withRowsReplaced(whole, spanOf, replaced);
+  writablePath(file, () => replaceFileDurably(file, rewritten));
+  fs.rmSync(journal);
+  return replaced.size;
+}
+
+/** The CSV's bytes with each pair's row swapped for its new line (appended if it had none). */
+function withRowsReplaced(
+  content: Buffer,
+  spans: Map<string, { start: number; end: number }>,
+  replaced: Map<string, string>,
+): Buffer {
+  const swaps = [...replaced.keys()]
+    .filter((key) => spans.has(key))
+    .sort((a, b) => spans.get(a)!.start - spans.get(b)!.start);
+  const pieces: Buffer[] = [];
+  let at = 0;
+  for (const key of swaps) {
+    const span = spans.get(key)!;
+    pieces.push(content.subarray(at, span.start));
+    pieces.push(Buffer.from(replaced.get(key)!));
+    at = span.end;
+  }
+  pieces.push(content.subarray(at));
+  for (const [key, line] of replaced) {
+    if (!spans.has(key)) pieces.push(Buffer.from(line));
+  }
+  return Buffer.concat(pieces);
 }
 
 /**
@@ -3258,33 +3338,61 @@ function appendDurably(target: { fd: number; file: string }, content: string, sy
 }
 
 /**
- * `appendDurably` in libuv's thread pool: the event loop goes on (a signal is answered at once)
- * while the disk writes and flushes. Callers keep the order through the file's `WriteQueue`.
+ * Group commit: rows and audit lines are written at once, each in one write (a crashed process
+ * loses none), and made durable together: one fsync a file for everything written since the last,
+ * at most every 100 ms, the audit log before the CSV. A power loss can cost the last 100 ms.
  */
-async function appendInPool(target: { fd: number; file: string }, content: string, sync = true) {
-  const buffer = Buffer.from(content);
-  let offset = 0;
-  try {
-    while (offset < buffer.length) {
-      offset += await inPool<number>((done) => fs.write(target.fd, buffer, offset, done));
-    }
-    if (sync) await inPool((done) => fs.fsync(target.fd, done));
-  } catch (error) {
-    throw writeFailed(target, offset, error);
-  }
-}
+class GroupCommit {
+  private readonly dirty = new Set<{ fd: number; file: string }>();
+  private timer: NodeJS.Timeout | undefined;
+  private flushing: Promise<void> = Promise.resolve();
+  private failure: EvalOutputError | undefined;
 
-/** A callback-style fs call as a promise (`fs` looked up at each call, so tests can fail it). */
-function inPool<T = void>(call: (done: (error: Error | null, value?: T) => void) => void) {
-  return new Promise<T>((resolve, reject) => {
-    call((error, value) => {
-      if (error) {
-        reject(error);
-      } else {
-        resolve(value as T);
+  /** Something was written to `target`: it is flushed within 100 ms. */
+  written(target: { fd: number; file: string }): void {
+    this.dirty.add(target);
+    if (this.timer !== undefined) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.flush().catch(() => {}); // kept in `failure`: the next write or flush throws it
+    }, 100);
+    this.timer.unref();
+  }
+
+  /** Flushes what was written so far (in libuv's thread pool: the event loop goes on). */
+  async flush(): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const targets = [...this.dirty];
+    this.dirty.clear();
+    this.flushing = this.flushing.then(async () => {
+      for (const target of targets) {
+        await this.sync(target);
       }
     });
-  });
+    await this.flushing;
+    this.throwIfFailed();
+  }
+
+  /** A flush that failed stops the run: no new line is written after it. */
+  throwIfFailed(): void {
+    if (this.failure) throw this.failure;
+  }
+
+  private async sync(target: { fd: number; file: string }): Promise<void> {
+    if (this.failure || target.fd < 0) return;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        fs.fsync(target.fd, (error) => (error ? reject(error) : resolve()));
+      });
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code ?? String(error);
+      this.failure = new EvalOutputError(
+        `${target.file}: cannot be written (${code}); free space or fix the disk, then rerun`,
+        { cause: error },
+      );
+    }
+  }
 }
 
 /** A failed append: its `written` bytes are undone at once (the line never half there); stops the run. */
@@ -3299,36 +3407,6 @@ function writeFailed(target: { fd: number; file: string }, written: number, erro
     `${target.file}: cannot be written (${code}); free space or fix the disk, then rerun`,
     { cause: error },
   );
-}
-
-/** One file's writes, one after another in the order they were asked for. */
-class WriteQueue {
-  private last: Promise<unknown> = Promise.resolve();
-
-  /** Runs `task` once every task queued before it has settled; its result or failure is the caller's. */
-  run<T>(task: () => Promise<T>): Promise<T> {
-    const next = this.last.then(task);
-    this.last = next.catch(() => {}); // a failed write is its caller's: the next one still runs
-    return next;
-  }
-}
-
-/** `replaceFileDurably` in libuv's thread pool, for a run's rows: the event loop goes on meanwhile. */
-async function replaceFileInPool(file: string, content: Buffer): Promise<void> {
-  const temp = `${file}.${process.pid}.tmp`;
-  try {
-    await fs.promises.writeFile(temp, content, { flush: true });
-    await fs.promises.rename(temp, file);
-  } catch (error) {
-    await fs.promises.rm(temp, { force: true }); // a half-written copy is not left beside the file
-    throw error;
-  }
-  const dir = await fs.promises.open(path.dirname(file), 'r');
-  try {
-    await dir.sync();
-  } finally {
-    await dir.close();
-  }
 }
 
 /**
@@ -4149,8 +4227,7 @@ async function collectBatchResults(run: Run, entry: BatchEntry, download = true)
   } finally {
     // 3. The rows written, flushed once (also when the download failed midway): until the batch
     // leaves the state file, a rerun can re-read them.
-    appendDurably(run.scoreFile, '');
-    appendDurably(run.log, '');
+    await run.commit.flush();
   }
 }
 
@@ -4279,7 +4356,7 @@ async function settleBatchGroup(
       promptSha,
       startedAt: 0,
     };
-    await recordOutcome(run, ref, outcome, false);
+    await recordOutcome(run, ref, outcome);
   } catch (error) {
     if (!(error instanceof EvalError) || isUnrecordable(error)) throw error;
     const prior = { error: batchAttemptFailure(error, entry.judge), answers, promptSha };

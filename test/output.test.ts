@@ -44,7 +44,7 @@ const { ScoreFile, acquireLock, guardCell, replaceFileDurably } = await import('
 function writeScores(file: string, rows: ScoreRow[], dimensions: string[]): void {
   const scores = ScoreFile.open(file, dimensions);
   try {
-    for (const row of rows) scores.append(row);
+    for (const row of rows) scores.write(row);
   } finally {
     scores.close();
   }
@@ -699,6 +699,18 @@ describe('--rescore replaces, never removes: an old row leaves only when its new
       assert.equal((await done).signal, 'SIGKILL');
       assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws), `every pair once, after ${answers}`);
     }
+    // The new rows wait in the journal; the next run swaps them in, says so, and judges nothing.
+    assert.ok(fs.existsSync(`${ws.output}.replacing`), 'the killed run left its journal');
+    const sent = fake.requests.length;
+    const next = await run();
+    assert.equal(next.code, 0, next.stderr);
+    assert.match(
+      next.stderr,
+      /swapped into .+ the [1-9]\d* row\(s\) a stopped run had judged again/,
+    );
+    assert.equal(fake.requests.length, sent, 'nothing judged again');
+    assert.equal(fs.existsSync(`${ws.output}.replacing`), false, 'the journal is gone');
+    assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws), 'every pair once');
     const notes = csvRows(ws.output).map((r) => r.record[8]);
     assert.ok(notes.includes('round 2'), `some rows were replaced: ${notes.join(', ')}`);
   });
@@ -713,9 +725,21 @@ describe('ScoreFile.replaceOnWrite: a marked row is swapped for its new one, eve
     const scores = ScoreFile.open(file, dimensions);
     t.after(() => scores.close());
     assert.equal(scores.replaceOnWrite(['stub\u0000p2', 'stub\u0000p3', 'stub\u0000nothing']), 2);
-    await scores.write(row('p2', 'new'));
-    await scores.write(row('p4', 'appended'));
-    await scores.write(row('p3', 'new last'));
+    const before = fs.readFileSync(file, 'utf8');
+    scores.write(row('p2', 'new'));
+    scores.write(row('p4', 'appended'));
+    scores.write(row('p3', 'new last'));
+    assert.equal(
+      fs.readFileSync(file, 'utf8'),
+      `${before}p4,stub,2,2,1,2,2,2,appended\n`,
+      'until the commit, the old rows stay; a new pair is appended',
+    );
+    assert.equal(
+      fs.readFileSync(`${file}.replacing`, 'utf8'),
+      'p2,stub,2,2,1,2,2,2,new\np3,stub,2,2,1,2,2,2,new last\n',
+      'the replacing rows wait in the journal',
+    );
+    scores.commitReplacements();
     assert.equal(
       fs.readFileSync(file, 'utf8'),
       `${EXPECTED_HEADER}\r\n${first}p2,stub,2,2,1,2,2,2,new\n` +
