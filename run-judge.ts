@@ -31,6 +31,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import type Anthropic from '@anthropic-ai/sdk';
+import type OpenAI from 'openai';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { parse as parseCsv } from 'csv-parse/sync';
 import { stringify as stringifyCsv } from 'csv-stringify/sync';
@@ -333,13 +334,8 @@ function positiveNumber(value: string): number {
 
 // ---- 2. The run: its steps, and what every stage shares -----------------------------------------
 
-/** What every stage of a run shares. */
-type Run = {
-  options: RunOptions;
-  rubric: Rubric;
-  selected: TranscriptRef[]; // every transcript the filters chose, sorted
-  prepare: (ref: TranscriptRef) => PreparedTranscript; // reads one transcript and builds its prompt
-  promptSha: (ref: TranscriptRef) => string; // the hash of its prompt as built now (no images read)
+/** What every stage of a run shares: its inputs, and these. */
+type Run = Inputs & {
   judges: Judge[]; // the chain: the primary first
   scoreFile: ScoreFile; // the CSV, open for appending
   log: AuditLog; // the JSONL audit log, open for appending
@@ -371,6 +367,7 @@ async function runJudge(
 
   // 2. Make the judges: their keys checked, the SDK loaded.
   const models = loadModelsConfig(options.models);
+  if (options.batch) refuseBatchesWithout(models.judge);
   const judges = await createJudges(models, io.env, options.fallback, clock);
 
   // 3. Take the output: the lock, the CSV (a torn last line cut off), the audit log.
@@ -381,8 +378,7 @@ async function runJudge(
     options,
     rubric: inputs.rubric,
     selected: inputs.selected,
-    prepare: inputs.prepare,
-    promptSha: inputs.promptSha,
+    taskFiles: inputs.taskFiles,
     judges,
     scoreFile: output.scoreFile,
     log: output.log,
@@ -396,17 +392,22 @@ async function runJudge(
       options.transcripts,
       inputs.rubric,
       humanScored,
+      clock,
     ),
   };
 
   try {
-    // 4. Choose what has no row yet; read each first (free), to say up front which will fail.
+    // 4. Choose what has no row yet.
     const pending = pendingTranscripts(run);
-    checkTranscripts(run, pending);
+    noteMisplacedTranscripts(run);
 
-    // 5. Judge them: concurrently, or through Message Batches.
+    // 5. Judge them: concurrently, or through Message Batches (what cannot go in a batch, and what
+    // a batch leaves without a usable answer, judged concurrently through the chain).
     if (options.batch) {
-      await judgeInBatches(run, pending);
+      const { batches, direct } = await submitToBatches(run, pending);
+      await judgeConcurrently(run, direct, judges);
+      await pollBatches(run, batches, (items, chain) => judgeConcurrently(run, items, chain));
+      sayBatchesLeft(run, batches);
     } else {
       await judgeConcurrently(run, pending, judges);
     }
@@ -532,27 +533,63 @@ const RetrySchema = z.strictObject({
   base_delay_s: seconds,
 });
 
-/** A judge entry is strict: a typo such as "temprature" must not be silently ignored. */
-const JudgeSchema = z.strictObject({
-  provider: z.literal('anthropic', 'only "anthropic" is supported'),
-  model: text,
-  model_env: text.optional(),
-  api_key_env: z
-    .string()
-    .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must name an environment variable (never the key)'),
-  temperature: z.number().nullable().optional(),
-  max_tokens: z.int().positive(),
-  timeout_s: z.number().positive().max(3600).optional(),
-  structured_output: z.boolean().optional(),
-  // the judge reasons before it answers: sent as thinking {type: "adaptive"}
-  thinking: z.enum(['adaptive']).optional(),
-  // sent as output_config.effort: lower effort, fewer (thinking) output tokens
-  effort: z.enum(['low', 'medium', 'high', 'xhigh', 'max']).optional(),
-  media: z.array(z.enum(['text', 'image'])).optional(),
-  retry: RetrySchema.optional(),
-  // list prices, for the cost in the audit log and the summary
-  price_usd_per_mtok: PricesSchema.optional(),
-});
+/** The APIs a judge speaks: Anthropic's Messages, and OpenAI's Chat Completions (or a server's). */
+const PROVIDERS = ['anthropic', 'openai'] as const;
+
+export type Provider = (typeof PROVIDERS)[number];
+
+/** Keys that only one provider's judges take: one meant for the other is refused, not ignored. */
+const PROVIDER_ONLY_KEYS = {
+  thinking: 'anthropic',
+  effort: 'anthropic',
+  reasoning_effort: 'openai',
+} as const;
+
+/**
+ * A judge entry is strict: a typo such as "temprature" must not be silently ignored. One shape for
+ * every provider; the few keys of one provider are refused in the other's entries.
+ */
+const JudgeSchema = z
+  .strictObject({
+    provider: z.enum(PROVIDERS, 'must be "anthropic" or "openai"'),
+    // who made the model (the report tells judges' families apart); default: the provider's name
+    family: text.optional(),
+    model: text,
+    model_env: text.optional(),
+    // optional for an OpenAI-compatible server that needs no key (a local Ollama or vLLM)
+    api_key_env: z
+      .string()
+      .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must name an environment variable (never the key)')
+      .optional(),
+    // default: ANTHROPIC_BASE_URL or OPENAI_BASE_URL, else the SDK's own
+    base_url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),
+    temperature: z.number().nullable().optional(),
+    max_tokens: z.int().positive(),
+    timeout_s: z.number().positive().max(3600).optional(),
+    structured_output: z.boolean().optional(),
+    // the judge reasons before it answers: sent as thinking {type: "adaptive"}
+    thinking: z.enum(['adaptive']).optional(),
+    // sent as output_config.effort: lower effort, fewer (thinking) output tokens
+    effort: z.enum(['low', 'medium', 'high', 'xhigh', 'max']).optional(),
+    // an OpenAI reasoning model's effort, sent as reasoning_effort
+    reasoning_effort: z.enum(['none', 'minimal', 'low', 'medium', 'high', 'xhigh']).optional(),
+    media: z.array(z.enum(['text', 'image'])).optional(),
+    retry: RetrySchema.optional(),
+    // list prices, for the cost in the audit log and the summary
+    price_usd_per_mtok: PricesSchema.optional(),
+  })
+  .superRefine((entry, ctx) => {
+    for (const [key, provider] of Object.entries(PROVIDER_ONLY_KEYS)) {
+      if (entry[key as keyof typeof PROVIDER_ONLY_KEYS] === undefined) continue;
+      if (entry.provider === provider) continue;
+      const message = `is for "provider": "${provider}" judges only`;
+      ctx.addIssue({ code: 'custom', path: [key], message });
+    }
+    if (entry.provider === 'anthropic' && entry.api_key_env === undefined) {
+      const message = 'is required: it names the variable that holds the Anthropic API key';
+      ctx.addIssue({ code: 'custom', path: ['api_key_env'], message });
+    }
+  });
 
 const mediaType = z.enum(['image/png', 'image/jpeg', 'image/gif', 'image/webp']);
 
@@ -594,7 +631,13 @@ export type TranscriptImage = {
  * The rubric, the selected transcripts, and how to
  * prepare one (each task's files read once, when needed).
  */
-type Inputs = Pick<Run, 'rubric' | 'selected' | 'prepare' | 'promptSha'>;
+/** What a run reads before it judges; each task's files are read once, when first needed. */
+type Inputs = {
+  options: RunOptions;
+  rubric: Rubric;
+  selected: TranscriptRef[]; // every transcript the filters chose, sorted
+  taskFiles: Map<string, { task: Task; referenceKey: ReferenceKey }>;
+};
 
 export type Task = z.infer<typeof TaskSchema>;
 
@@ -612,25 +655,7 @@ export type TranscriptRef = { task_id: string; model: string; path: string };
 function loadInputs(options: RunOptions): Inputs {
   const rubric = loadRubric(options.rubric);
   const selected = readTranscripts(options.transcripts, options.task, options.model);
-  const taskFiles = new Map<string, { task: Task; referenceKey: ReferenceKey }>();
-
-  const promptOf = (ref: TranscriptRef) => {
-    let files = taskFiles.get(ref.task_id);
-    if (files === undefined) {
-      files = loadTaskFiles(options, ref.task_id);
-      taskFiles.set(ref.task_id, files);
-    }
-    const transcript = loadTranscript(ref);
-    const prompt = buildJudgePrompt(files.task, files.referenceKey, transcript, rubric);
-    return { transcript, prompt };
-  };
-  const prepare = (ref: TranscriptRef): PreparedTranscript => {
-    const { transcript, prompt } = promptOf(ref);
-    return { prompt, promptSha: sha256(prompt), images: transcriptImages(transcript, ref.path) };
-  };
-  const promptSha = (ref: TranscriptRef) => sha256(promptOf(ref).prompt);
-
-  return { rubric, selected, prepare, promptSha };
+  return { options, rubric, selected, taskFiles: new Map() };
 }
 
 const RubricSchema = z.object({
@@ -772,49 +797,11 @@ const ReferenceKeySchema = z.object({
   red_flags: texts,
 });
 
-/** A task's public context and its private reference key, each checked against its file name. */
-export function loadTaskFiles(
-  dirs: { tasks: string; referenceKeys: string },
-  taskId: string,
-): { task: Task; referenceKey: ReferenceKey } {
-  return {
-    task: loadTaskFile(dirs.tasks, taskId, TaskSchema),
-    referenceKey: loadTaskFile(dirs.referenceKeys, taskId, ReferenceKeySchema),
-  };
-}
-
-/** Loads a task or reference key, whose task_id must match its file name. */
-function loadTaskFile<S extends typeof TaskSchema | typeof ReferenceKeySchema>(
-  dir: string,
-  taskId: string,
-  schema: S,
-): z.infer<S> {
-  const file = path.join(dir, `${taskId}.json`);
-  const data = loadValidated(file, schema, EvalInputError) as z.infer<S>;
-  if (data.task_id !== taskId) {
-    throw new EvalInputError(
-      `${file}: task_id "${data.task_id}" does not match the file name "${taskId}"`,
-    );
-  }
-  return data;
-}
-
 /**
- * Reads every transcript about to be judged, before any
- * call: says once, up front, which will fail and why.
+ * A .json file where no transcript is looked for is said once, up front. (A transcript that cannot
+ * be read fails when its turn comes, without a call: each is read once, when it is judged.)
  */
-function checkTranscripts(run: Run, pending: TranscriptRef[]): void {
-  const unreadable: string[] = [];
-  for (const ref of pending) {
-    const failure = inputErrorOf(() => loadTranscript(ref));
-    if (failure) unreadable.push(failure.message);
-  }
-  if (unreadable.length > 0) {
-    const more = unreadable.length > 10 ? '; ...' : '';
-    const listed = unreadable.slice(0, 10).join('; ') + more;
-    run.progress.log(`${unreadable.length} transcript(s) will fail without a call: ${listed}`);
-  }
-
+function noteMisplacedTranscripts(run: Run): void {
   const misplaced = findMisplacedJson(run.options.transcripts);
   if (misplaced) {
     const expected = path.join(run.options.transcripts, '{model}', '{task_id}.json');
@@ -848,20 +835,6 @@ const TranscriptSchema = z.object({
 });
 
 export type Transcript = z.infer<typeof TranscriptSchema>;
-
-/** Loads and validates one transcript; metadata, when present, must agree with its path. */
-export function loadTranscript(ref: TranscriptRef): Transcript {
-  const transcript = loadValidated(ref.path, TranscriptSchema, EvalInputError);
-  for (const field of ['task_id', 'model'] as const) {
-    const value = transcript.metadata?.[field];
-    if (value !== undefined && value !== ref[field]) {
-      throw new EvalInputError(
-        `${ref.path}: metadata.${field} is "${value}" but the path says "${ref[field]}"`,
-      );
-    }
-  }
-  return transcript;
-}
 
 /** Strict at the top too: a misspelt "fallback_judge" would silently mean no fallback. */
 const ModelsSchema = z.strictObject({
@@ -938,33 +911,6 @@ export function checkOutputFile(file: string): void {
   const stat = writablePath(file, () => fs.statSync(file, { throwIfNoEntry: false }));
   if (stat && !stat.isFile()) {
     throw new EvalConfigurationError(`${file}: not a regular file; choose a file path`);
-  }
-}
-
-/**
- * Runs the set-up of an output file; one that cannot be
- * created or written is a configuration error naming it.
- */
-export function writablePath<T>(file: string, setUp: () => T): T {
-  try {
-    return setUp();
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code ?? '';
-    // EEXIST: a parent folder to create is an existing file (e.g. --output /dev/null/x.csv).
-    const unwritable = [
-      'EACCES',
-      'EPERM',
-      'ENOTDIR',
-      'EISDIR',
-      'EROFS',
-      'ENOENT',
-      'ENOSPC',
-      'EEXIST',
-    ];
-    if (!unwritable.includes(code)) throw error;
-    throw new EvalConfigurationError(`${file}: cannot be created or written (${code})`, {
-      cause: error,
-    });
   }
 }
 
@@ -1197,7 +1143,7 @@ function staleJudgeRows(inputs: Inputs, done: Set<string>, logFile: string) {
 /** A transcript's prompt hash as built now; undefined when its inputs cannot be read. */
 function promptShaNow(inputs: Inputs, ref: TranscriptRef): string | undefined {
   try {
-    return inputs.promptSha(ref);
+    return promptOf(inputs, ref, loadTranscript(ref)).sha;
   } catch (error) {
     if (error instanceof EvalInputError) return undefined;
     throw error;
@@ -1282,7 +1228,7 @@ async function judgeTranscript(
     // 1. The batch's attempt first, then the transcript's prompt and the judges that can take its
     // images.
     if (prior) chain.handle(prior.error);
-    const prepared = run.prepare(ref);
+    const prepared = prepareTranscript(run, ref);
     promptSha = prepared.promptSha;
     const eligible = prepared.images.length > 0 ? judges.filter(canTakeImages) : judges;
     const mediaSkips = judges
@@ -1371,6 +1317,69 @@ async function judgeSamples(
 }
 
 // ---- 6. Prepare: the prompt, one template filled by one pure function ---------------------------
+
+/** Reads one transcript and builds its prompt: the prompt, its hash and the images it holds. */
+function prepareTranscript(inputs: Inputs, ref: TranscriptRef): PreparedTranscript {
+  const transcript = loadTranscript(ref);
+  const prompt = promptOf(inputs, ref, transcript);
+  return {
+    prompt: prompt.text,
+    promptSha: prompt.sha,
+    images: transcriptImages(transcript, ref.path),
+  };
+}
+
+/** A transcript's prompt and its hash, the task's files read once a run. */
+function promptOf(inputs: Inputs, ref: TranscriptRef, transcript: Transcript) {
+  let files = inputs.taskFiles.get(ref.task_id);
+  if (files === undefined) {
+    files = loadTaskFiles(inputs.options, ref.task_id);
+    inputs.taskFiles.set(ref.task_id, files);
+  }
+  const text = buildJudgePrompt(files.task, files.referenceKey, transcript, inputs.rubric);
+  return { text, sha: sha256(text) };
+}
+
+/** Loads and validates one transcript; metadata, when present, must agree with its path. */
+export function loadTranscript(ref: TranscriptRef): Transcript {
+  const transcript = loadValidated(ref.path, TranscriptSchema, EvalInputError);
+  for (const field of ['task_id', 'model'] as const) {
+    const value = transcript.metadata?.[field];
+    if (value !== undefined && value !== ref[field]) {
+      throw new EvalInputError(
+        `${ref.path}: metadata.${field} is "${value}" but the path says "${ref[field]}"`,
+      );
+    }
+  }
+  return transcript;
+}
+
+/** A task's public context and its private reference key, each checked against its file name. */
+export function loadTaskFiles(
+  dirs: { tasks: string; referenceKeys: string },
+  taskId: string,
+): { task: Task; referenceKey: ReferenceKey } {
+  return {
+    task: loadTaskFile(dirs.tasks, taskId, TaskSchema),
+    referenceKey: loadTaskFile(dirs.referenceKeys, taskId, ReferenceKeySchema),
+  };
+}
+
+/** Loads a task or reference key, whose task_id must match its file name. */
+function loadTaskFile<S extends typeof TaskSchema | typeof ReferenceKeySchema>(
+  dir: string,
+  taskId: string,
+  schema: S,
+): z.infer<S> {
+  const file = path.join(dir, `${taskId}.json`);
+  const data = loadValidated(file, schema, EvalInputError) as z.infer<S>;
+  if (data.task_id !== taskId) {
+    throw new EvalInputError(
+      `${file}: task_id "${data.task_id}" does not match the file name "${taskId}"`,
+    );
+  }
+  return data;
+}
 
 /** One transcript made ready to judge: its prompt, the prompt's hash, its images. */
 type PreparedTranscript = { prompt: string; promptSha: string; images: TranscriptImage[] };
@@ -1667,16 +1676,64 @@ export type JudgeAnswer = {
 };
 
 /**
- * A judge of the chain, resolved once at set-up: its model
- * id, its client (key passed explicitly), its pacing.
+ * A judge of the chain, resolved once at set-up: its model id, its provider's client (key passed
+ * explicitly) and transport, its pacing.
  */
 export type Judge = {
   model: string;
   config: JudgeConfig;
-  client: Anthropic;
+  provider: Provider;
+  family: string;
+  client: Anthropic | OpenAI;
+  transport: Transport;
   gate: RateGate;
   clock: Clock;
 };
+
+/**
+ * One provider's side of a call, behind which every judge looks the same: the deadline, the capped
+ * read, the retries and the failure policy are shared; what differs is here.
+ */
+type Transport = {
+  baseURL: string;
+  // where the address came from, for the advice of a 404 or an unreachable API
+  baseUrlFrom: 'ANTHROPIC_BASE_URL' | 'OPENAI_BASE_URL' | '"base_url" in models.json';
+  /** Sends one request; the response comes back with its body unread. */
+  send(request: Request, signal: AbortSignal): Promise<Response>;
+  /** The answer in a response's body, with its usage and rate-limit facts. */
+  answer(body: unknown, judge: string, latencyMs: number, headers: Headers): JudgeAnswer;
+  /** What the API's headers say of its limits, on an answer or an error. */
+  rateLimit(headers: Headers | undefined): RateLimitInfo | undefined;
+  errors: SdkErrors; // the SDK's own error classes: failures are classified by them
+};
+
+/** The error classes both SDKs define, with the same meaning in each. */
+const SDK_ERROR_NAMES = [
+  'APIError',
+  'BadRequestError',
+  'AuthenticationError',
+  'PermissionDeniedError',
+  'NotFoundError',
+  'UnprocessableEntityError',
+  'RateLimitError',
+  'InternalServerError',
+  'APIConnectionError',
+  'APIConnectionTimeoutError',
+] as const;
+
+type ErrorClass = abstract new (...args: never[]) => Error;
+
+// `base`: the SDK's root error class (AnthropicError, OpenAIError)
+type SdkErrors = Record<(typeof SDK_ERROR_NAMES)[number] | 'base', ErrorClass>;
+
+/** An SDK's error classes, by name. */
+function errorClassesOf(module: object, base: ErrorClass): SdkErrors {
+  const classes = { base } as SdkErrors;
+  for (const name of SDK_ERROR_NAMES) {
+    classes[name] = (module as Record<string, ErrorClass>)[name]!;
+  }
+  return classes;
+}
 
 /** The judge chain (primary first), each judge's key checked and its client made. */
 export async function createJudges(
@@ -1688,20 +1745,122 @@ export async function createJudges(
   const configs = [models.judge];
   if (fallback) configs.push(...(models.fallback_judges ?? []));
   const keys = configs.map((config) => checkedApiKey(config, env));
-  const { Anthropic } = loadSdk();
-  const baseURL = env.ANTHROPIC_BASE_URL || undefined;
 
   return configs.map((config, i) => {
-    // The key is passed explicitly and the SDK's own retries are off: run-judge has exactly one
-    // retry layer.
-    const client = new Anthropic({
-      apiKey: keys[i],
-      baseURL,
-      maxRetries: 0,
-      timeout: timeoutMs(config),
-    });
-    return { model: judgeModel(config, env), config, client, gate: new RateGate(clock), clock };
+    const made =
+      config.provider === 'openai'
+        ? openAiJudge(config, keys[i], env, clock)
+        : anthropicJudge(config, keys[i]!, env);
+    return {
+      model: judgeModel(config, env),
+      config,
+      provider: config.provider,
+      family: config.family ?? config.provider,
+      client: made.client,
+      transport: made.transport,
+      gate: new RateGate(clock),
+      clock,
+    };
   });
+}
+
+/**
+ * An Anthropic judge's client and transport. The key is passed explicitly and the SDK's own retries
+ * are off: run-judge has exactly one retry layer.
+ */
+function anthropicJudge(config: JudgeConfig, key: string, env: NodeJS.ProcessEnv) {
+  const { Anthropic, AnthropicError } = loadSdk();
+  const client = new Anthropic({
+    apiKey: key,
+    baseURL: config.base_url ?? (env.ANTHROPIC_BASE_URL || undefined),
+    maxRetries: 0,
+    timeout: timeoutMs(config),
+  });
+  const transport: Transport = {
+    baseURL: client.baseURL,
+    baseUrlFrom: config.base_url ? '"base_url" in models.json' : 'ANTHROPIC_BASE_URL',
+    send: (request, signal) => client.messages.create(request, { signal }).asResponse(),
+    answer: answerFromMessage,
+    rateLimit: parseRateLimit,
+    errors: errorClassesOf(sdk!, AnthropicError),
+  };
+  return { client, transport };
+}
+
+/**
+ * An OpenAI judge's client and transport: Chat Completions, at OpenAI or any server that speaks it.
+ * Nothing is read from the process's environment behind the run's back (organization, project,
+ * admin key); a server that needs no key is sent no Authorization header at all.
+ */
+function openAiJudge(
+  config: JudgeConfig,
+  key: string | undefined,
+  env: NodeJS.ProcessEnv,
+  clock: Clock,
+) {
+  const { OpenAI, OpenAIError } = loadOpenAiSdk();
+  const client = new OpenAI({
+    apiKey: key ?? 'no-key', // the SDK insists on one; its header is removed below
+    defaultHeaders: key === undefined ? { Authorization: null } : undefined,
+    baseURL: openAiBaseUrl(config, env) ?? null,
+    adminAPIKey: null,
+    organization: null,
+    project: null,
+    webhookSecret: null,
+    maxRetries: 0,
+    timeout: timeoutMs(config),
+    logLevel: 'off',
+  });
+  const transport: Transport = {
+    baseURL: client.baseURL,
+    baseUrlFrom: config.base_url ? '"base_url" in models.json' : 'OPENAI_BASE_URL',
+    send: (request, signal) => {
+      const chat = chatRequest(request, config);
+      return client.chat.completions.create(chat, { signal }).asResponse();
+    },
+    answer: answerFromCompletion,
+    rateLimit: (headers) => parseOpenAiRateLimit(headers, clock.now()),
+    errors: errorClassesOf(openAiSdk!, OpenAIError),
+  };
+  return { client, transport };
+}
+
+/**
+ * The client Message Batches go through: an Anthropic judge's. A run refuses --batch with another
+ * primary before anything is sent (`refuseBatchesWithout`); this is the check of last resort.
+ */
+function anthropicClient(judge: Judge): Anthropic {
+  if (judge.provider !== 'anthropic') {
+    throw new EvalConfigurationError(batchRefusal(judge.config));
+  }
+  return judge.client as Anthropic;
+}
+
+/** --batch goes through Anthropic's Message Batches: a run with another primary judge is refused. */
+export function refuseBatchesWithout(primary: JudgeConfig): void {
+  if (primary.provider !== 'anthropic') throw new EvalConfigurationError(batchRefusal(primary));
+}
+
+function batchRefusal(primary: JudgeConfig): string {
+  return (
+    `--batch sends Anthropic Message Batches, but the primary judge ${primary.model} is ` +
+    `"provider": "${primary.provider}"; run without --batch (OpenAI's Batch API is not supported yet)`
+  );
+}
+
+/** The provider of the judge an answer came from (a batch answer names only its model). */
+function providerOf(judges: Judge[], answer: JudgeAnswer): Provider | null {
+  return judges.find((judge) => judge.model === answer.judge)?.provider ?? null;
+}
+
+/** The family of the judge an answer came from. */
+function familyOf(judges: Judge[], answer: JudgeAnswer): string | null {
+  return judges.find((judge) => judge.model === answer.judge)?.family ?? null;
+}
+
+/** An OpenAI judge's server: its `base_url`, else OPENAI_BASE_URL; undefined: the SDK's own. */
+function openAiBaseUrl(config: JudgeConfig, env: NodeJS.ProcessEnv): string | undefined {
+  return config.base_url ?? (env.OPENAI_BASE_URL || undefined);
 }
 
 type Sdk = typeof import('@anthropic-ai/sdk');
@@ -1724,17 +1883,47 @@ export function loadSdk(): Sdk {
   return sdk;
 }
 
+type OpenAiSdk = typeof import('openai');
+
+let openAiSdk: OpenAiSdk | undefined;
+
+/** The openai package, loaded once when a run has an OpenAI judge (its CommonJS build, as above). */
+function loadOpenAiSdk(): OpenAiSdk {
+  if (openAiSdk === undefined) {
+    try {
+      openAiSdk = createRequire(import.meta.url)('openai') as OpenAiSdk;
+    } catch (cause) {
+      const message = 'the package openai is not installed: run npm ci';
+      throw new EvalDependencyError(message, { cause });
+    }
+  }
+  return openAiSdk;
+}
+
 /**
  * The judge's API key; the errors name the variable, never
  * the value. Also refuses what every call would fail on.
  */
-function checkedApiKey(config: JudgeConfig, env: NodeJS.ProcessEnv): string {
+function checkedApiKey(config: JudgeConfig, env: NodeJS.ProcessEnv): string | undefined {
   const judge = judgeModel(config, env);
   const variable = config.api_key_env;
+  if (variable === undefined) {
+    // only an OpenAI-compatible server may need no key (the schema requires it of Anthropic's)
+    if (openAiBaseUrl(config, env) === undefined) {
+      throw new EvalConfigurationError(
+        'has no "api_key_env": the OpenAI API needs a key (name its variable in models.json); ' +
+          'only a server named by "base_url" (or OPENAI_BASE_URL) may need none',
+        { judge },
+      );
+    }
+    return undefined;
+  }
   const key = env[variable];
   if (!key) {
+    const holder =
+      config.provider === 'openai' ? providerKeyName(config, env) : 'the Anthropic API key';
     throw new EvalConfigurationError(
-      `environment variable ${variable} is not set (it must hold the Anthropic API key)`,
+      `environment variable ${variable} is not set (it must hold ${holder})`,
       { judge },
     );
   }
@@ -1748,7 +1937,7 @@ function checkedApiKey(config: JudgeConfig, env: NodeJS.ProcessEnv): string {
       { judge },
     );
   }
-  if (typeof config.temperature === 'number') {
+  if (config.provider === 'anthropic' && typeof config.temperature === 'number') {
     throw new EvalConfigurationError(
       `"temperature": ${config.temperature} is set, but the Anthropic API (version 2026-10-21) and Claude ` +
         'Opus 4.7+ reject temperature with HTTP 400; set "temperature": null in models.json',
@@ -1756,6 +1945,12 @@ function checkedApiKey(config: JudgeConfig, env: NodeJS.ProcessEnv): string {
     );
   }
   return key;
+}
+
+/** Whose key an OpenAI judge's variable holds: OpenAI's, or that of the server it names. */
+function providerKeyName(config: JudgeConfig, env: NodeJS.ProcessEnv): string {
+  const server = openAiBaseUrl(config, env);
+  return server === undefined ? 'the OpenAI API key' : `the API key of ${server}`;
 }
 
 /** The judge's model id: `model_env`, when set in the environment, replaces `model`. */
@@ -1766,6 +1961,9 @@ export function judgeModel(config: JudgeConfig, env: NodeJS.ProcessEnv): string 
 
 /** What a request and its failures need to know of a judge. */
 type JudgeSpec = Pick<Judge, 'model' | 'config'>;
+
+/** What classifying a judge's failure needs: its SDK's error classes, where its address came from. */
+type CalledJudge = JudgeSpec & Pick<Judge, 'transport'>;
 
 function canTakeImages(judge: JudgeSpec): boolean {
   return (judge.config.media ?? ['text']).includes('image');
@@ -1819,6 +2017,48 @@ export function buildJudgeRequest(
     request.output_config = outputConfig;
   }
   return request as unknown as Request;
+}
+
+type ChatRequest = OpenAI.Chat.ChatCompletionCreateParamsNonStreaming;
+
+/**
+ * The same request as Chat Completions take it: the same text and images (as data URLs), the same
+ * answer schema as a strict `response_format`. OpenAI caches a long prompt by itself: the cache
+ * breakpoint is dropped.
+ */
+export function chatRequest(request: Request, config: JudgeConfig): ChatRequest {
+  const messages = request.messages.map((message) => {
+    if (typeof message.content === 'string') {
+      return { role: message.role, content: message.content };
+    }
+    const parts = message.content.map((block) => {
+      if (block.type === 'image' && block.source.type === 'base64') {
+        const url = `data:${block.source.media_type};base64,${block.source.data}`;
+        return { type: 'image_url', image_url: { url } };
+      }
+      return { type: 'text', text: (block as Anthropic.TextBlockParam).text };
+    });
+    return { role: message.role, content: parts };
+  });
+
+  // max_completion_tokens: reasoning models refuse max_tokens, and it counts their reasoning too
+  const chat: Record<string, unknown> = {
+    model: request.model,
+    max_completion_tokens: request.max_tokens,
+    messages,
+  };
+  if (typeof config.temperature === 'number') {
+    chat.temperature = config.temperature;
+  }
+  if (config.reasoning_effort) {
+    chat.reasoning_effort = config.reasoning_effort;
+  }
+  const format = request.output_config?.format;
+  if (format?.type === 'json_schema') {
+    const schema = { name: 'judge_answer', schema: format.schema, strict: true };
+    chat.response_format = { type: 'json_schema', json_schema: schema };
+  }
+  return chat as unknown as ChatRequest;
 }
 
 // ---- 8. Retries, pacing and the chain -----------------------------------------------------------
@@ -2202,7 +2442,7 @@ export class JudgeChain {
  * A finished turn; anything else (max_tokens, refusal,
  * pause_turn, tool_use, a full context window) is unusable.
  */
-const USABLE_STOP_REASONS = ['end_turn', 'stop_sequence'];
+const USABLE_STOP_REASONS = ['end_turn', 'stop_sequence', 'stop']; // `stop`: Chat Completions
 
 type Family = (typeof RATE_FAMILIES)[number];
 
@@ -2220,12 +2460,14 @@ export async function callJudge(judge: Judge, request: Request): Promise<JudgeAn
   const body: Buffer[] = [];
 
   try {
-    const response = await judge.client.messages.create(request, { signal: deadline }).asResponse();
+    const response = await judge.transport.send(request, deadline);
     await nextTurn(); // answers that arrive together are read and handled one a turn
     await readCapped(response, body, judge.model);
     const message = JSON.parse(Buffer.concat(body).toString('utf8'));
     const latencyMs = Math.round(performance.now() - started);
-    return answerFromMessage(message, judge.model, latencyMs, response.headers);
+    const answer = judge.transport.answer(message, judge.model, latencyMs, response.headers);
+    answer.rateLimit = judge.transport.rateLimit(response.headers);
+    return answer;
   } catch (error) {
     const failure = classifyApiError(error, judge, deadline.aborted);
     if (failure instanceof EvalError && body.length > 0) {
@@ -2336,11 +2578,79 @@ function usageOf(reported: unknown): Usage | undefined {
 }
 
 /**
- * Turns an SDK error into the failure policy's classes; anything else (a defect) propagates raw.
+ * The text and bookkeeping of a Chat Completions answer (its first choice), refusing shapes that are
+ * not one. A refusal is the answer's text, stopped with "refusal": never a score, kept in the log.
+ * The reasoning some servers return (`reasoning_content`, `reasoning`) is kept as thinking.
  */
-function classifyApiError(error: unknown, judge: JudgeSpec, timedOut = false): unknown {
+function answerFromCompletion(
+  completion: unknown,
+  judge: string,
+  latencyMs: number,
+  headers?: Headers,
+): JudgeAnswer {
+  const data = completion as Partial<OpenAI.Chat.ChatCompletion>;
+  const choice = isRecord(data) && Array.isArray(data.choices) ? data.choices[0] : undefined;
+  if (!isRecord(choice) || !isRecord(choice.message)) {
+    throw new EvalJudgeResponseError('the answer is not a chat completion', {
+      judge,
+      rawText: safeJson(completion),
+    });
+  }
+  const message = choice.message as Record<string, unknown>;
+  const refusal = typeof message.refusal === 'string' && message.refusal !== '';
+  const reasoning = [message.reasoning_content, message.reasoning].find(
+    (value) => typeof value === 'string' && value !== '',
+  );
+  let text = typeof message.content === 'string' ? message.content : '';
+  if (refusal) text = message.refusal as string;
+  return {
+    judge,
+    model: typeof data.model === 'string' ? data.model : undefined,
+    text,
+    thinking: reasoning as string | undefined,
+    stopReason: refusal ? 'refusal' : (choice.finish_reason ?? null),
+    usage: chatUsageOf(data.usage),
+    rawUsage: data.usage,
+    requestId: headers?.get('x-request-id') ?? undefined,
+    latencyMs,
+  };
+}
+
+/**
+ * A Chat Completions answer's token counts in the audit log's kinds: `prompt_tokens` includes the
+ * cached ones, read at the cache-read price; a cache write is never reported (nor charged).
+ * Undefined, so the cost is unknown, when a count is missing or not a count.
+ */
+function chatUsageOf(reported: unknown): Usage | undefined {
+  if (!isRecord(reported)) return undefined;
+  const prompt = reported.prompt_tokens;
+  const completion = reported.completion_tokens;
+  if (!isCount(prompt) || !isCount(completion)) return undefined;
+  const details = reported.prompt_tokens_details;
+  let cached: unknown = 0;
+  if (details !== undefined && details !== null) {
+    if (!isRecord(details)) return undefined;
+    cached = details.cached_tokens ?? 0;
+  }
+  if (!isCount(cached) || cached > prompt) return undefined;
+  const usage: Usage = { input_tokens: prompt - cached, output_tokens: completion };
+  if (cached > 0) usage.cache_read_input_tokens = cached;
+  return usage;
+}
+
+/** A token count: a non-negative safe integer. */
+function isCount(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) >= 0;
+}
+
+/**
+ * Turns an SDK error into the failure policy's classes, by the SDK's own error classes; anything
+ * else (a defect) propagates raw.
+ */
+function classifyApiError(error: unknown, judge: CalledJudge, timedOut = false): unknown {
+  const errors = judge.transport.errors;
   const options = { cause: error, judge: judge.model };
-  if (timedOut || error instanceof sdk!.APIConnectionTimeoutError) {
+  if (timedOut || error instanceof errors.APIConnectionTimeoutError) {
     return new EvalTimeoutError('request timed out (not resubmitted)', options);
   }
 
@@ -2349,7 +2659,7 @@ function classifyApiError(error: unknown, judge: JudgeSpec, timedOut = false): u
   const causeCode = String((error as { cause?: { code?: unknown } } | undefined)?.cause?.code);
   const undiciCut = /^(UND_ERR|ECONNRESET|EPIPE)/.test(causeCode);
   const cutOff = error instanceof TypeError && (error.message === 'terminated' || undiciCut);
-  const sdkCut = error instanceof sdk!.AnthropicError && !(error instanceof sdk!.APIError);
+  const sdkCut = error instanceof errors.base && !(error instanceof errors.APIError);
   if (cutOff || sdkCut) {
     const message = `connection failed while reading the answer: ${(error as Error).message}`;
     return new EvalProviderError(message, options);
@@ -2357,93 +2667,134 @@ function classifyApiError(error: unknown, judge: JudgeSpec, timedOut = false): u
   if (error instanceof SyntaxError || error instanceof RangeError) {
     return new EvalProviderError(`the answer cannot be read as JSON: ${error.message}`, options);
   }
-  if (!(error instanceof sdk!.APIError)) return error;
-  return classifyHttpError(error, judge, options);
+  if (!(error instanceof errors.APIError)) return error;
+  return classifyHttpError(error as SdkApiError, judge, options);
+}
+
+/** What both SDKs' APIError hold (Anthropic's also `apiMessage` and `errorCode`). */
+type SdkApiError = Error & {
+  status?: number;
+  headers?: Headers;
+  requestID?: string | null;
+  error?: unknown; // the body (Anthropic), or its `error` (OpenAI)
+  type?: string | null;
+  code?: string | null; // OpenAI's error code
+  apiMessage?: string | null;
+  errorCode?: string | null;
+};
+
+/** The message the API gave: Anthropic's SDK reads it out, OpenAI's leaves it in `error`. */
+function apiMessageOf(error: SdkApiError): string | undefined {
+  if (typeof error.apiMessage === 'string') return error.apiMessage;
+  const said = isRecord(error.error) ? error.error.message : undefined;
+  return typeof said === 'string' ? said : undefined;
 }
 
 /**
- * What an HTTP error (or a failed connection) becomes,
- * and what the user should fix: the status table.
+ * What an HTTP error (or a failed connection) becomes, and what the user should fix: by the SDK's
+ * error classes, by the status where only one SDK has a class for it (402, 413).
  */
-function classifyHttpError(
-  error: InstanceType<Sdk['APIError']>,
-  judge: JudgeSpec,
-  options: EvalErrorOptions,
-) {
-  const status = error.status;
-  const apiMessage = error.apiMessage ?? '';
+function classifyHttpError(error: SdkApiError, judge: CalledJudge, options: EvalErrorOptions) {
+  const errors = judge.transport.errors;
+  const apiMessage = apiMessageOf(error) ?? '';
   const what = httpErrorText(error);
   const key = judge.config.api_key_env;
   const modelSource =
     judge.model === judge.config.model
       ? '"model" in models.json'
       : `the variable ${judge.config.model_env}`;
+  const openAi = judge.config.provider === 'openai';
 
-  switch (status) {
-    case 400: {
-      const schemaRejected = /output_config|json_schema|output format|structured output/i;
-      if (judge.config.structured_output && schemaRejected.test(apiMessage)) {
-        return new EvalUnsupportedError(
-          'rejects "structured_output": true (output_config.format json_schema); ' +
-            `set it to false for this judge in models.json: ${what}`,
-          options,
-        );
-      }
-      return new EvalInputError(what, options);
-    }
-    case 413:
-    case 422:
-      return new EvalInputError(what, options);
-    case 401:
-      return new EvalConfigurationError(`${what}; check the key in ${key}`, options);
-    case 402:
-      return new EvalConfigurationError(`${what}; check the billing of the account`, options);
-    case 403:
-      return new EvalConfigurationError(
-        `${what}; check that the key in ${key} may use ${judge.model}`,
+  if (isSdkError(error, errors.BadRequestError)) {
+    const schemaRejected =
+      /output_config|response_format|json_schema|output format|structured output/i;
+    if (judge.config.structured_output && schemaRejected.test(apiMessage)) {
+      const sent = openAi ? 'response_format json_schema' : 'output_config.format json_schema';
+      return new EvalUnsupportedError(
+        `rejects "structured_output": true (${sent}); ` +
+          `set it to false for this judge in models.json: ${what}`,
         options,
       );
-    case 404: {
-      // A model id from the environment is the likelier mistake, whatever the message says.
-      const checkModel = `check the model id ${judge.model}, from ${modelSource}`;
-      let fix = 'check ANTHROPIC_BASE_URL';
-      if (/model/i.test(apiMessage)) {
-        fix = checkModel;
-      } else if (judge.model !== judge.config.model) {
-        fix = `${checkModel}, and ANTHROPIC_BASE_URL if it is set`;
-      }
-      return new EvalConfigurationError(`${what}; ${fix}`, options);
     }
+    return new EvalInputError(what, options);
+  }
+  if (isSdkError(error, errors.UnprocessableEntityError) || error.status === 413) {
+    return new EvalInputError(what, options);
+  }
+  if (isSdkError(error, errors.AuthenticationError)) {
+    const fix =
+      key === undefined
+        ? 'the server wants a key: name its variable in "api_key_env" in models.json'
+        : `check the key in ${key}`;
+    return new EvalConfigurationError(`${what}; ${fix}`, options);
+  }
+  if (error.status === 402) {
+    return new EvalConfigurationError(`${what}; check the billing of the account`, options);
+  }
+  if (isSdkError(error, errors.PermissionDeniedError)) {
+    const holder = key === undefined ? 'this server' : `the key in ${key}`;
+    return new EvalConfigurationError(
+      `${what}; check that ${holder} may use ${judge.model}`,
+      options,
+    );
+  }
+  if (isSdkError(error, errors.NotFoundError)) {
+    return new EvalConfigurationError(
+      `${what}; ${notFoundFix(judge, apiMessage, modelSource)}`,
+      options,
+    );
   }
 
   // 408, 409, 429, 5xx, 529, or no answer at all: worth a retry or another judge.
-  return providerFailure(error, what, options);
+  return providerFailure(error, what, judge, options);
+}
+
+/** What to check after a 404: the model id, the address, or both, and where each came from. */
+function notFoundFix(judge: CalledJudge, apiMessage: string, modelSource: string): string {
+  const checkModel = `check the model id ${judge.model}, from ${modelSource}`;
+  const from = judge.transport.baseUrlFrom;
+  if (judge.config.provider === 'openai') {
+    // an OpenAI-compatible server serves only the models it was given: name both
+    return `${checkModel}, and the server at ${judge.transport.baseURL} (from ${from})`;
+  }
+  // A model id from the environment is the likelier mistake, whatever the message says.
+  const ifSet = from === 'ANTHROPIC_BASE_URL' ? `${from} if it is set` : from;
+  if (/model/i.test(apiMessage)) return checkModel;
+  if (judge.model !== judge.config.model) return `${checkModel}, and ${ifSet}`;
+  return `check ${from}`;
+}
+
+/** Whether `error` is of an SDK's class: a test, not a narrowing (the SDKs' errors differ in type). */
+function isSdkError(error: unknown, Class: ErrorClass): boolean {
+  return error instanceof Class;
 }
 
 /** What the API said (`HTTP 429 rate_limit_error: ... (request req_1)`), or why it said nothing. */
-function httpErrorText(error: InstanceType<Sdk['APIError']>): string {
+function httpErrorText(error: SdkApiError): string {
   if (error.status === undefined) {
     const cause = (error.cause as Error | undefined)?.message;
     return `connection failed: ${cause ?? error.message}`;
   }
   const request = error.requestID ? ` (request ${error.requestID})` : '';
-  const said = error.apiMessage ?? '(no message)';
+  const said = apiMessageOf(error) ?? '(no message)';
   return `HTTP ${error.status} ${error.type ?? 'error'}: ${said}${request}`;
 }
 
 /** A provider failure with what the policy reads: status, waits asked for, buckets, spend limit. */
 function providerFailure(
-  error: InstanceType<Sdk['APIError']>,
+  error: SdkApiError,
   what: string,
+  judge: CalledJudge,
   options: EvalErrorOptions,
 ): EvalProviderError {
   const failure = new EvalProviderError(what, options);
   failure.status = error.status;
   failure.requestId = error.requestID ?? undefined;
   failure.retryAfterMs = parseRetryAfter(error.headers);
-  failure.rateLimit = parseRateLimit(error.headers);
-  const reason = `${error.errorCode ?? ''} ${error.type ?? ''}`;
-  failure.spendLimit = error.status === 429 && /spend|billing|credit/i.test(reason);
+  failure.rateLimit = judge.transport.rateLimit(error.headers);
+  // OpenAI's spent quota is a 429 too: `insufficient_quota`
+  const reason = `${error.errorCode ?? ''} ${error.code ?? ''} ${error.type ?? ''}`;
+  failure.spendLimit = error.status === 429 && /spend|billing|credit|quota/i.test(reason);
   failure.unreachable = error.status === undefined;
   return failure;
 }
@@ -2494,6 +2845,43 @@ function parseRetryAfter(headers: Headers | undefined): number | undefined {
   return wait > 0 ? wait : undefined;
 }
 
+/**
+ * OpenAI's buckets as the pacing knows them. Its one token bucket counts the prompt (with the
+ * answer): it is paced as the input-token bucket, whose cost the pacing estimates per request.
+ */
+const OPENAI_RATE_FAMILIES = { requests: 'requests', tokens: 'input-tokens' } as const;
+
+/**
+ * Reads OpenAI's rate-limit headers (`x-ratelimit-{limit,remaining,reset}-{requests,tokens}`), those
+ * it sent. A reset is a duration (`1s`, `6m0s`, `20ms`), dated from `now`: no clock to disagree.
+ */
+function parseOpenAiRateLimit(headers: Headers | undefined, now: number) {
+  const info: RateLimitInfo = {};
+  for (const [name, family] of Object.entries(OPENAI_RATE_FAMILIES)) {
+    const header = (part: string) => headers?.get(`x-ratelimit-${part}-${name}`) || 'none';
+    const limit = Number(header('limit'));
+    const remaining = Number(header('remaining'));
+    const resetMs = parseDuration(header('reset'));
+    const readable = [limit, remaining, resetMs].every(Number.isFinite);
+    if (readable && limit > 0 && remaining >= 0) {
+      info[family] = { limit, remaining, resetAt: now + resetMs };
+    }
+  }
+  return Object.keys(info).length > 0 ? info : undefined;
+}
+
+const DURATION =
+  /^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?(?:(\d+(?:\.\d+)?)ms)?$/;
+
+/** A duration as OpenAI writes one (`1h2m3.5s`, `6m0s`, `20ms`), or bare seconds, in ms; else NaN. */
+export function parseDuration(text: string): number {
+  if (/^\d+(\.\d+)?$/.test(text)) return Number(text) * 1000;
+  const match = DURATION.exec(text);
+  if (text === '' || match === null) return NaN;
+  const [hours, minutes, seconds, milliseconds] = match.slice(1).map((part) => Number(part ?? 0));
+  return ((hours! * 60 + minutes!) * 60 + seconds!) * 1000 + milliseconds!;
+}
+
 // ---- 10. Parse: the judge's answer, exactly right or a loud failure -----------------------------
 
 /**
@@ -2527,7 +2915,7 @@ export function verdictFromAnswer(answer: JudgeAnswer, rubric: Rubric): JudgeVer
     const thought = answer.thinking !== undefined || answer.redactedThinking !== undefined;
     if (!USABLE_STOP_REASONS.includes(answer.stopReason ?? '')) {
       let why = ', not a finished turn';
-      if (answer.stopReason === 'max_tokens') {
+      if (answer.stopReason === 'max_tokens' || answer.stopReason === 'length') {
         why = thought
           ? ' (cut off by max_tokens: thinking counts against it; raise max_tokens for this judge in models.json)'
           : ' (cut off by max_tokens)';
@@ -2838,6 +3226,8 @@ function auditEntry(
   });
   const answerLines = answers.map((answer) => ({
     judge: answer.judge,
+    provider: providerOf(run.judges, answer),
+    family: familyOf(run.judges, answer),
     model: answer.model ?? null,
     text: answer.text,
     thinking: answer.thinking,
@@ -3582,9 +3972,11 @@ function neverConnected(error: EvalError): string | undefined {
 
 /** What the API's address is, and that it cannot be reached: the run stops (exit 2). */
 function cannotReachApi(run: Run, why: string): EvalConfigurationError {
-  const url = run.judges[0]!.client.baseURL;
+  const transport = run.judges[0]!.transport;
+  const from = transport.baseUrlFrom;
+  const where = from === '"base_url" in models.json' ? from : `${from} if it is set`;
   return new EvalConfigurationError(
-    `cannot reach the API at ${url}: ${why}; check the network, or ANTHROPIC_BASE_URL if it is set`,
+    `cannot reach the API at ${transport.baseURL}: ${why}; check the network, or ${where}`,
   );
 }
 
@@ -3740,10 +4132,15 @@ function watchHumanScoring(
   transcripts: string,
   rubric: Rubric,
   state: HumanScoring,
+  clock: Clock,
 ) {
   let seen = sheetsFingerprint(source);
   let current = state;
+  let lookedAt = clock.now();
   return (): HumanScoring => {
+    // A sheet saved mid-run shows within a second; the folder is not listed for every line.
+    if (clock.now() - lookedAt < 1000) return current;
+    lookedAt = clock.now();
     const now = sheetsFingerprint(source);
     if (now === seen) return current;
     seen = now;
@@ -4094,33 +4491,34 @@ export function batchCustomId(taskId: string, model: string): string {
 }
 
 /**
- * Judges the pending transcripts through Message Batches:
- * resume, submit, judge the rest directly, poll, collect.
+ * Resumes the batches a previous run left (their transcripts never submitted again) and submits
+ * the rest; returns the batches to poll, and what cannot go in a batch, for the run to judge.
  */
-async function judgeInBatches(run: Run, pending: TranscriptRef[]): Promise<void> {
-  // 1. Resume the batches a previous run left; never submit their transcripts again.
+async function submitToBatches(run: Run, pending: TranscriptRef[]) {
   const batches = new BatchState(`${run.options.output}.batches.json`);
   await resumeBatches(run, batches);
   const inBatches = batches.pairs();
   const fresh = pending.filter((ref) => !inBatches.has(pairKey(ref.task_id, ref.model)));
 
-  // 2. Submit the rest; what cannot go in a batch is judged directly, through the chain.
   const direct = await submitBatches(run, batches, fresh);
   run.progress.total = direct.length + batches.pairs().size;
-  await judgeConcurrently(run, direct, run.judges);
-
-  // 3. Poll until every batch has ended and its results are written.
-  await pollBatches(run, batches);
-  if (batches.entries.length > 0 && run.controller.signal.aborted) {
-    const ids = batches.entries.map((entry) => entry.id).join(', ');
-    run.progress.log(
-      `batch(es) ${ids} left running at Anthropic, not cancelled; ` +
-        `rerun the same command to resume polling them (state: ${batches.file})`,
-    );
-  }
+  return { batches, direct };
 }
 
+/** How the run judges, through the chain, what a batch left without a usable answer. */
+type JudgeDirectly = (items: PendingItem[], judges: Judge[]) => Promise<void>;
+
 type BatchEntry = z.infer<typeof BatchEntrySchema>;
+
+/** A stopped run leaves its batches running: says which, and how to resume them. */
+function sayBatchesLeft(run: Run, batches: BatchState): void {
+  if (batches.entries.length === 0 || !run.controller.signal.aborted) return;
+  const ids = batches.entries.map((entry) => entry.id).join(', ');
+  run.progress.log(
+    `batch(es) ${ids} left running at Anthropic, not cancelled; ` +
+      `rerun the same command to resume polling them (state: ${batches.file})`,
+  );
+}
 
 // failed results downloads of a batch before the chain judges it; failed polls in a row before the
 // run stops (the batch left pending, for a rerun)
@@ -4132,7 +4530,11 @@ type BatchCounts = Record<keyof Anthropic.Messages.Batches.MessageBatchRequestCo
  * Polls each pending batch, the interval growing 1.5x
  * (at most 10x); an ended one's results are collected.
  */
-async function pollBatches(run: Run, batches: BatchState): Promise<void> {
+async function pollBatches(
+  run: Run,
+  batches: BatchState,
+  judgeDirectly: JudgeDirectly,
+): Promise<void> {
   const primary = run.judges[0]!;
   const signal = run.controller.signal;
   const interval = run.options.pollInterval * 1000;
@@ -4147,7 +4549,7 @@ async function pollBatches(run: Run, batches: BatchState): Promise<void> {
         const seconds = batchTimeoutS(run);
         const expired = `batch ${entry.id} poll timed out after ${seconds} s (timeout_s)`;
         const batch = await batchCall(run, expired, (options) =>
-          primary.client.messages.batches.retrieve(entry.id!, {}, options),
+          anthropicClient(primary).messages.batches.retrieve(entry.id!, {}, options),
         );
         failedPolls.delete(entry);
         latest.set(entry, addBatchCounts(noBatchCounts(), batch.request_counts));
@@ -4156,7 +4558,7 @@ async function pollBatches(run: Run, batches: BatchState): Promise<void> {
         if (batch.processing_status !== 'ended') continue;
         const tries = (downloads.get(entry) ?? 0) + 1;
         downloads.set(entry, tries);
-        await collectBatchResults(run, entry, tries <= BATCH_TRIES);
+        await collectBatchResults(run, entry, judgeDirectly, tries <= BATCH_TRIES);
       } catch (error) {
         if (!(error instanceof EvalError)) throw error; // a defect is never hidden by a stop
         if (signal.aborted) return; // Ctrl-C, or a failure that stops the run: the batch stays
@@ -4208,7 +4610,12 @@ function addBatchCounts(total: BatchCounts, counts: Partial<BatchCounts> | undef
  * Writes a batch's results; a failed, unusable, missing or
  * stale (prompt since edited) one goes through the chain.
  */
-async function collectBatchResults(run: Run, entry: BatchEntry, download = true): Promise<void> {
+async function collectBatchResults(
+  run: Run,
+  entry: BatchEntry,
+  judgeDirectly: JudgeDirectly,
+  download = true,
+): Promise<void> {
   // 1. Each transcript's results, settled (written, or handed to the chain) as each completes.
   const groups = resultGroups(entry);
   const rejudge: PendingItem[] = [];
@@ -4223,7 +4630,7 @@ async function collectBatchResults(run: Run, entry: BatchEntry, download = true)
 
     // 2. The chain for those without a usable answer. With --no-fallback no judge is left: the
     // batch's own failure is the transcript's.
-    await judgeConcurrently(run, rejudge, run.options.fallback ? run.judges : []);
+    await judgeDirectly(rejudge, run.options.fallback ? run.judges : []);
   } finally {
     // 3. The rows written, flushed once (also when the download failed midway): until the batch
     // leaves the state file, a rerun can re-read them.
@@ -4277,7 +4684,7 @@ async function readResultLines(
   received: () => void,
 ): Promise<void> {
   const primary = run.judges[0]!;
-  const results = await primary.client.messages.batches.results(entry.id!, {}, options);
+  const results = await anthropicClient(primary).messages.batches.results(entry.id!, {}, options);
   for await (const line of results) {
     received();
     // A line may be null, or not an object: it then has no known custom_id.
@@ -4337,7 +4744,7 @@ async function settleBatchGroup(
         failed ??= error;
       }
     }
-    const stale = run.prepare(ref).promptSha !== promptSha;
+    const stale = prepareTranscript(run, ref).promptSha !== promptSha;
     const parsed = stale ? [] : answers.map((answer) => attemptVerdict(answer, run.rubric));
     if (failed !== undefined) throw failed;
     if (stale) {
@@ -4411,7 +4818,7 @@ async function resumeBatches(run: Run, batches: BatchState): Promise<void> {
     try {
       const expired = `batch ${entry.id} check timed out after ${batchTimeoutS(run)} s (timeout_s)`;
       await batchCall(run, expired, (options) =>
-        primary.client.messages.batches.retrieve(entry.id!, {}, options),
+        anthropicClient(primary).messages.batches.retrieve(entry.id!, {}, options),
       );
     } catch (error) {
       if (!(error instanceof EvalError)) throw error; // a defect is never hidden by a stop
@@ -4594,7 +5001,7 @@ async function submitBatches(run: Run, batches: BatchState, refs: TranscriptRef[
     const create = async () => {
       const deadline = AbortSignal.timeout(timeoutMs(primary.config));
       try {
-        return await primary.client.messages.batches.create(
+        return await anthropicClient(primary).messages.batches.create(
           { requests: sent },
           { signal: deadline },
         );
@@ -4703,13 +5110,14 @@ function dryRun(options: RunOptions, io: IO): number {
 
   // 2. With --batch: what would go in batches.
   if (options.batch) {
+    refuseBatchesWithout(judge);
     dryRunBatches(options, io, inputs, unscored, primary);
     return 0;
   }
 
   // 3. Without: the first selected transcript's prompt, and the estimate (when any is to judge).
   const first = inputs.selected[0]!;
-  showPrompt(inputs.prepare(first), io);
+  showPrompt(prepareTranscript(inputs, first), io);
   const selected = inputs.selected.length;
   const scoredCount = selected - unscored.length;
   const already = scoredCount > 0 ? `, ${scoredCount} already scored in ${options.output}` : '';
@@ -5329,6 +5737,33 @@ function readIfExists(file: string): string | undefined {
   }
 }
 
+/**
+ * Runs the set-up of an output file; one that cannot be
+ * created or written is a configuration error naming it.
+ */
+export function writablePath<T>(file: string, setUp: () => T): T {
+  try {
+    return setUp();
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? '';
+    // EEXIST: a parent folder to create is an existing file (e.g. --output /dev/null/x.csv).
+    const unwritable = [
+      'EACCES',
+      'EPERM',
+      'ENOTDIR',
+      'EISDIR',
+      'EROFS',
+      'ENOENT',
+      'ENOSPC',
+      'EEXIST',
+    ];
+    if (!unwritable.includes(code)) throw error;
+    throw new EvalConfigurationError(`${file}: cannot be created or written (${code})`, {
+      cause: error,
+    });
+  }
+}
+
 let lastTurn = Promise.resolve();
 
 /**
@@ -5355,21 +5790,7 @@ function preparedOrInputError(
   ref: TranscriptRef,
 ): PreparedTranscript | EvalInputError {
   try {
-    return inputs.prepare(ref);
-  } catch (error) {
-    if (error instanceof EvalInputError) return error;
-    throw error;
-  }
-}
-
-/**
- * The input error `read` throws (a transcript that will
- * fail without a call), or undefined; others propagate.
- */
-function inputErrorOf(read: () => unknown): EvalInputError | undefined {
-  try {
-    read();
-    return undefined;
+    return prepareTranscript(inputs, ref);
   } catch (error) {
     if (error instanceof EvalInputError) return error;
     throw error;

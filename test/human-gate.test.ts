@@ -696,16 +696,22 @@ describe('--before-human-scoring, and the state of human scoring in every audit-
     assert.deepEqual(statesLogged(ws), ['none', 'incomplete', 'complete']);
   });
 
-  test('a line records the state when it was written: a sheet saved complete mid-run shows from the next line on', async (t) => {
+  test('a line records the state when it was written: a sheet saved complete mid-run shows a second later', async (t) => {
     let ws: Workspace | undefined;
+    let offset = 0;
+    const clock = { now: () => Date.now() + offset, sleep: () => Promise.resolve() };
     const responder = (_req: RecordedRequest, index: number) => {
-      if (index === 1) writeSheets(ws!, { al: [scoredRow('m01', 'proof02')] });
+      if (index === 1) {
+        writeSheets(ws!, { al: [scoredRow('m01', 'proof02')] });
+        offset += 1000; // the sheets are looked at once a second
+      }
       return undefined;
     };
     const base = await setup(t, {}, { responder });
     ws = base.ws;
     const folder = writeSheets(ws, { al: [blankRow('m01', 'proof02')] });
-    const result = await base.gated(folder, ['--model', 'm01', '--concurrency', '1']);
+    const args = ['--model', 'm01', '--concurrency', '1', '--human-scores', folder];
+    const result = await base.run(args, { clock });
     assert.equal(result.code, 0, result.stderr);
     assert.deepEqual(statesLogged(ws), ['incomplete', 'complete', 'complete']);
   });
