@@ -25,10 +25,11 @@ function run(
   args: string[],
   env: NodeJS.ProcessEnv = process.env,
   cwd = ROOT,
+  stdout: 'ignore' | 'inherit' = 'ignore',
 ): Promise<Exit> {
   const started = performance.now();
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd, env, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(command, args, { cwd, env, stdio: ['ignore', stdout, 'pipe'] });
     let stderr = '';
     child.stderr.on('data', (chunk) => {
       stderr += chunk;
@@ -336,6 +337,159 @@ async function benchBatch(): Promise<void> {
   );
 }
 
+/** The bare fetch loop (test/bench/bare-loop.ts) the figures `loop1000` and `loop120` compare run-judge with. */
+const BARE_LOOP = path.join(ROOT, 'test/bench/bare-loop.ts');
+/** An eval set's arguments with its outputs (scores.csv, log.jsonl) moved to `outDir`: a fresh output per run. */
+const withOutputs = (args: string[], dir: string, outDir: string) =>
+  args.map((arg) =>
+    arg.startsWith(dir + path.sep) && /\/(scores\.csv|log\.jsonl)$/.test(arg)
+      ? path.join(outDir, path.basename(arg))
+      : arg,
+  );
+const lineCount = (file: string) =>
+  orNothing(() => fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).length, 0);
+
+/**
+ * run-judge side by side with a bare fetch loop on the same `count` transcripts, the same fake latency and
+ * concurrency, both started as `npm run judge` starts run-judge (node with its options and `--import tsx`), runs
+ * interleaved: whole-process wall time (spawn to exit), and for information from the first request to exit.
+ */
+async function benchBareLoop(
+  name: string,
+  count: number,
+  latencyMs: number,
+  concurrency: number,
+  target: number,
+): Promise<void> {
+  const repeats = 5; // the per-run ratios spread widely on a shared 2-core machine
+  const { dir, args } = makeEvalSet(count);
+  const node = [...JUDGE_NODE_OPTIONS, '--import', 'tsx'];
+  const fresh = () => fs.mkdtempSync(path.join(os.tmpdir(), 'run-judge-bench-out-'));
+  const judgeOnce = async (set: { dir: string; args: string[] }) => {
+    const fake = await FakeAnthropic.start({ latencyMs });
+    const out = fresh();
+    const cli = [
+      ...node,
+      SCRIPT,
+      ...withOutputs(set.args, set.dir, out),
+      '--concurrency',
+      String(concurrency),
+    ];
+    const result = await run(process.execPath, cli, judgeEnv(fake));
+    await fake.close();
+    const sizes = fake.requests.map((r) => Buffer.byteLength(JSON.stringify(r.body)));
+    const bytes = sizes.reduce((a, b) => a + b, 0) / sizes.length;
+    return { result, fake, bytes, rows: orNothing(() => csvRows(out), NaN) };
+  };
+  const loopOnce = async (bytes: number) => {
+    const fake = await FakeAnthropic.start({ latencyMs });
+    const output = path.join(fresh(), 'lines.txt');
+    const cli = [
+      ...node,
+      BARE_LOOP,
+      path.join(dir, 'transcripts'),
+      output,
+      String(concurrency),
+      String(Math.round(bytes)),
+    ];
+    const result = await run(process.execPath, cli, judgeEnv(fake));
+    await fake.close();
+    return { result, fake, rows: lineCount(output) };
+  };
+
+  // Warm-up (tsx's compile cache for both scripts), and the size of run-judge's requests, which the loop's match.
+  const small = makeEvalSet(30);
+  const warm = await judgeOnce(small);
+  const bytes = warm.bytes;
+  await loopOnce(bytes);
+
+  const judge: { process: number; judging: number; rows: number; code: number | null }[] = [];
+  const loop: { process: number; judging: number; rows: number; code: number | null }[] = [];
+  for (let i = 0; i < repeats; i++) {
+    const j = await judgeOnce({ dir, args });
+    judge.push({
+      process: j.result.ms,
+      judging: judgingMs(j.fake, j.result),
+      rows: j.rows,
+      code: j.result.code,
+    });
+    const l = await loopOnce(bytes);
+    loop.push({
+      process: l.result.ms,
+      judging: judgingMs(l.fake, l.result),
+      rows: l.rows,
+      code: l.result.code,
+    });
+  }
+  const med = (runs: typeof judge, key: 'process' | 'judging') => median(runs.map((r) => r[key]));
+  const ratio = med(judge, 'process') / med(loop, 'process');
+  const runs = judge.map((r, i) => fmt(r.process / loop[i]!.process)).join(' ');
+  console.log(
+    `[${name}] ${num(count)} transcripts, ${latencyMs} ms latency, concurrency ${concurrency}, run-judge vs a bare fetch loop (test/bench/bare-loop.ts), both whole-process wall time started as npm run judge starts run-judge (node ${node.join(' ')}), medians of ${repeats}, interleaved: ` +
+      `run-judge ${med(judge, 'process').toFixed(0)} ms / bare loop ${med(loop, 'process').toFixed(0)} ms = ${fmt(ratio)} (target <= ${fmt(target)}; runs ${runs}); ` +
+      `first request to exit ${med(judge, 'judging').toFixed(0)} / ${med(loop, 'judging').toFixed(0)} ms = ${fmt(med(judge, 'judging') / med(loop, 'judging'))}; ` +
+      `request body ${num(bytes)} bytes each; rows ${judge.map((r) => r.rows).join('/')} vs lines ${loop.map((r) => r.rows).join('/')}, exit ${judge.map((r) => r.code).join('/')} vs ${loop.map((r) => r.code).join('/')}; load average ${os.loadavg()[0]!.toFixed(1)} on ${os.cpus().length} cores`,
+  );
+}
+
+/**
+ * Not a figure (left out of a full run): run-judge and the bare loop on the `loop1000` workload, each under
+ * `node --cpu-prof` started as `npm run judge` starts run-judge, and each main thread's profile summarized by
+ * test/bench/profile-summary.ts (their shares side by side show where run-judge spends its time over the loop).
+ */
+async function benchProfile(): Promise<void> {
+  const count = 1000,
+    latencyMs = 50,
+    concurrency = 32;
+  const { dir, args } = makeEvalSet(count);
+  const profiled = async (what: string, script: string[], rows: () => number) => {
+    const fake = await FakeAnthropic.start({ latencyMs });
+    const profiles = fs.mkdtempSync(path.join(os.tmpdir(), 'run-judge-bench-profile-'));
+    const node = [
+      '--cpu-prof',
+      '--cpu-prof-dir',
+      profiles,
+      ...JUDGE_NODE_OPTIONS,
+      '--import',
+      'tsx',
+    ];
+    const result = await run(process.execPath, [...node, ...script], judgeEnv(fake));
+    await fake.close();
+    const sizes = fake.requests.map((r) => Buffer.byteLength(JSON.stringify(r.body)));
+    // The main thread's profile is the largest; tsx's loader thread writes a small one too.
+    const main = fs
+      .readdirSync(profiles)
+      .map((name) => path.join(profiles, name))
+      .sort((a, b) => fs.statSync(b).size - fs.statSync(a).size)[0]!;
+    console.log(
+      `[profile] ${what}, ${num(count)} transcripts, ${latencyMs} ms latency, concurrency ${concurrency}: ${result.ms.toFixed(0)} ms, rows ${orNothing(rows, NaN)}, exit ${result.code}`,
+    );
+    const summary = path.join(ROOT, 'test/bench/profile-summary.ts');
+    await run(
+      process.execPath,
+      ['--import', 'tsx', summary, main, '10'],
+      process.env,
+      ROOT,
+      'inherit',
+    );
+    return sizes.reduce((a, b) => a + b, 0) / sizes.length;
+  };
+  const bytes = await profiled(
+    'run-judge',
+    [SCRIPT, ...args, '--concurrency', String(concurrency)],
+    () => csvRows(dir),
+  );
+  const lines = path.join(dir, 'lines.txt');
+  const loop = [
+    BARE_LOOP,
+    path.join(dir, 'transcripts'),
+    lines,
+    String(concurrency),
+    String(Math.round(bytes)),
+  ];
+  await profiled('bare loop', loop, () => lineCount(lines));
+}
+
 /** A report's inputs: `count` transcripts (10 tutor models), each scored by the judge and by 4
  * people on 3 dimensions (scales 0-2, 0-4 and {0, 2, 4}), the scores near a seeded true level. */
 function makeReportSet(count: number): string[] {
@@ -435,5 +589,8 @@ const benches: Record<string, () => Promise<void>> = {
   c: benchMemory,
   d: benchBatch,
   report: benchReport,
+  loop1000: () => benchBareLoop('loop1000', 1000, 50, 32, 1.3),
+  loop120: () => benchBareLoop('loop120', 120, 300, 12, 1.25),
 };
+if (only === 'profile') await benchProfile();
 for (const [name, bench] of Object.entries(benches)) if (!only || only === name) await bench();
