@@ -627,10 +627,6 @@ export type TranscriptImage = {
   source: z.infer<typeof ImageSourceSchema>;
 };
 
-/**
- * The rubric, the selected transcripts, and how to
- * prepare one (each task's files read once, when needed).
- */
 /** What a run reads before it judges; each task's files are read once, when first needed. */
 type Inputs = {
   options: RunOptions;
@@ -3800,8 +3796,9 @@ function writeFailed(target: { fd: number; file: string }, written: number, erro
 }
 
 /**
- * Replaces a file atomically: a temp file flushed to disk,
- * a rename, an fsync of the folder; never a partial file.
+ * Replaces a file atomically: a temp file flushed to disk, a rename, an fsync of the folder; never a
+ * partial file. Hand-written: write-file-atomic does not flush the folder, so a power loss could
+ * undo the rename.
  */
 export function replaceFileDurably(file: string, content: string | Buffer): void {
   const temp = `${file}.${process.pid}.tmp`;
@@ -5255,6 +5252,10 @@ function estimateCost(
   );
 }
 
+/**
+ * The summary printed when a run ends: counts, tokens
+ * and cost, then what failed and what stopped it.
+ */
 function formatSummary(summary: RunSummary, options: RunOptions): string {
   const interrupted = summary.stoppedBy instanceof EvalInterruptedError;
   const cost =
@@ -5314,10 +5315,6 @@ function formatSummary(summary: RunSummary, options: RunOptions): string {
   return `${lines.map(oneLine).join('\n')}\n`;
 }
 
-/**
- * The summary printed when a run ends: counts, tokens
- * and cost, then what failed and what stopped it.
- */
 /** The failed transcripts, with those an unreachable API left without an answer. */
 function failedCount(summary: RunSummary): number {
   return summary.failed.length + summary.unreachable.length;
@@ -5562,7 +5559,6 @@ export function loadJson(file: string, ErrorClass: typeof EvalError = EvalInputE
   }
 }
 
-/** Where a relative path was looked up from, for a message saying it was not found. */
 /** Why a file could not be read, in words that say what to do. */
 function unreadableReason(file: string, error: unknown): string {
   const code = (error as NodeJS.ErrnoException).code;
@@ -5575,6 +5571,7 @@ function unreadableReason(file: string, error: unknown): string {
   return String(error);
 }
 
+/** Where a relative path was looked up from, for a message saying it was not found. */
 function relativeHint(file: string): string {
   if (path.isAbsolute(file)) return '';
   return ` (paths are relative to the current folder, ${process.cwd()})`;
@@ -5676,7 +5673,10 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-/** A zod issue's path as people write it: `dimensions[2].scores.a`. */
+/**
+ * A zod issue's path as people write it: `dimensions[2].scores.a`. Hand-written: zod's toDotPath
+ * quotes a model id as `["claude-x"]`, which is not how models.json spells it.
+ */
 export function issuePath(keys: PropertyKey[]): string {
   let written = '';
   for (const [i, key] of keys.entries()) {
