@@ -10,7 +10,6 @@ import {
   DEFAULTS,
   EvalError,
   EvalInputError,
-  allowedScore,
   allowedScores,
   compareText,
   defaultLog,
@@ -18,10 +17,8 @@ import {
   loadTranscript,
   pairKey,
   readCsvFile,
-  refuseRepeatedPairs,
-  scoreColumns,
+  readJudgeCsv,
   transcriptToText,
-  unguard,
 } from './run-judge.ts';
 import type { Rubric, ScoreRow, TranscriptRef } from './run-judge.ts';
 import type { Scores } from './report-analysis.ts';
@@ -87,44 +84,6 @@ function nameAndFile(value: string, option: string): { name?: string; file: stri
 
 /** One judge's CSV rows and audit log. */
 export type JudgeRun = { judge: JudgeInput; rows: ScoreRow[]; audit: Audit };
-
-/** The judge CSV's rows: each score one its dimension allows, the formula guards taken off. */
-export function readJudgeScores(file: string, rubric: Rubric): ScoreRow[] {
-  const records = readCsvFile(file);
-  const columns = scoreColumns(rubric);
-
-  const header = records[0]?.record ?? [];
-  if (header.join(',') !== columns.join(',')) {
-    throw new EvalInputError(`${file}: header is not ${columns.join(',')}`);
-  }
-
-  const rows = records.slice(1).map(({ record, info }) => {
-    const row = judgeRow(record, rubric, `${file}: line ${info.lines}`);
-    return { row, line: info.lines };
-  });
-
-  // A duplicated row would count twice in a mean and once in agreement: refused, naming both lines.
-  refuseRepeatedPairs(
-    file,
-    rows.map(({ row, line }) => ({ pair: row, line })),
-  );
-  return rows.map(({ row }) => row);
-}
-
-/** One record of the judge CSV as a row; `at` names its file and line in an error. */
-function judgeRow(record: string[], rubric: Rubric, at: string): ScoreRow {
-  const scores: Scores = {};
-  rubric.dimensions.forEach((dimension, i) => {
-    scores[dimension.name] = allowedScore(dimension, record[i + 2] ?? '', at);
-  });
-
-  return {
-    task_id: unguard(record[0]!),
-    model: unguard(record[1]!),
-    scores,
-    notes: unguard(record[rubric.dimensions.length + 2] ?? ''),
-  };
-}
 
 /** The audit log as the report, the comparison and the page header read it. */
 export type Audit = {

@@ -16,6 +16,7 @@ import {
   nearestKeyHint,
   pairKey,
   readHumanScores,
+  readJudgeCsv,
   readTranscripts,
   refuseFlagsNpmTook,
   rubricDimensions,
@@ -30,7 +31,7 @@ import {
 } from './report-analysis.ts';
 import type { AnalysisAudit, Report, Scores } from './report-analysis.ts';
 import { writeHtmlPage } from './report-html.ts';
-import { judgeInputs, readAuditLog, readJudgeScores } from './report-inputs.ts';
+import { judgeInputs, readAuditLog } from './report-inputs.ts';
 import type { Audit, JudgeRun } from './report-inputs.ts';
 import { scoringSheet, writeScoringPlan } from './report-sheet.ts';
 import type { PlanOptions } from './report-sheet.ts';
@@ -233,7 +234,7 @@ function printAgreement(options: AgreementOptions, io: ReportIO): number {
   const rubric = loadRubric(options.rubric);
   const thresholds = gateThresholds(options.minKappa, rubric);
   const runs = judges.map((judge) => {
-    const rows = readJudgeScores(judge.scores, rubric);
+    const rows = readJudgeCsv(judge.scores, rubric);
     return { judge, rows, audit: readAuditLog(judge.log, rubric, rows) };
   });
   const judgeCsvs = judges.map((judge) => judge.scores);

@@ -3598,7 +3598,12 @@ function withRowsReplaced(
  * The rows, checked, and where complete rows end: a last
  * row cut short (a crash mid-write) is torn, not read.
  */
-function readScoreRows(file: string, content: Buffer, columns: string[]) {
+function readScoreRows(
+  file: string,
+  content: Buffer,
+  columns: string[],
+  fix = 'write to another --output',
+) {
   // 1. Every record, with the line it starts on and the byte it ends at.
   const records = csvRecords(file, content);
 
@@ -3610,7 +3615,7 @@ function readScoreRows(file: string, content: Buffer, columns: string[]) {
   }
   const completeBytes = records.at(-1)?.end ?? 0;
   if (!isUtf8(content.subarray(0, completeBytes))) {
-    throw new EvalConfigurationError(`${file}: not valid UTF-8 text`);
+    throw new EvalConfigurationError(`${file}: not valid UTF-8 text; save it as UTF-8`);
   }
 
   // 3. The header must be the rubric's columns (a file cut inside its header is a start of it).
@@ -3621,8 +3626,7 @@ function readScoreRows(file: string, content: Buffer, columns: string[]) {
   if (!headerMatches) {
     const found = header?.fields.join(',') ?? content;
     throw new EvalConfigurationError(
-      `${file}: its header "${found}" differs from the rubric's columns "${columns}"; ` +
-        'write to another --output',
+      `${file}: its header "${found}" differs from the rubric's columns "${columns}"; ${fix}`,
     );
   }
 
@@ -3645,7 +3649,38 @@ function readScoreRows(file: string, content: Buffer, columns: string[]) {
   );
 
   const spans = rows.map((row, i) => ({ start: records[i]!.end, end: row.end }));
-  return { rows: rows.map((row) => row.fields), spans, completeBytes };
+  const lines = rows.map((row) => row.line);
+  return { rows: rows.map((row) => row.fields), lines, spans, completeBytes };
+}
+
+/**
+ * The judge CSV's rows, each score checked against the rubric: the one reader of it, for report.ts
+ * too. A torn last line (a run writing it now, or a crash) is not read.
+ */
+export function readJudgeCsv(file: string, rubric: Rubric): ScoreRow[] {
+  const columns = csvColumns(rubricDimensions(rubric));
+  let content: Buffer;
+  try {
+    content = fs.readFileSync(file);
+  } catch (error) {
+    throw new EvalInputError(`${file}: ${unreadableReason(file, error)}`, { cause: error });
+  }
+  const fix = 'report on it with the rubric it was scored with (--rubric)';
+  const { rows, lines } = readScoreRows(file, content, columns, fix);
+
+  return rows.map((fields, i) => {
+    const at = `${file}: line ${lines[i]}`;
+    const scores: Record<string, number> = {};
+    rubric.dimensions.forEach((dimension, j) => {
+      scores[dimension.name] = allowedScore(dimension, fields[j + 2]!, at);
+    });
+    return {
+      task_id: unguard(fields[0]!),
+      model: unguard(fields[1]!),
+      scores,
+      notes: unguard(fields.at(-1)!),
+    };
+  });
 }
 
 /** A CSV of scores holds one row a transcript: a second is an error naming both lines. */

@@ -9,7 +9,7 @@ import { readLog, sha256, tempDir, writeJson } from './helpers.ts';
 
 const { analyse } = await import('../report-analysis.ts');
 const { main } = await import('../report.ts');
-const { readJudgeScores } = await import('../report-inputs.ts');
+const { readJudgeCsv } = await import('../run-judge.ts');
 const { escapeHtml } = await import('../html-escape.ts');
 const pageModule = await import('../report-html.ts');
 const { axisTicks, byDisagreement, confusionGrid, disagreement } = pageModule;
@@ -675,7 +675,7 @@ describe('`report.ts --html FILE`: the page written beside the usual output', ()
     assert.ok(!/\n\s+at /.test(stderr), stderr);
   });
 
-  test('readJudgeScores keeps the notes, one leading formula guard taken off', (t) => {
+  test('readJudgeCsv keeps the notes, one leading formula guard taken off', (t) => {
     const file = path.join(tempDir(t), 'judge.csv');
     const row = (task: string, notes: string) => [task, 'm1', ...DIMENSIONS.map(() => 1), notes];
     fs.writeFileSync(
@@ -687,7 +687,7 @@ describe('`report.ts --html FILE`: the page written beside the usual output', ()
       ]),
     );
     assert.deepEqual(
-      readJudgeScores(file, rubric).map((r) => r.notes),
+      readJudgeCsv(file, rubric).map((r) => r.notes),
       ['=1+1', "'x"],
     );
   });

@@ -16,7 +16,7 @@ const {
 } = await import('../report-analysis.ts');
 const { analyse } = await import('../report-analysis.ts');
 const { main } = await import('../report.ts');
-const { readJudgeScores } = await import('../report-inputs.ts');
+const { readJudgeCsv } = await import('../run-judge.ts');
 const { scoringSheet } = await import('../report-sheet.ts');
 const { isComplete, loadRubric, readHumanScores } = await import('../run-judge.ts');
 const rubric = loadRubric(RUBRIC_FILE);
@@ -250,7 +250,7 @@ describe('readHumanScores: every cell checked, a bad one named by file, line and
   });
 });
 
-describe('readJudgeScores: a judge CSV cell that is not an allowed score is an error naming it, never a crash', () => {
+describe('readJudgeCsv: a judge CSV cell that is not an allowed score is an error naming it, never a crash', () => {
   for (const cell of ['9', '', 'x']) {
     test(`a score cell "${cell}" → EvalInputError naming the file, the line and the dimension`, (t) => {
       const file = path.join(tempDir(t), 'judge.csv');
@@ -261,7 +261,7 @@ describe('readJudgeScores: a judge CSV cell that is not an allowed score is an e
         file,
         `task_id,model,${DIMENSIONS.join(',')},notes\np1,m1,2,${rest},ok\np2,m1,${cell},${rest},ok\n`,
       );
-      assert.throws(() => readJudgeScores(file, rubric), {
+      assert.throws(() => readJudgeCsv(file, rubric), {
         name: 'EvalInputError',
         message: mentioning(file, 'line 3', `${DIMENSIONS[0]}: "${cell}" is not an allowed score`),
       });
@@ -269,7 +269,7 @@ describe('readJudgeScores: a judge CSV cell that is not an allowed score is an e
   }
 });
 
-describe('readJudgeScores: a transcript scored twice in the judge CSV is an error naming both lines', () => {
+describe('readJudgeCsv: a transcript scored twice in the judge CSV is an error naming both lines', () => {
   test('the same (task_id, model) on lines 2 and 4 → EvalInputError naming both lines and the transcript', (t) => {
     const file = path.join(tempDir(t), 'judge.csv');
     const row = DIMENSIONS.map(() => '2').join(',');
@@ -277,7 +277,7 @@ describe('readJudgeScores: a transcript scored twice in the judge CSV is an erro
       file,
       `task_id,model,${DIMENSIONS.join(',')},notes\np1,m1,${row},a\np2,m1,${row},b\np1,m1,${row},c\n`,
     );
-    assert.throws(() => readJudgeScores(file, rubric), {
+    assert.throws(() => readJudgeCsv(file, rubric), {
       name: 'EvalInputError',
       message: mentioning(file, 'lines 2 and 4', 'm1/p1'),
     });
