@@ -4088,7 +4088,12 @@ function asksToWait(error: EvalError): error is EvalProviderError {
  * incomplete. `transcript_sha256` is the transcript's hash as scored (old sheets have none); `stale`
  * is set when the transcript on disk has another hash now.
  */
-export type HumanRow = ScoreRow & { scorer: string; transcript_sha256?: string; stale?: boolean };
+export type HumanRow = ScoreRow & {
+  scorer: string;
+  transcript_sha256?: string;
+  stale?: boolean;
+  unsure?: boolean;
+};
 
 /** Human scoring as a run finds it: no row at all, some assignment still open, or all scored. */
 export type HumanScoring = 'complete' | 'incomplete' | 'none' | 'unreadable';
@@ -4148,6 +4153,11 @@ function planAdvice(source: string): string {
     `make the plan with \`npx tsx report.ts sheet --scorers alice,bob${out}\` (a sheet per ` +
     `scorer in ${folder}; it never overwrites a sheet that holds a score)`;
   return folder === source ? advice : `${advice} and pass --human-scores ${folder}`;
+}
+
+/** The key of an assignment: one scorer's row of one transcript. */
+export function assignmentKey(row: { task_id: string; model: string; scorer: string }): string {
+  return `${pairKey(row.task_id, row.model)}\u0000${row.scorer}`;
 }
 
 /** An assignment as the gate and the report list it: `scorer: model/task` (no scorer: the pair). */
@@ -4222,9 +4232,9 @@ export function openAssignments(source: string, rows: HumanRow[], rubric: Rubric
     }
   }
 
-  const held = new Set(rows.map((row) => JSON.stringify([row.scorer, row.task_id, row.model])));
+  const held = new Set(rows.map(assignmentKey));
   for (const planned of readPlanManifest(source)) {
-    if (!held.has(JSON.stringify([planned.scorer, planned.task_id, planned.model]))) {
+    if (!held.has(assignmentKey(planned))) {
       const row: HumanRow = {
         task_id: planned.task_id,
         model: planned.model,
@@ -4242,8 +4252,24 @@ export function openAssignments(source: string, rows: HumanRow[], rubric: Rubric
 export const PLAN_FILE = 'plan.json';
 
 const PlanManifestSchema = z.strictObject({
+  // What `sheet --update` plans again by: the scorers and the sampling rule (older plans: none).
+  rule: z
+    .strictObject({
+      scorers: z.array(z.string()),
+      sample: z.string().optional(),
+      overlap: z.number(),
+      seed: z.number(),
+      show_system_prompt: z.boolean(),
+    })
+    .optional(),
   assignments: z.array(
-    z.strictObject({ scorer: z.string(), task_id: z.string(), model: z.string() }),
+    z.strictObject({
+      scorer: z.string(),
+      task_id: z.string(),
+      model: z.string(),
+      // The hash of what the page showed (task, reference key, transcript, rubric), for --update.
+      inputs_sha256: z.string().optional(),
+    }),
   ),
 });
 
@@ -4255,7 +4281,12 @@ function readPlanManifest(source: string): PlanManifest['assignments'] {
   if (statOf(source)?.isDirectory() !== true || statOf(file) === undefined) {
     return [];
   }
-  return loadValidated(file, PlanManifestSchema, EvalInputError).assignments;
+  return loadPlanManifest(file).assignments;
+}
+
+/** plan.json, checked. */
+export function loadPlanManifest(file: string): PlanManifest {
+  return loadValidated(file, PlanManifestSchema, EvalInputError);
 }
 
 /** Assignments in transcript order, then by scorer. */
@@ -4286,7 +4317,7 @@ export function readHumanScores(
     for (const { record, info } of readCsvFile<Record<string, string>>(file, { columns })) {
       const at = `${file}: line ${info.lines}`;
       const row = humanRowOf(record, rubric, at);
-      const key = JSON.stringify([pairKey(row.task_id, row.model), row.scorer]);
+      const key = assignmentKey(row);
       if (seen.has(key)) {
         throw new EvalInputError(`${at}: ${pairLabel(row)} scored twice by "${row.scorer}"`);
       }
@@ -4326,7 +4357,7 @@ export function humanScoreFiles(source: string): string[] {
 }
 
 /** The columns a sheet may have beside the judge CSV's. */
-const SHEET_COLUMNS = ['scorer', 'transcript_sha256'];
+export const SHEET_COLUMNS = ['unsure', 'scorer', 'transcript_sha256'];
 
 /** A sheet's header: the judge CSV's columns, each once, and optionally the sheet's own. */
 function checkSheetHeader(file: string, header: string[], rubric: Rubric): string[] {
@@ -4373,6 +4404,13 @@ function humanRowOf(record: Record<string, string>, rubric: Rubric, at: string):
     );
   }
   if (hash !== '') row.transcript_sha256 = hash;
+
+  // The scorer's own doubt: kept with the row; the report leaves such rows out on request.
+  const unsure = (record.unsure ?? '').trim().toLowerCase();
+  if (!['', 'yes', 'no'].includes(unsure)) {
+    throw new EvalInputError(`${at}: unsure: "${record.unsure}" is not yes, no or empty`);
+  }
+  if (unsure === 'yes') row.unsure = true;
   return row;
 }
 
