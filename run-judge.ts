@@ -1722,15 +1722,6 @@ type ErrorClass = abstract new (...args: never[]) => Error;
 // `base`: the SDK's root error class (AnthropicError, OpenAIError)
 type SdkErrors = Record<(typeof SDK_ERROR_NAMES)[number] | 'base', ErrorClass>;
 
-/** An SDK's error classes, by name. */
-function errorClassesOf(module: object, base: ErrorClass): SdkErrors {
-  const classes = { base } as SdkErrors;
-  for (const name of SDK_ERROR_NAMES) {
-    classes[name] = (module as Record<string, ErrorClass>)[name]!;
-  }
-  return classes;
-}
-
 /** The judge chain (primary first), each judge's key checked and its client made. */
 export async function createJudges(
   models: ModelsConfig,
@@ -1821,6 +1812,15 @@ function openAiJudge(
   return { client, transport };
 }
 
+/** An SDK's error classes, by name. */
+function errorClassesOf(module: object, base: ErrorClass): SdkErrors {
+  const classes = { base } as SdkErrors;
+  for (const name of SDK_ERROR_NAMES) {
+    classes[name] = (module as Record<string, ErrorClass>)[name]!;
+  }
+  return classes;
+}
+
 /**
  * The client Message Batches go through: an Anthropic judge's. A run refuses --batch with another
  * primary before anything is sent (`refuseBatchesWithout`); this is the check of last resort.
@@ -1842,21 +1842,6 @@ function batchRefusal(primary: JudgeConfig): string {
     `--batch sends Anthropic Message Batches, but the primary judge ${primary.model} is ` +
     `"provider": "${primary.provider}"; run without --batch (OpenAI's Batch API is not supported yet)`
   );
-}
-
-/** The provider of the judge an answer came from (a batch answer names only its model). */
-function providerOf(judges: Judge[], answer: JudgeAnswer): Provider | null {
-  return judges.find((judge) => judge.model === answer.judge)?.provider ?? null;
-}
-
-/** The family of the judge an answer came from. */
-function familyOf(judges: Judge[], answer: JudgeAnswer): string | null {
-  return judges.find((judge) => judge.model === answer.judge)?.family ?? null;
-}
-
-/** An OpenAI judge's server: its `base_url`, else OPENAI_BASE_URL; undefined: the SDK's own. */
-function openAiBaseUrl(config: JudgeConfig, env: NodeJS.ProcessEnv): string | undefined {
-  return config.base_url ?? (env.OPENAI_BASE_URL || undefined);
 }
 
 type Sdk = typeof import('@anthropic-ai/sdk');
@@ -1947,6 +1932,11 @@ function checkedApiKey(config: JudgeConfig, env: NodeJS.ProcessEnv): string | un
 function providerKeyName(config: JudgeConfig, env: NodeJS.ProcessEnv): string {
   const server = openAiBaseUrl(config, env);
   return server === undefined ? 'the OpenAI API key' : `the API key of ${server}`;
+}
+
+/** An OpenAI judge's server: its `base_url`, else OPENAI_BASE_URL; undefined: the SDK's own. */
+function openAiBaseUrl(config: JudgeConfig, env: NodeJS.ProcessEnv): string | undefined {
+  return config.base_url ?? (env.OPENAI_BASE_URL || undefined);
 }
 
 /** The judge's model id: `model_env`, when set in the environment, replaces `model`. */
@@ -2679,13 +2669,6 @@ type SdkApiError = Error & {
   errorCode?: string | null;
 };
 
-/** The message the API gave: Anthropic's SDK reads it out, OpenAI's leaves it in `error`. */
-function apiMessageOf(error: SdkApiError): string | undefined {
-  if (typeof error.apiMessage === 'string') return error.apiMessage;
-  const said = isRecord(error.error) ? error.error.message : undefined;
-  return typeof said === 'string' ? said : undefined;
-}
-
 /**
  * What an HTTP error (or a failed connection) becomes, and what the user should fix: by the SDK's
  * error classes, by the status where only one SDK has a class for it (402, 413).
@@ -2774,6 +2757,13 @@ function httpErrorText(error: SdkApiError): string {
   const request = error.requestID ? ` (request ${error.requestID})` : '';
   const said = apiMessageOf(error) ?? '(no message)';
   return `HTTP ${error.status} ${error.type ?? 'error'}: ${said}${request}`;
+}
+
+/** The message the API gave: Anthropic's SDK reads it out, OpenAI's leaves it in `error`. */
+function apiMessageOf(error: SdkApiError): string | undefined {
+  if (typeof error.apiMessage === 'string') return error.apiMessage;
+  const said = isRecord(error.error) ? error.error.message : undefined;
+  return typeof said === 'string' ? said : undefined;
 }
 
 /** A provider failure with what the policy reads: status, waits asked for, buckets, spend limit. */
@@ -3260,6 +3250,16 @@ function auditEntry(
   };
 }
 
+/** The provider of the judge an answer came from (a batch answer names only its model). */
+function providerOf(judges: Judge[], answer: JudgeAnswer): Provider | null {
+  return judges.find((judge) => judge.model === answer.judge)?.provider ?? null;
+}
+
+/** The family of the judge an answer came from. */
+function familyOf(judges: Judge[], answer: JudgeAnswer): string | null {
+  return judges.find((judge) => judge.model === answer.judge)?.family ?? null;
+}
+
 /** The answers' token counts, added up by kind (an answer whose usage is unreadable adds none). */
 function totalUsage(answers: JudgeAnswer[]): Record<UsageKind, number> {
   const total = noUsage();
@@ -3595,6 +3595,36 @@ function withRowsReplaced(
 }
 
 /**
+ * The judge CSV's rows, each score checked against the rubric: the one reader of it, for report.ts
+ * too. A torn last line (a run writing it now, or a crash) is not read.
+ */
+export function readJudgeCsv(file: string, rubric: Rubric): ScoreRow[] {
+  const columns = csvColumns(rubricDimensions(rubric));
+  let content: Buffer;
+  try {
+    content = fs.readFileSync(file);
+  } catch (error) {
+    throw new EvalInputError(`${file}: ${unreadableReason(file, error)}`, { cause: error });
+  }
+  const fix = 'report on it with the rubric it was scored with (--rubric)';
+  const { rows, lines } = readScoreRows(file, content, columns, fix);
+
+  return rows.map((fields, i) => {
+    const at = `${file}: line ${lines[i]}`;
+    const scores: Record<string, number> = {};
+    rubric.dimensions.forEach((dimension, j) => {
+      scores[dimension.name] = allowedScore(dimension, fields[j + 2]!, at);
+    });
+    return {
+      task_id: unguard(fields[0]!),
+      model: unguard(fields[1]!),
+      scores,
+      notes: unguard(fields.at(-1)!),
+    };
+  });
+}
+
+/**
  * The rows, checked, and where complete rows end: a last
  * row cut short (a crash mid-write) is torn, not read.
  */
@@ -3651,36 +3681,6 @@ function readScoreRows(
   const spans = rows.map((row, i) => ({ start: records[i]!.end, end: row.end }));
   const lines = rows.map((row) => row.line);
   return { rows: rows.map((row) => row.fields), lines, spans, completeBytes };
-}
-
-/**
- * The judge CSV's rows, each score checked against the rubric: the one reader of it, for report.ts
- * too. A torn last line (a run writing it now, or a crash) is not read.
- */
-export function readJudgeCsv(file: string, rubric: Rubric): ScoreRow[] {
-  const columns = csvColumns(rubricDimensions(rubric));
-  let content: Buffer;
-  try {
-    content = fs.readFileSync(file);
-  } catch (error) {
-    throw new EvalInputError(`${file}: ${unreadableReason(file, error)}`, { cause: error });
-  }
-  const fix = 'report on it with the rubric it was scored with (--rubric)';
-  const { rows, lines } = readScoreRows(file, content, columns, fix);
-
-  return rows.map((fields, i) => {
-    const at = `${file}: line ${lines[i]}`;
-    const scores: Record<string, number> = {};
-    rubric.dimensions.forEach((dimension, j) => {
-      scores[dimension.name] = allowedScore(dimension, fields[j + 2]!, at);
-    });
-    return {
-      task_id: unguard(fields[0]!),
-      model: unguard(fields[1]!),
-      scores,
-      notes: unguard(fields.at(-1)!),
-    };
-  });
 }
 
 /** A CSV of scores holds one row a transcript: a second is an error naming both lines. */
