@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import { createServer } from 'node:net';
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
 import type { TestContext } from 'node:test';
@@ -18,7 +18,8 @@ import {
   mentioning,
   readCsv,
   readLog,
-  setupRun,
+  route,
+  setup,
   sha256,
   shippedRubricJson,
   snapshot,
@@ -29,7 +30,7 @@ import {
   assertAnswerSchema,
   allowedScoresOf,
 } from './helpers.ts';
-import type { JudgeEntry, JumpClock, Workspace, WorkspaceOptions } from './helpers.ts';
+import type { Intercept, JudgeEntry, JumpClock, Workspace, WorkspaceOptions } from './helpers.ts';
 import type { ReferenceKey, Task } from '../run-judge.ts';
 
 // Destructured, not imported by name: a renamed export then fails its own tests, not the whole file.
@@ -48,41 +49,14 @@ const PNG_1X1 =
   'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==';
 const GIF_1X1 = 'R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7';
 
-/** Sees a request before the fake does; returns true when it answered the request itself. */
-type Intercept = (req: IncomingMessage, res: ServerResponse) => boolean;
-
-const route = (req: IncomingMessage) => `${req.method} ${(req.url ?? '').split('?')[0]}`;
 const isCreate = (req: IncomingMessage) => route(req) === CREATE;
 const isRetrieve = (req: IncomingMessage) =>
   /^GET \/v1\/messages\/batches\/[^/]+$/.test(route(req));
 const isResults = (req: IncomingMessage) =>
   /^GET \/v1\/messages\/batches\/[^/]+\/results$/.test(route(req));
 
-/**
- * setupRun on a jump clock (in-process runs wait for no poll or backoff; a spawned CLI keeps real time), plus `http`:
- * every request the fake receives as "METHOD /path" (batch endpoints included, which `fake.requests` leaves out), and
- * `intercept`: for what the fake cannot script (a create the API rejects, a results download cut off); it returns the
- * interceptor's removal.
- */
-async function setup(t: TestContext, fakeOpts: FakeOptions = {}, wsOpts: WorkspaceOptions = {}) {
-  const base = await setupRun(t, { clock: true, ...fakeOpts }, wsOpts);
-  // The fake keeps its server private; wrapping its request listener changes nothing else.
-  const server = (base.fake as unknown as { server: Server }).server;
-  const fakeHandlers = server.listeners('request') as Intercept[];
-  server.removeAllListeners('request');
-  const http: string[] = [];
-  const intercepts = new Set<Intercept>();
-  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
-    http.push(route(req));
-    for (const intercept of intercepts) if (intercept(req, res)) return;
-    for (const handler of fakeHandlers) handler(req, res);
-  });
-  const intercept = (fn: Intercept) => {
-    intercepts.add(fn);
-    return () => void intercepts.delete(fn);
-  };
-  return { ...base, http, intercept, stateFile: `${base.ws.output}.batches.json` };
-}
+/** setup's fake and in-process runs on a jump clock: no poll or backoff waited out (a spawned CLI keeps real time). */
+const JUMP = { clock: true } as const;
 
 /** A loopback port nothing listens on: a connection to it is refused. */
 async function closedPort(): Promise<number> {
@@ -216,6 +190,7 @@ function rubricWithGaps(): { text: string; allowed: Record<string, number[]> } {
 describe('--batch: submission and results', () => {
   test('one batch of every pending transcript, recorded in the state file before the create; rows and log from the results', async (t) => {
     const { fake, http, ws, run, intercept, stateFile } = await setup(t, {
+      ...JUMP,
       batch: { pollsUntilEnded: 2 },
     });
     let stateAtCreate: ReturnType<typeof readState> | undefined;
@@ -311,6 +286,7 @@ describe('--batch: submission and results', () => {
       };
     };
     const { fake, ws, run } = await setup(t, {
+      ...JUMP,
       batch: {
         result: (_id, params) => {
           const key = tagOfParams(params)!;
@@ -344,15 +320,11 @@ describe('--batch: submission and results', () => {
 
   test('with structured_output, every batch request carries the answer schema derived from the rubric', async (t) => {
     const rubric = rubricWithGaps();
-    const { fake, run } = await setup(
-      t,
-      {},
-      {
-        models: 1,
-        rubricText: rubric.text,
-        judge: judgeEntry('judge-a', { structured_output: true }),
-      },
-    );
+    const { fake, run } = await setup(t, JUMP, {
+      models: 1,
+      rubricText: rubric.text,
+      judge: judgeEntry('judge-a', { structured_output: true }),
+    });
     const result = await run(BATCH);
     assert.equal(result.code, 0, result.stderr);
     assert.equal(fake.batches.length, 1);
@@ -369,11 +341,10 @@ describe('--batch: submission and results', () => {
 describe('--batch: a batch answer costs half its list price', () => {
   test('each row from the batch: cost_usd is half of (input x price + output x price); the summary sums them', async (t) => {
     const price = { input: 5, output: 25 };
-    const { ws, run } = await setup(
-      t,
-      {},
-      { models: 1, judge: judgeEntry('judge-a', { price_usd_per_mtok: price }) },
-    );
+    const { ws, run } = await setup(t, JUMP, {
+      models: 1,
+      judge: judgeEntry('judge-a', { price_usd_per_mtok: price }),
+    });
     const result = await run(BATCH);
     assert.equal(result.code, 0, result.stderr);
     const costs = [...logByKey(ws.log).values()].map(
@@ -405,7 +376,7 @@ describe('--batch: a result whose custom_id is not one we sent, or a line that i
   ];
   for (const [label, strangerOf, customId] of strangers) {
     test(`${label} is ignored, said so; no crash, and the real results are written`, async (t) => {
-      const { fake, ws, run, intercept, stateFile } = await setup(t, {}, { models: 1 });
+      const { fake, ws, run, intercept, stateFile } = await setup(t, JUMP, { models: 1 });
       intercept(
         (req, res) =>
           isResults(req) &&
@@ -469,7 +440,7 @@ describe('--batch: results that cannot become rows go through the synchronous ch
     const results = Object.fromEntries(
       Object.entries(FAILED).map(([key, { result }]) => [key, result]),
     );
-    const s = await setup(t, { batch: resultsByTag(results), ...fakeOpts }, { models: 3 });
+    const s = await setup(t, { ...JUMP, batch: resultsByTag(results), ...fakeOpts }, { models: 3 });
     s.intercept((req) => {
       if (isCreate(req)) editTranscript(s.ws, 'm03', 'proof01', 'EDITED-AFTER-SUBMISSION');
       return false;
@@ -596,7 +567,7 @@ describe('--batch --samples 5 with one sample errored: the valid batch answers k
     const sync = answerJson(goodScores({ mathematical_correctness: 0 }), 'sync');
     const { fake, ws, run } = await setup(
       t,
-      { batch, responder: () => ({ text: sync }) },
+      { ...JUMP, batch, responder: () => ({ text: sync }) },
       {
         models: 1,
       },
@@ -633,7 +604,7 @@ describe('--batch --samples 5 with one sample errored: the valid batch answers k
         return { type: 'succeeded', text: answerJson(sampleScores(i), `sample ${i}`) };
       },
     };
-    const { ws, run } = await setup(t, { batch: malformed }, { models: 1 });
+    const { ws, run } = await setup(t, { ...JUMP, batch: malformed }, { models: 1 });
     const result = await run([...BATCH, '--samples', '5', '--no-fallback']);
     assert.equal(result.code, 1, result.stderr);
     const entry = logByKey(ws.log).get(errored)!;
@@ -646,7 +617,7 @@ describe('--batch --samples 5 with one sample errored: the valid batch answers k
   });
 
   test('--no-fallback: the transcript fails, and its 4 paid answers are still logged with their scores', async (t) => {
-    const { fake, ws, run } = await setup(t, { batch }, { models: 1 });
+    const { fake, ws, run } = await setup(t, { ...JUMP, batch }, { models: 1 });
     const result = await run([...BATCH, '--samples', '5', '--no-fallback']);
     assert.equal(result.code, 1, result.stderr);
     assert.equal(fake.requests.length, 0);
@@ -664,6 +635,7 @@ describe('--batch --samples 5 with one sample errored: the valid batch answers k
 describe('--batch: a rerun resumes pending batches', () => {
   test('after kill -9 while polling: the state names the batch; the rerun creates none, writes each row once', async (t) => {
     const { fake, http, ws, run, spawn, stateFile } = await setup(t, {
+      ...JUMP,
       batch: { pollsUntilEnded: 1000 },
     });
     const first = spawn(BATCH);
@@ -696,7 +668,7 @@ describe('--batch: a rerun resumes pending batches', () => {
   });
 
   test('a resume check that fails transiently (503) keeps the batch: it is polled again, never resubmitted', async (t) => {
-    const { fake, http, ws, run, intercept, stateFile } = await setup(t, {}, { models: 1 });
+    const { fake, http, ws, run, intercept, stateFile } = await setup(t, JUMP, { models: 1 });
     // A 401 at the first poll stops the first run (exit 2) with its batch still pending.
     const stopAtPoll = intercept(
       (req, res) => isRetrieve(req) && answerError(req, res, 401, 'authentication_error', 'no'),
@@ -726,7 +698,7 @@ describe('--batch: a rerun resumes pending batches', () => {
   });
 
   test('a pending batch the API does not know (404) is dropped with a warning naming the state file; its transcripts are submitted again', async (t) => {
-    const { fake, http, ws, run, stateFile } = await setup(t);
+    const { fake, http, ws, run, stateFile } = await setup(t, JUMP);
     const gone = [
       ['proof01', 'm01'],
       ['proof02', 'm02'],
@@ -829,11 +801,10 @@ describe('--batch: a create that fails', () => {
       ? 'its state entry stays and the next run refuses (exit 2) naming the state file, calling nothing'
       : 'no state entry is left, and the next run submits as if nothing happened';
     test(`${label}: exit ${code}; ${then}`, async (t) => {
-      const { fake, http, ws, run, intercept, stateFile } = await setup(
-        t,
-        {},
-        { models: 1, ...(judge && { judge }) },
-      );
+      const { fake, http, ws, run, intercept, stateFile } = await setup(t, JUMP, {
+        models: 1,
+        ...(judge && { judge }),
+      });
       const removeIntercept = intercept((req, res) => isCreate(req) && answer(req, res));
       const failed = await run(BATCH);
       assert.equal(failed.code, code, failed.stderr);
@@ -891,7 +862,7 @@ describe('--batch: a create that fails', () => {
     { timeout: 20_000 },
     async (t) => {
       const judge = judgeEntry('judge-a', { timeout_s: 1 }); // real time, as for a message request
-      const { http, ws, run, intercept, stateFile } = await setup(t, {}, { models: 1, judge });
+      const { http, ws, run, intercept, stateFile } = await setup(t, JUMP, { models: 1, judge });
       intercept((req, res) => {
         if (!isCreate(req)) return false;
         req.resume().on('end', () => {
@@ -915,7 +886,7 @@ describe('--batch: a create that fails', () => {
   );
 
   test('the API unreachable (connection refused: nothing was sent): exit 2, the one message naming the address; no state entry', async (t) => {
-    const { fake, http, ws, run, stateFile } = await setup(t, {}, { models: 1 });
+    const { fake, http, ws, run, stateFile } = await setup(t, JUMP, { models: 1 });
     const closed = await closedPort();
     const failed = await run(BATCH, { baseUrl: `http://127.0.0.1:${closed}` });
     assert.equal(failed.code, 2, failed.stderr);
@@ -936,7 +907,7 @@ describe('--batch: a create that fails', () => {
   });
 
   test('answered 429 once (retry-after 0.01 s), it is retried on the same judge: 2 attempts, 1 batch, nothing judged synchronously', async (t) => {
-    const { fake, http, ws, run, intercept, stateFile } = await setup(t, {}, { models: 1 });
+    const { fake, http, ws, run, intercept, stateFile } = await setup(t, JUMP, { models: 1 });
     let rateLimited = false;
     intercept((req, res) => {
       if (!isCreate(req) || rateLimited) return false;
@@ -988,7 +959,7 @@ describe('--batch: a poll or a results download that fails is tried again at the
   ];
   for (const { label, matches, fail, message } of CASES) {
     test(`${label}: the batch stays in the state file until its rows are written, each once`, async (t) => {
-      const { fake, ws, run, intercept, stateFile } = await setup(t, {}, { models: 1 });
+      const { fake, ws, run, intercept, stateFile } = await setup(t, JUMP, { models: 1 });
       let failed = false;
       let stateKeptAfterFailure: boolean | undefined;
       intercept((req, res) => {
@@ -1027,7 +998,7 @@ describe('--batch: every wait has an end: a stalled poll or results download fai
     HANG_GUARD,
     async (t) => {
       const batch = { stallPoll: (poll: number) => poll === 1 };
-      const { fake, ws, run, stateFile } = await setup(t, { batch }, { models: 1, judge });
+      const { fake, ws, run, stateFile } = await setup(t, { ...JUMP, batch }, { models: 1, judge });
       const result = await run(BATCH);
       assert.equal(result.code, 0, result.stderr);
       assert.match(
@@ -1046,7 +1017,7 @@ describe('--batch: every wait has an end: a stalled poll or results download fai
     HANG_GUARD,
     async (t) => {
       const batch = { stallResults: (download: number) => (download === 1 ? 1 : undefined) };
-      const { fake, ws, run, stateFile } = await setup(t, { batch }, { models: 1, judge });
+      const { fake, ws, run, stateFile } = await setup(t, { ...JUMP, batch }, { models: 1, judge });
       const result = await run(BATCH);
       assert.equal(result.code, 0, result.stderr);
       assert.match(
@@ -1067,7 +1038,7 @@ describe('--batch: every wait has an end: a stalled poll or results download fai
     HANG_GUARD,
     async (t) => {
       const batch = { stallResults: () => 1 };
-      const { fake, ws, run } = await setup(t, { batch }, { models: 1, judge });
+      const { fake, ws, run } = await setup(t, { ...JUMP, batch }, { models: 1, judge });
       const result = await run(BATCH);
       assert.equal(result.code, 0, result.stderr);
       assert.equal(fake.batchDownloads, 3);
@@ -1088,7 +1059,7 @@ describe('--batch: every wait has an end: a stalled poll or results download fai
       const batch = { pollsUntilEnded: 2, stallResults: () => 3 };
       const { fake, ws, run, clock, stateFile } = await setup(
         t,
-        { batch },
+        { ...JUMP, batch },
         { models: 1, judge: patient },
       );
       const result = await run([...BATCH.slice(0, 2), '10']);
@@ -1106,7 +1077,7 @@ describe('--batch: every wait has an end: a stalled poll or results download fai
   );
 
   test("while polling, the progress line shows the batch's counts, not 'judged 0/3 ... ETA ?'", async (t) => {
-    const { ws, run } = await setup(t, { batch: { pollsUntilEnded: 3 } }, { models: 1 });
+    const { ws, run } = await setup(t, { ...JUMP, batch: { pollsUntilEnded: 3 } }, { models: 1 });
     const result = await run(BATCH, { isTTY: true });
     assert.equal(result.code, 0, result.stderr);
     const polling = result.stderr.slice(result.stderr.indexOf('batches pending'));
@@ -1133,7 +1104,11 @@ describe('--batch: every wait has an end: a stalled poll or results download fai
     ['a stalled results download', { stallResults: () => 0 }],
   ] as const) {
     test(`one Ctrl-C interrupts ${what} at once: exit 130, the batch left running and named`, async (t) => {
-      const { fake, spawn, stateFile } = await setup(t, { batch }, { models: 1, judge: patient });
+      const { fake, spawn, stateFile } = await setup(
+        t,
+        { ...JUMP, batch },
+        { models: 1, judge: patient },
+      );
       const cli = spawn(BATCH, { timeoutMs: 15_000 });
       await waitFor(
         () => (what === 'a stalled poll' ? fake.batchPolls : fake.batchDownloads) >= 1,
@@ -1158,7 +1133,7 @@ describe('--batch: polls that fail 3 times in a row stop the run, the batch left
     'exit 1, the last failure named, the batch left running for a rerun; the rerun collects it',
     { timeout: 20_000 },
     async (t) => {
-      const { fake, ws, run, intercept, stateFile } = await setup(t, {}, { models: 1 });
+      const { fake, ws, run, intercept, stateFile } = await setup(t, JUMP, { models: 1 });
       const stopFailing = intercept(
         (req, res) => isRetrieve(req) && answerError(req, res, 503, 'api_error', 'unavailable'),
       );
@@ -1193,7 +1168,7 @@ describe('--batch: polls that fail 3 times in a row stop the run, the batch left
     'the API unreachable once the batch is submitted (connection refused): exit 2, the one message naming the address',
     { timeout: 20_000 },
     async (t) => {
-      const { fake, ws, run, intercept, stateFile } = await setup(t, {}, { models: 1 });
+      const { fake, ws, run, intercept, stateFile } = await setup(t, JUMP, { models: 1 });
       intercept((req, res) => {
         if (isCreate(req)) res.on('finish', () => void fake.close());
         return false;
@@ -1255,7 +1230,7 @@ describe('--batch: a malformed result or batch object never crashes the run', ()
   for (const { label, result: malformed, reason } of MALFORMED) {
     test(`${label}: that transcript's failure, judged again by the primary; the others come from the batch`, async (t) => {
       const batch = resultsByTag({ 'm01/proof01': { type: 'raw', result: malformed } });
-      const { fake, ws, run, stateFile } = await setup(t, { batch }, { models: 1 });
+      const { fake, ws, run, stateFile } = await setup(t, { ...JUMP, batch }, { models: 1 });
       const result = await run(BATCH);
       assert.equal(result.code, 0, result.stderr);
       assert.doesNotMatch(result.stderr, /^\s+at /m, 'no stack trace');
@@ -1278,7 +1253,7 @@ describe('--batch: a malformed result or batch object never crashes the run', ()
   test('a poll answered without "request_counts": counted as none; the results are collected as usual', async (t) => {
     const { fake, ws, run, intercept, stateFile } = await setup(
       t,
-      { batch: { pollsUntilEnded: 2 } },
+      { ...JUMP, batch: { pollsUntilEnded: 2 } },
       { models: 1 },
     );
     intercept(
@@ -1318,7 +1293,7 @@ describe('--batch: a results download that fails every time is tried 3 times, th
   ];
   for (const { label, fail, message } of CASES) {
     test(`${label}: exactly 3 downloads, then each request is judged synchronously; every row written`, async (t) => {
-      const { fake, http, ws, run, intercept, stateFile } = await setup(t, {}, { models: 1 });
+      const { fake, http, ws, run, intercept, stateFile } = await setup(t, JUMP, { models: 1 });
       // Bounded, so an implementation that never stops downloading fails this test instead of hanging it.
       let downloads = 0;
       intercept((req, res) => isResults(req) && ++downloads <= 10 && fail(req, res));
@@ -1353,6 +1328,7 @@ describe('--batch: a results download that fails every time is tried 3 times, th
 describe('--batch: Ctrl-C while polling', () => {
   test('leaves the batch running (not cancelled), says how to resume, exits 130; the dry-run and a rerun see it pending', async (t) => {
     const { fake, http, ws, run, spawn, stateFile } = await setup(t, {
+      ...JUMP,
       batch: { pollsUntilEnded: 1000 },
     });
     const first = spawn(BATCH);
@@ -1402,11 +1378,10 @@ describe('--batch: Ctrl-C while a create waits out a 429', () => {
     const judge = judgeEntry('judge-a', {
       retry: { max_retries: 5, budget_s: 30, base_delay_s: 0.05 },
     });
-    const { fake, http, ws, run, spawn, intercept, stateFile } = await setup(
-      t,
-      {},
-      { models: 1, judge },
-    );
+    const { fake, http, ws, run, spawn, intercept, stateFile } = await setup(t, JUMP, {
+      models: 1,
+      judge,
+    });
     let answered429 = false;
     const stopRateLimiting = intercept((req, res) => {
       if (!isCreate(req)) return false;
@@ -1463,7 +1438,7 @@ describe('--dry-run --batch', () => {
   ] as const;
   for (const { label, scoreFirst, first, requests } of CASES) {
     test(`${label}: prints the first request's prompt, counts the requests not yet scored, sends and writes nothing`, async (t) => {
-      const { fake, http, ws, run, stateFile } = await setup(t);
+      const { fake, http, ws, run, stateFile } = await setup(t, JUMP);
       if (scoreFirst) assert.equal((await run(['--task', 'proof01'])).code, 0);
       const seenBefore = http.length;
       const before = snapshot(ws.dir);
@@ -1611,11 +1586,12 @@ describe('images in transcripts', () => {
   for (const { label, batch, judges, withFile, imageTo, failure } of CASES) {
     test(label, async (t) => {
       const [judge, ...fallbacks] = judges;
-      const { fake, ws, run } = await setup(
-        t,
-        {},
-        { models: 1, tasks: ['proof01', 'proof02'], judge, fallbacks },
-      );
+      const { fake, ws, run } = await setup(t, JUMP, {
+        models: 1,
+        tasks: ['proof01', 'proof02'],
+        judge,
+        fallbacks,
+      });
       const png = writeImageTranscript(ws, { withFile });
       const result = await run(batch ? BATCH : []);
       assert.equal(result.code, failure ? 1 : 0, result.stderr);
@@ -1667,11 +1643,11 @@ describe('images in transcripts', () => {
   }
 
   test('the dry-run shows the placeholders and lists the image files on stderr; it sends and writes nothing', async (t) => {
-    const { http, ws, run } = await setup(
-      t,
-      {},
-      { models: 1, tasks: ['proof01', 'proof02'], judge: imageJudge('judge-a') },
-    );
+    const { http, ws, run } = await setup(t, JUMP, {
+      models: 1,
+      tasks: ['proof01', 'proof02'],
+      judge: imageJudge('judge-a'),
+    });
     const png = writeImageTranscript(ws);
     const before = snapshot(ws.dir);
     const result = await run(['--dry-run'], { apiKey: null });
@@ -1694,11 +1670,11 @@ describe('images in transcripts', () => {
   });
 
   test('--dry-run --batch with a text-only primary counts the image transcript as judged synchronously', async (t) => {
-    const { http, ws, run } = await setup(
-      t,
-      {},
-      { models: 1, tasks: ['proof01', 'proof02'], fallbacks: [imageJudge('judge-b')] },
-    );
+    const { http, ws, run } = await setup(t, JUMP, {
+      models: 1,
+      tasks: ['proof01', 'proof02'],
+      fallbacks: [imageJudge('judge-b')],
+    });
     writeImageTranscript(ws);
     const result = await run(['--dry-run', ...BATCH], { apiKey: null });
     assert.equal(result.code, 0, result.stderr);

@@ -24,7 +24,7 @@ import {
   runCli,
   runEnv,
   runMain,
-  setupRun,
+  setup,
   shippedRubricJson,
   snapshot,
   startFake,
@@ -97,7 +97,7 @@ describe("dry-run: an estimate of the run's input tokens and cost, with and with
   const price = { input: 5, output: 25 };
 
   test('the prompts of the transcripts without a row, at ~4 characters a token; at most: every answer at max_tokens', async (t) => {
-    const { fake, ws, run } = await setupRun(
+    const { fake, ws, run } = await setup(
       t,
       {},
       { judge: judgeEntry('judge-a', { price_usd_per_mtok: price }) },
@@ -121,7 +121,7 @@ describe("dry-run: an estimate of the run's input tokens and cost, with and with
   });
 
   test('every row exists: the dry-run says a run would judge none, not "~0 input tokens for 0"; --samples 3 names --rescore', async (t) => {
-    const { ws, run } = await setupRun(t);
+    const { ws, run } = await setup(t);
     assert.equal((await run()).code, 0);
     const result = await run(['--dry-run']);
     assert.equal(result.code, 0, result.stderr);
@@ -136,7 +136,7 @@ describe("dry-run: an estimate of the run's input tokens and cost, with and with
   });
 
   test('a run with --samples 3 on an already-scored CSV says --rescore would judge them again with 3 samples', async (t) => {
-    const { fake, run } = await setupRun(t);
+    const { fake, run } = await setup(t);
     assert.equal((await run()).code, 0);
     const result = await run(['--samples', '3']);
     assert.equal(result.code, 0, result.stderr);
@@ -148,7 +148,7 @@ describe("dry-run: an estimate of the run's input tokens and cost, with and with
   });
 
   test('--batch --dry-run estimates the requests it would batch; a judge without a price gets tokens only', async (t) => {
-    const { run } = await setupRun(t);
+    const { run } = await setup(t);
     const result = await run(['--dry-run', '--batch']);
     assert.equal(result.code, 0, result.stderr);
     assert.match(
@@ -158,7 +158,7 @@ describe("dry-run: an estimate of the run's input tokens and cost, with and with
   });
 
   test('--limit counts in the dry-run too, with or without --batch', async (t) => {
-    const { run } = await setupRun(t);
+    const { run } = await setup(t);
     for (const args of [
       ['--dry-run', '--limit', '2'],
       ['--dry-run', '--batch', '--limit', '2'],
@@ -222,7 +222,7 @@ describe('dry-run: one prompt on stdout, nothing sent, nothing written, no key n
   });
 
   test('with explicit paths, nothing is written into the workspace (no CSV, log or lock)', async (t) => {
-    const { fake, ws, run } = await setupRun(t);
+    const { fake, ws, run } = await setup(t);
     const before = snapshot(ws.dir);
     const result = await run(['--dry-run', '--task', 'proof02', '--model', 'm02'], {
       apiKey: null,
@@ -235,7 +235,7 @@ describe('dry-run: one prompt on stdout, nothing sent, nothing written, no key n
   });
 
   test('a numeric temperature in models.json does not stop it (nothing is called)', async (t) => {
-    const { fake, run } = await setupRun(
+    const { fake, run } = await setup(
       t,
       {},
       { judge: judgeEntry('judge-a', { temperature: 0.5 }) },
@@ -249,7 +249,7 @@ describe('dry-run: one prompt on stdout, nothing sent, nothing written, no key n
   });
 
   test('filters that match nothing exit 2, list the models and tasks that exist, and print no prompt', async (t) => {
-    const { fake, run } = await setupRun(t);
+    const { fake, run } = await setup(t);
     const result = await run(['--dry-run', '--model', 'stub'], { apiKey: null });
     assert.equal(result.code, 2);
     assert.equal(result.stdout, '');
@@ -266,7 +266,7 @@ describe('dry-run: one prompt on stdout, nothing sent, nothing written, no key n
   ];
   for (const [label, filters, count, first] of several) {
     test(`several selected (${label}): only the first in sorted order is printed, and the count is said`, async (t) => {
-      const { fake, run } = await setupRun(t);
+      const { fake, run } = await setup(t);
       const result = await run(['--dry-run', ...filters], { apiKey: null });
       assert.equal(result.code, 0, result.stderr);
       assert.equal(
@@ -287,7 +287,7 @@ describe('dry-run: one prompt on stdout, nothing sent, nothing written, no key n
 // ---------------------------------------------------------------------------------------------
 describe('exit status 0: every selected transcript has a row', () => {
   test('one complete row each from the primary judge, no sampling parameter, stdout empty, lock removed', async (t) => {
-    const { fake, ws, run } = await setupRun(t);
+    const { fake, ws, run } = await setup(t);
     const result = await run();
     assert.equal(result.code, 0, result.stderr);
     assert.equal(result.stdout, '');
@@ -312,7 +312,7 @@ describe('exit status 0: every selected transcript has a row', () => {
   });
 
   test('without --log, a CSV of its own gets a log of its own beside it, where report.ts looks', async (t) => {
-    const { fake, ws } = await setupRun(t);
+    const { fake, ws } = await setup(t);
     const sonnetCsv = path.join(path.dirname(ws.output), 'sonnet.csv');
     const args = ws.args('--output', sonnetCsv);
     args.splice(args.indexOf('--log'), 2);
@@ -327,7 +327,7 @@ describe('exit status 0: every selected transcript has a row', () => {
 
 describe('--limit: a trial judges at most n of the selected transcripts without a row, in sorted order', () => {
   test('--limit 2 twice: the first two, then the next two; each run says how many wait; exit 0', async (t) => {
-    const { fake, ws, run } = await setupRun(t);
+    const { fake, ws, run } = await setup(t);
     const first = await run(['--limit', '2', '--concurrency', '1']);
     assert.equal(first.code, 0, first.stderr);
     assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws).slice(0, 2));
@@ -342,7 +342,7 @@ describe('--limit: a trial judges at most n of the selected transcripts without 
   });
 
   test('--rescore --limit 1 replaces only the first row, in its place; the other rows stay', async (t) => {
-    const { fake, ws, run } = await setupRun(t);
+    const { fake, ws, run } = await setup(t);
     assert.equal((await run()).code, 0);
     const before = csvRows(ws.output).map((row) => row.key);
     const result = await run(['--rescore', '--limit', '1']);
@@ -358,7 +358,7 @@ describe('--limit: a trial judges at most n of the selected transcripts without 
 
 describe('transcripts that will fail, or will not be found, are said once', () => {
   test('a malformed transcript and a copied one (metadata.model disagrees): each fails without a call, saying why', async (t) => {
-    const { fake, ws, run } = await setupRun(t);
+    const { fake, ws, run } = await setup(t);
     fs.writeFileSync(path.join(ws.transcripts, 'm01', 'proof02.json'), '{"messages": [');
     const copied = path.join(ws.transcripts, 'm02', 'proof03.json');
     fs.copyFileSync(path.join(ws.transcripts, 'm01', 'proof03.json'), copied);
@@ -377,7 +377,7 @@ describe('transcripts that will fail, or will not be found, are said once', () =
   ];
   for (const [label, where] of misplaced) {
     test(`only .json files ${label}: exit 2 showing the expected {model}/{task_id}.json and what was found`, async (t) => {
-      const { fake, ws } = await setupRun(t);
+      const { fake, ws } = await setup(t);
       const found = where(ws);
       fs.rmSync(ws.transcripts, { recursive: true });
       fs.mkdirSync(path.dirname(found), { recursive: true });
@@ -392,7 +392,7 @@ describe('transcripts that will fail, or will not be found, are said once', () =
     });
 
     test(`a .json file ${label} beside real transcripts: judged as usual, with one note naming it`, async (t) => {
-      const { ws, run } = await setupRun(t);
+      const { ws, run } = await setup(t);
       const found = where(ws);
       fs.mkdirSync(path.dirname(found), { recursive: true });
       fs.writeFileSync(found, '{}');
@@ -406,7 +406,7 @@ describe('transcripts that will fail, or will not be found, are said once', () =
   }
 
   test('a relative transcripts folder that does not exist: the message says paths are relative to the current folder', async (t) => {
-    const { ws } = await setupRun(t);
+    const { ws } = await setup(t);
     const result = await runMain(ws.args('--transcripts', 'no/such/folder'));
     assert.equal(result.code, 2, result.stderr);
     assert.ok(
@@ -419,7 +419,7 @@ describe('transcripts that will fail, or will not be found, are said once', () =
 
 describe('progress in a CI log (stderr not a terminal) and the summary', () => {
   test('30 transcripts: a plain progress line at each 10% of the work, ending at 30/30; no control characters', async (t) => {
-    const { run } = await setupRun(t, {}, { models: 10 });
+    const { run } = await setup(t, {}, { models: 10 });
     const result = await run(['--concurrency', '1']);
     assert.equal(result.code, 0, result.stderr);
     const progress = lines(result.stderr).filter((line) => line.startsWith('progress: '));
@@ -434,7 +434,7 @@ describe('progress in a CI log (stderr not a terminal) and the summary', () => {
 
   test('a judgement taking longer than 10 s: a plain progress line every 10 s meanwhile (the clock mocked)', async (t) => {
     t.mock.timers.enable({ apis: ['setInterval'] }); // the ticker's clock only: the fake's latency stays real
-    const { fake, run } = await setupRun(t, { latencyMs: 300 });
+    const { fake, run } = await setup(t, { latencyMs: 300 });
     const pending = run(['--task', 'proof01', '--model', 'm01']);
     await waitFor(() => fake.requests.length === 1, 10_000, 'the request');
     t.mock.timers.tick(20_000);
@@ -445,7 +445,7 @@ describe('progress in a CI log (stderr not a terminal) and the summary', () => {
   });
 
   test('the summary names the judges that scored rows and how many, a fallback judge named as such', async (t) => {
-    const { run } = await setupRun(t, {
+    const { run } = await setup(t, {
       responder: (req) =>
         tagOf(req) === 'm01/proof02' && modelOf(req) === 'judge-a'
           ? { text: 'no JSON' }
@@ -467,7 +467,7 @@ describe('the count of what is left, and what to run, after a Ctrl-C (in-process
     args: string[],
     before: (run: Run) => Promise<unknown>,
   ) {
-    const { fake, run } = await setupRun(t, { latencyMs: 150 });
+    const { fake, run } = await setup(t, { latencyMs: 150 });
     await before(run);
     const start = fake.requests.length;
     const pending = run([...args, '--concurrency', '1']);
@@ -505,11 +505,7 @@ describe('the count of what is left, and what to run, after a Ctrl-C (in-process
 
 describe('progress and usage: what the run counts', () => {
   test('a failed transcript is counted at once: the last progress line says 3/3 when all three fail', async (t) => {
-    const { run } = await setupRun(
-      t,
-      { responder: () => ({ text: 'not JSON' }) },
-      { fallbacks: [] },
-    );
+    const { run } = await setup(t, { responder: () => ({ text: 'not JSON' }) }, { fallbacks: [] });
     const result = await run(['--model', 'm01']);
     assert.equal(result.code, 1, result.stderr);
     const last = lines(result.stderr)
@@ -520,7 +516,7 @@ describe('progress and usage: what the run counts', () => {
 
   test('usage counts that are not non-negative integers (strings, -1, 1.5): unreadable, left out of the totals and said so, kept raw', async (t) => {
     const usage = { input_tokens: '100', output_tokens: -1, cache_read_input_tokens: 1.5 };
-    const { fake, ws, run } = await setupRun(t, {
+    const { fake, ws, run } = await setup(t, {
       responder: () => ({ text: fake.validAnswer(), usage: usage as never }),
     });
     const result = await run(['--model', 'm01']);
@@ -565,7 +561,7 @@ describe("npm's own flags: a flag of ours that npm took (no `--`) stops the run 
     spawnSync('npm', ['run', ...args], { cwd: dir, encoding: 'utf8', env: runEnv() });
 
   test('`--dry-run` taken by npm: no request, nothing written, one line saying `npm run judge -- --dry-run`', async (t) => {
-    const { fake, ws, run } = await setupRun(t);
+    const { fake, ws, run } = await setup(t);
     const before = snapshot(ws.dir);
     const env = { npm_lifecycle_event: 'judge', npm_config_dry_run: 'true' };
     const result = await run([], { env });
@@ -580,7 +576,7 @@ describe("npm's own flags: a flag of ours that npm took (no `--`) stops the run 
   });
 
   test('every flag it took is named with its argument, --no-fallback too', async (t) => {
-    const { fake, run } = await setupRun(t);
+    const { fake, run } = await setup(t);
     const env = {
       npm_lifecycle_event: 'judge',
       npm_config_task: 'true',
@@ -595,7 +591,7 @@ describe("npm's own flags: a flag of ours that npm took (no `--`) stops the run 
   });
 
   test('the same variables outside npm (no npm_lifecycle_event) are not flags: the run goes on', async (t) => {
-    const { run } = await setupRun(t);
+    const { run } = await setup(t);
     const env = { npm_lifecycle_event: undefined, npm_config_task: 'true' }; // `npm test` sets the first
     const result = await run(['--dry-run'], { env });
     assert.equal(result.code, 0, result.stderr);
@@ -628,7 +624,7 @@ describe("npm's own flags: a flag of ours that npm took (no `--`) stops the run 
 // ---------------------------------------------------------------------------------------------
 describe('exit status 1: some transcripts failed, the others were judged and written', () => {
   test('a transcript unusable from every judge fails; the five others get rows', async (t) => {
-    const { fake, ws, run } = await setupRun(t, {
+    const { fake, ws, run } = await setup(t, {
       responder: (req) =>
         tagOf(req) === 'm02/proof02' ? { text: `prose from ${modelOf(req)}` } : undefined,
     });
@@ -664,7 +660,7 @@ describe('exit status 1: some transcripts failed, the others were judged and wri
 
   test('a failed transcript is judged again on the next run, and only it', async (t) => {
     let broken = true;
-    const { fake, ws, run } = await setupRun(t, {
+    const { fake, ws, run } = await setup(t, {
       responder: (req) =>
         broken && tagOf(req) === 'm01/proof03'
           ? apiError(500, 'api_error', 'Internal server error')
@@ -681,7 +677,7 @@ describe('exit status 1: some transcripts failed, the others were judged and wri
   });
 
   test('metadata that disagrees with the path fails that transcript, naming the file and both values; no request for it', async (t) => {
-    const { fake, ws, run } = await setupRun(t);
+    const { fake, ws, run } = await setup(t);
     const file = path.join(ws.transcripts, 'm01', 'proof02.json');
     const transcript = JSON.parse(fs.readFileSync(file, 'utf8'));
     transcript.metadata.model = 'someone-else';
@@ -697,7 +693,7 @@ describe('exit status 1: some transcripts failed, the others were judged and wri
   });
 
   test('a 400 on one transcript stops its chain (no fallback judge) but not the run', async (t) => {
-    const { fake, ws, run } = await setupRun(t, {
+    const { fake, ws, run } = await setup(t, {
       responder: (req) =>
         tagOf(req) === 'm01/proof01'
           ? apiError(400, 'invalid_request_error', 'prompt is too long')
@@ -721,7 +717,7 @@ describe('exit status 1: some transcripts failed, the others were judged and wri
   });
 
   test('a transcript whose task file is missing fails naming the file; the others are scored', async (t) => {
-    const { fake, ws, run } = await setupRun(t);
+    const { fake, ws, run } = await setup(t);
     const file = path.join(ws.transcripts, 'm01', 'proof04.json');
     const transcript = JSON.parse(
       fs.readFileSync(path.join(ws.transcripts, 'm01', 'proof01.json'), 'utf8'),
@@ -742,7 +738,7 @@ describe('exit status 1: some transcripts failed, the others were judged and wri
 
 describe('exit status 2: an API that cannot be reached stops the run after 3 transcripts, naming its address', () => {
   test('6 transcripts at --concurrency 1: 3 fail over both judges, then one "cannot reach" message; no row', async (t) => {
-    const { ws } = await setupRun(t);
+    const { ws } = await setup(t);
     const result = await runMain(ws.args('--concurrency', '1')); // the default base URL: a closed loopback port
     assert.equal(result.code, 2, result.stderr);
     assert.match(result.stderr, summaryLine(0, 3, 6), 'the 3 without an answer are failures');
@@ -768,7 +764,7 @@ describe('exit status 2: an API that cannot be reached stops the run after 3 tra
 
   for (const concurrency of ['8', '64']) {
     test(`90 transcripts at --concurrency ${concurrency}: one message counting them, at most 5 lines, no listener warning`, async (t) => {
-      const { ws } = await setupRun(t, {}, { models: 30 });
+      const { ws } = await setup(t, {}, { models: 30 });
       const result = await runCli(ws.args('--concurrency', concurrency));
       assert.equal(result.code, 2, result.stderr);
       const printed = lines(result.stderr.trimEnd());
@@ -786,7 +782,7 @@ describe('exit status 2: an API that cannot be reached stops the run after 3 tra
   }
 
   test('fewer than 3 transcripts, none reached: each is a failure of its own, said once and in the summary', async (t) => {
-    const { ws } = await setupRun(t);
+    const { ws } = await setup(t);
     const result = await runMain(ws.args('--task', 'proof01'));
     assert.equal(result.code, 1, result.stderr);
     assert.match(result.stderr, summaryLine(0, 2, 2));
@@ -795,7 +791,7 @@ describe('exit status 2: an API that cannot be reached stops the run after 3 tra
   });
 
   test('an HTTP error is an answer: a server failing every request with 500 is not "unreachable"', async (t) => {
-    const { fake, ws, run } = await setupRun(t, {
+    const { fake, ws, run } = await setup(t, {
       responder: () => apiError(500, 'api_error', 'down'),
     });
     const result = await run(['--concurrency', '1']);
@@ -899,7 +895,7 @@ describe('exit status 2: a usage or configuration error stops the run before any
   ];
   for (const { label, args = [], opts = {}, wsOpts = {}, prepare, says } of cases) {
     test(`${label}: exit 2, no request, no file written or changed`, async (t) => {
-      const { fake, ws, run } = await setupRun(t, {}, wsOpts);
+      const { fake, ws, run } = await setup(t, {}, wsOpts);
       prepare?.(ws);
       const before = snapshot(ws.dir);
       const result = await run(args, opts);
@@ -921,7 +917,7 @@ describe('exit status 2: a usage or configuration error stops the run before any
   }
 
   test('a usage error prints one line ending "(see --help)", not the whole help, a did-you-mean on it too', async (t) => {
-    const { run } = await setupRun(t);
+    const { run } = await setup(t);
     const usageErrors = [['--bogus'], ['--concurrency', '0'], ['--limit', 'x'], ['--rescor']];
     for (const args of usageErrors) {
       const result = await run(args);
@@ -941,7 +937,7 @@ describe('exit status 2: a usage or configuration error stops the run before any
 
 describe('exit status 2: a 401 (a bad key) stops the run once the requests in flight are answered', () => {
   test('no fallback judge, no request after the ones in flight, no row, the key never printed', async (t) => {
-    const { fake, ws, run } = await setupRun(t, {
+    const { fake, ws, run } = await setup(t, {
       latencyMs: 50,
       responder: () => apiError(401, 'authentication_error', 'invalid x-api-key'),
     });
@@ -974,7 +970,7 @@ describe('concurrency: at most --concurrency requests in flight, rows written as
   for (const [concurrency, models] of cases) {
     test(`--concurrency ${concurrency} on ${models * 3} transcripts: ${concurrency} in flight at most (and reached); every row`, async (t) => {
       const latencyMs = 40;
-      const { fake, ws, run } = await setupRun(t, { latencyMs }, { models });
+      const { fake, ws, run } = await setup(t, { latencyMs }, { models });
       const result = await run(['--concurrency', String(concurrency)]);
       assert.equal(result.code, 0, result.stderr);
       assert.equal(fake.requests.length, models * 3);
@@ -991,7 +987,7 @@ describe('concurrency: at most --concurrency requests in flight, rows written as
   test('rows are appended as judgements finish, not at the end of the run', async (t) => {
     // The slow answer is held until five rows are on disk (or the wait gives up), not for a guessed time.
     const slow = hold();
-    const { fake, ws, run } = await setupRun(t, {
+    const { fake, ws, run } = await setup(t, {
       responder: (req) =>
         tagOf(req) === 'm01/proof01'
           ? { text: fake.validAnswer({}, 'slow'), until: slow.until }
@@ -1026,7 +1022,7 @@ describe('concurrency: at most --concurrency requests in flight, rows written as
 // ---------------------------------------------------------------------------------------------
 describe('output streams: stdout stays clean, stderr holds plain one-line messages and the summary', () => {
   test('stderr that is not a terminal holds no ESC or CR; stdout of a run is empty; the summary has its shape', async (t) => {
-    const { run } = await setupRun(t, {
+    const { run } = await setup(t, {
       latencyMs: 20,
       responder: (req, i) =>
         i === 0
@@ -1049,7 +1045,7 @@ describe('output streams: stdout stays clean, stderr holds plain one-line messag
   });
 
   test('on a terminal, stderr draws a live progress line (which a plain stream never gets)', async (t) => {
-    const { run } = await setupRun(t);
+    const { run } = await setup(t);
     const result = await run([], { isTTY: true });
     assert.equal(result.code, 0, result.stderr);
     assert.ok(result.stderr.includes('\r\x1b[2K'), JSON.stringify(result.stderr));
@@ -1078,7 +1074,7 @@ describe('output streams: stdout stays clean, stderr holds plain one-line messag
     ];
     for (const { label, reply, escaped } of cases) {
       test(`${label}: one "failed" line and one summary line, control characters shown escaped`, async (t) => {
-        const { run } = await setupRun(t, {
+        const { run } = await setup(t, {
           responder: (req) => (tagOf(req) === 'm01/proof01' ? reply(modelOf(req)) : undefined),
         });
         const result = await run(['--model', 'm01']);
@@ -1127,7 +1123,7 @@ describe('output streams: stdout stays clean, stderr holds plain one-line messag
     ];
     for (const { label, reply, reason } of cases) {
       test(label, async (t) => {
-        const { run } = await setupRun(t, {
+        const { run } = await setup(t, {
           responder: (req) => (tagOf(req) === 'm01/proof02' ? reply(req) : undefined),
         });
         const result = await run();
@@ -1162,7 +1158,7 @@ describe('output streams: stdout stays clean, stderr holds plain one-line messag
     ];
     for (const { label, primary, why } of cases) {
       test(`after ${label} from the primary`, async (t) => {
-        const { ws, run } = await setupRun(t, {
+        const { ws, run } = await setup(t, {
           responder: (req) =>
             tagOf(req) === 'm01/proof01' && modelOf(req) === 'judge-a' ? primary : undefined,
         });
@@ -1217,7 +1213,7 @@ describe('--help', () => {
 // ---------------------------------------------------------------------------------------------
 describe('SIGINT (a real process)', () => {
   test('the first finishes the judgements in flight, writes them, prints the summary, exits 130; a rerun completes', async (t) => {
-    const { fake, ws, run, spawn } = await setupRun(
+    const { fake, ws, run, spawn } = await setup(
       t,
       { latencyMs: 200 },
       { models: 10, tasks: ['proof01', 'proof02'] },
@@ -1249,7 +1245,7 @@ describe('SIGINT (a real process)', () => {
 
   test('a second exits at once with 130, not waiting for the answers in flight; what was written stays complete', async (t) => {
     // The fake never answers and the judge waits 60 s: only the second SIGINT can end the run before the kill at 20 s.
-    const { fake, ws, spawn } = await setupRun(
+    const { fake, ws, spawn } = await setup(
       t,
       { responder: () => ({ kind: 'hang' }) },
       { judge: judgeEntry('judge-a', { timeout_s: 60 }), fallbacks: [] },
@@ -1274,7 +1270,7 @@ describe('SIGINT (a real process): the first never cuts a judgement in flight sh
   test('after a 401 has stopped the run, one SIGINT does not exit at once: the judgement in flight is written, exit 2', async (t) => {
     // m01/proof01 gets a 401 at once; m01/proof02's answer is held until the SIGINT is sent; m01/proof03 never starts.
     const slow = hold();
-    const { fake, ws, spawn } = await setupRun(
+    const { fake, ws, spawn } = await setup(
       t,
       {
         responder: (req) =>
@@ -1326,7 +1322,7 @@ describe('SIGINT (a real process): the first never cuts a judgement in flight sh
   test("a judgement in flight finishes its chain: the primary's unusable answer goes to the fallback, which scores; exit 130", async (t) => {
     // Every primary answer is unusable and held until the SIGINT is sent; the fallback answers validly at once.
     const primary = hold();
-    const { fake, ws, spawn } = await setupRun(
+    const { fake, ws, spawn } = await setup(
       t,
       {
         responder: (req) =>
@@ -1369,7 +1365,7 @@ describe('SIGINT (a real process): the first never cuts a judgement in flight sh
 
 describe('SIGTERM (a real process) is the first Ctrl-C', () => {
   test('it finishes the judgements in flight, writes them, prints the summary, exits 143; a rerun completes', async (t) => {
-    const { fake, ws, run, spawn } = await setupRun(
+    const { fake, ws, run, spawn } = await setup(
       t,
       { latencyMs: 200 },
       { models: 10, tasks: ['proof01', 'proof02'] },
@@ -1401,7 +1397,7 @@ describe('SIGTERM (a real process) is the first Ctrl-C', () => {
   test('a second SIGTERM within 1 s is the same signal: the judgements in flight are still written, exit 143', async (t) => {
     // The answers are held until the second SIGTERM is sent, 0.5 s after the first: both judgements are in flight.
     const answers = hold();
-    const { fake, ws, spawn } = await setupRun(
+    const { fake, ws, spawn } = await setup(
       t,
       { responder: () => ({ text: fake.validAnswer(), until: answers.until }) },
       { models: 2, tasks: ['proof01', 'proof02'] },
@@ -1425,7 +1421,7 @@ describe('SIGTERM (a real process) is the first Ctrl-C', () => {
 
   test('a SIGINT after a SIGTERM exits at once, not waiting for the answers in flight; what was written stays complete', async (t) => {
     // The fake never answers and the judge waits 60 s: only an immediate exit ends the run before the kill at 20 s.
-    const { fake, ws, spawn } = await setupRun(
+    const { fake, ws, spawn } = await setup(
       t,
       { responder: () => ({ kind: 'hang' }) },
       { judge: judgeEntry('judge-a', { timeout_s: 60 }), fallbacks: [] },

@@ -6,9 +6,12 @@ import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { Writable } from 'node:stream';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { TestContext } from 'node:test';
+import type { BrowserContext } from 'playwright-core';
+import { buildSync } from 'esbuild';
 import { parse as parseCsvSync } from 'csv-parse/sync';
 import { stringify as stringifyCsv } from 'csv-stringify/sync';
 import { FakeAnthropic } from './fake-anthropic.ts';
@@ -29,8 +32,8 @@ export const SCRIPT = process.env.RUN_JUDGE_SCRIPT ?? RUN_JUDGE_FILE;
 export const TSX_LOADER = import.meta.resolve('tsx');
 
 /** Debian's chromium, and the flags that keep it off this machine's closed network (the page tests). */
-export const CHROMIUM = '/usr/bin/chromium';
-export const CHROMIUM_ARGS = [
+const CHROMIUM = '/usr/bin/chromium';
+const CHROMIUM_ARGS = [
   '--headless',
   '--no-sandbox',
   '--disable-gpu',
@@ -40,6 +43,23 @@ export const CHROMIUM_ARGS = [
   '--disable-component-update',
   '--disable-sync',
 ];
+
+/** Headless Chromium with a fresh profile in `dir`; a missing one fails the suite with one line, never skips it. */
+export async function launchChromium(
+  dir: string,
+  opts: { acceptDownloads?: boolean } = {},
+): Promise<BrowserContext> {
+  if (!fs.existsSync(CHROMIUM)) {
+    throw new Error('Chromium is not installed: apt-get install chromium (see README)');
+  }
+  const { chromium } = await import('playwright-core');
+  return chromium.launchPersistentContext(path.join(dir, 'profile'), {
+    executablePath: CHROMIUM,
+    args: CHROMIUM_ARGS,
+    headless: true,
+    ...opts,
+  });
+}
 
 /** Where the SDK points when no fake is running: a closed loopback port, so nothing can reach the internet. */
 export const DEAD_BASE_URL = 'http://127.0.0.1:9';
@@ -607,15 +627,55 @@ export interface CliOptions extends EnvOptions {
   timeoutMs?: number;
 }
 
+const bundles = new Map<string, { module: string; main: string }>();
+
 /**
- * Spawns the CLI (async: the fake in this process must keep answering); `done` settles when it exits; `stderr()` is
+ * `entry` (run-judge.ts, report.ts) bundled by esbuild into one ES module that plain `node` runs without tsx's start-up,
+ * once per test process and source: `module` (its exports) and `main`, a script that runs `main(argv, process)` as
+ * the entry's own last lines do. Packages stay imports, resolved from the repository's node_modules, where the bundle
+ * is written; `import.meta.url` is the entry's, so what it reads beside itself (package.json) is found.
+ */
+export function bundled(entry: string): { module: string; main: string } {
+  const known = bundles.get(entry);
+  if (known) return known;
+  const { outputFiles } = buildSync({
+    entryPoints: [entry],
+    bundle: true,
+    packages: 'external',
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    write: false,
+    define: { 'import.meta.url': JSON.stringify(pathToFileURL(entry).href) },
+  });
+  const code = outputFiles[0]!.text;
+  const dir = path.join(REPO, 'node_modules', '.cache', 'run-judge-test');
+  fs.mkdirSync(dir, { recursive: true });
+  const name = `${path.basename(entry, '.ts')}-${sha256(code).slice(0, 16)}`;
+  const files = { module: path.join(dir, `${name}.mjs`), main: path.join(dir, `${name}.main.mjs`) };
+  const runner = `import { main } from './${name}.mjs';\nprocess.exitCode = await main(process.argv.slice(2), process);\n`;
+  for (const [file, text] of [
+    [files.module, code],
+    [files.main, runner],
+  ] as const) {
+    if (fs.existsSync(file)) continue; // named by its content: already written whole
+    const temp = `${file}.${process.pid}.tmp`; // renamed into place: another test process never reads half of it
+    fs.writeFileSync(temp, text);
+    fs.renameSync(temp, file);
+  }
+  bundles.set(entry, files);
+  return files;
+}
+
+/**
+ * Spawns the CLI, as plain node on its bundle (async: the fake in this process must keep answering); `done` settles when it exits; `stderr()` is
  * what it has printed there so far, for a test to wait on.
  */
 export function startCli(
   args: string[],
   opts: CliOptions = {},
 ): { child: ChildProcess; done: Promise<CliResult>; stderr(): string } {
-  const child = spawn(process.execPath, ['--import', TSX_LOADER, SCRIPT, ...args], {
+  const child = spawn(process.execPath, [bundled(SCRIPT).main, ...args], {
     cwd: opts.cwd ?? REPO,
     env: runEnv(opts),
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -648,8 +708,20 @@ export interface SetupOptions extends Omit<FakeOptions, 'clock'> {
 const canSleep = (clock: FakeOptions['clock'] | Clock): clock is Clock =>
   typeof (clock as Clock).sleep === 'function';
 
-/** A fake and a workspace, both removed after the test; `run` drives main in-process on them, `spawn` a CLI process. */
-export async function setupRun(
+/** What the fake's server hands a request, for `intercept`: true when it answered the request itself. */
+export type Intercept = (req: IncomingMessage, res: ServerResponse) => boolean;
+/** A request as "METHOD /path", without its query. */
+export const route = (req: IncomingMessage) => `${req.method} ${(req.url ?? '').split('?')[0]}`;
+
+/**
+ * The one setup of a test that runs the CLI: a fake (`fakeOpts`) and a workspace (`wsOpts`), both removed after the
+ * test. `run` drives main in-process on them, `gated(humanFile, extra)` the same with `--human-scores humanFile` given
+ * last (commander takes the last), `spawn` a CLI process. `http` is every request the fake receives as "METHOD /path"
+ * (batch endpoints included, which `fake.requests` leaves out); `intercept(fn)` lets `fn` answer what the fake cannot
+ * script (a create the API rejects, a results download cut off) and returns its removal; `stateFile` is where --batch
+ * keeps its pending batches.
+ */
+export async function setup(
   t: TestContext,
   fakeOpts: SetupOptions = {},
   wsOpts: WorkspaceOptions = {},
@@ -661,9 +733,28 @@ export async function setupRun(
   t.after(() => ws.remove());
   const run = (extraArgs: string[] = [], opts: MainOptions = {}) =>
     runMain(ws.args(...extraArgs), { baseUrl: fake.url, clock: runClock, ...opts });
+  const gated = (humanFile: string, extra: string[] = []) =>
+    run([...extra, '--human-scores', humanFile]);
   const spawnCli = (extraArgs: string[] = [], opts: CliOptions = {}) =>
     startCli(ws.args(...extraArgs), { baseUrl: fake.url, ...opts });
-  return { fake, ws, run, spawn: spawnCli, clock };
+
+  // The fake keeps its server private; wrapping its request listener changes nothing else.
+  const server = (fake as unknown as { server: Server }).server;
+  const fakeHandlers = server.listeners('request') as Intercept[];
+  server.removeAllListeners('request');
+  const http: string[] = [];
+  const intercepts = new Set<Intercept>();
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    http.push(route(req));
+    for (const intercept of intercepts) if (intercept(req, res)) return;
+    for (const handler of fakeHandlers) handler(req, res);
+  });
+  const intercept = (fn: Intercept) => {
+    intercepts.add(fn);
+    return () => void intercepts.delete(fn);
+  };
+  const stateFile = `${ws.output}.batches.json`;
+  return { fake, ws, run, gated, spawn: spawnCli, clock, http, intercept, stateFile };
 }
 
 /**
@@ -672,7 +763,7 @@ export async function setupRun(
  */
 export async function fallbackAndThinkingRun(t: TestContext) {
   const price = { input: 5, output: 25 };
-  const setup = await setupRun(
+  const base = await setup(
     t,
     {
       responder: (request) => {
@@ -687,9 +778,9 @@ export async function fallbackAndThinkingRun(t: TestContext) {
       fallbacks: [judgeEntry('judge-b', { price_usd_per_mtok: price })],
     },
   );
-  const result = await setup.run(['--concurrency', '1']);
+  const result = await base.run(['--concurrency', '1']);
   assert.equal(result.code, 0, result.stderr);
-  return setup.ws;
+  return base.ws;
 }
 
 // ---------------------------------------------------------------------------------------------

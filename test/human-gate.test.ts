@@ -20,7 +20,7 @@ import {
   csvRows,
   readLog,
   runReport,
-  setupRun,
+  setup,
   sha256,
   snapshot,
   startCli,
@@ -29,8 +29,8 @@ import {
   wellFormedCsv,
   writeJson,
 } from './helpers.ts';
-import type { MainResult, Workspace, WorkspaceOptions } from './helpers.ts';
-import type { FakeAnthropic, FakeOptions, RecordedRequest } from './fake-anthropic.ts';
+import type { MainResult, Workspace } from './helpers.ts';
+import type { FakeAnthropic, RecordedRequest } from './fake-anthropic.ts';
 
 // Destructured, not imported by name: a renamed export then fails its own tests, not the whole file.
 const { main: reportMain } = await import('../report.ts');
@@ -101,14 +101,6 @@ function editTranscript(ws: Workspace, model: string, task: string): void {
 
 /** A path in the workspace where no human scores file is. */
 const noHumanFile = (ws: Workspace) => path.join(ws.dir, 'not-scored-yet.csv');
-
-/** A fake and a workspace; `gated` runs main with `humanFile` as --human-scores (given last: commander takes it). */
-async function setup(t: TestContext, wsOpts: WorkspaceOptions = {}, fakeOpts: FakeOptions = {}) {
-  const base = await setupRun(t, fakeOpts, wsOpts);
-  const gated = (humanFile: string, extra: string[] = []) =>
-    base.run([...extra, '--human-scores', humanFile]);
-  return { ...base, gated };
-}
 
 /** The run was refused before anything: exit 2, no stack trace, no request, nothing written or changed. */
 function assertRefused(
@@ -212,7 +204,7 @@ describe('the gate on a sampled plan: the rows are the assignments', () => {
   });
 
   test('incomplete: exit 2, no request; names the folder, how many of how many are open, the first ten as scorer: model/task', async (t) => {
-    const { fake, ws, gated } = await setup(t, { models: 4 });
+    const { fake, ws, gated } = await setup(t, {}, { models: 4 });
     const folder = writeSheets(ws, {
       alice: [
         blankRow('m01', 'proof01'),
@@ -254,7 +246,7 @@ describe('the gate on a sampled plan: the rows are the assignments', () => {
   });
 
   test('more than ten open: the first ten, then "..."', async (t) => {
-    const { fake, ws, gated } = await setup(t, { models: 4 });
+    const { fake, ws, gated } = await setup(t, {}, { models: 4 });
     const rows = ws.pairs.map((pair) => blankRow(pair.model, pair.task_id));
     const folder = writeSheets(ws, { carol: rows });
     const before = snapshot(ws.dir);
@@ -422,7 +414,7 @@ describe('what the sheets hold: any column order, scorer and transcript_sha256 o
   for (const { label, rows, header, open } of cases) {
     const outcome = open.length ? `refused, ${open.join(', ')} open` : 'the run judges both';
     test(`${label}: ${outcome}`, async (t) => {
-      const { fake, ws, gated } = await setup(t, WS);
+      const { fake, ws, gated } = await setup(t, {}, WS);
       const file = writeHumanFile(ws, rows, header);
       const before = snapshot(ws.dir);
       const result = await gated(file);
@@ -489,7 +481,7 @@ describe('what the sheets hold: any column order, scorer and transcript_sha256 o
   ];
   for (const { label, rows, header, says } of unreadable) {
     test(`${label}: exit 2 naming the file and where; no call`, async (t) => {
-      const { fake, ws, gated } = await setup(t, WS);
+      const { fake, ws, gated } = await setup(t, {}, WS);
       const file = writeHumanFile(ws, rows, header);
       const before = snapshot(ws.dir);
       const result = await gated(file);
@@ -499,7 +491,7 @@ describe('what the sheets hold: any column order, scorer and transcript_sha256 o
   }
 
   test('an unreadable sheet does not stop --before-human-scoring or a spot check: a warning, lines say unreadable', async (t) => {
-    const { fake, ws, gated } = await setup(t, WS);
+    const { fake, ws, gated } = await setup(t, {}, WS);
     const file = writeHumanFile(ws, badScore('3', 'outside the rubric').rows);
 
     const anyway = await gated(file, ['--before-human-scoring']);
@@ -518,7 +510,7 @@ describe('what the sheets hold: any column order, scorer and transcript_sha256 o
   });
 
   test('a FIFO as --human-scores is refused at once (exit 2), never read (it would block)', async (t) => {
-    const { fake, ws, gated } = await setup(t, WS);
+    const { fake, ws, gated } = await setup(t, {}, WS);
     const fifo = path.join(tempDir(t), 'people.fifo'); // not in ws.dir: snapshot() would read it
     assert.equal(spawnSync('mkfifo', [fifo]).status, 0, 'mkfifo');
     const before = snapshot(ws.dir);
@@ -655,7 +647,7 @@ describe('--before-human-scoring, and the state of human scoring in every audit-
     test(`${label}: no human scores needed; every line has before_human_scoring: true, human_scoring: none`, async (t) => {
       const responder = (req: RecordedRequest) =>
         tagOf(req) === failing ? { text: 'not JSON' } : undefined;
-      const { ws, gated } = await setup(t, {}, { responder });
+      const { ws, gated } = await setup(t, { responder });
       const result = await gated(noHumanFile(ws), [...args, '--before-human-scoring']);
       assert.equal(result.code, failing ? 1 : 0, result.stderr);
       assert.match(result.stderr, /before human scoring/);
@@ -707,7 +699,7 @@ describe('--before-human-scoring, and the state of human scoring in every audit-
       }
       return undefined;
     };
-    const base = await setup(t, {}, { responder });
+    const base = await setup(t, { responder });
     ws = base.ws;
     const folder = writeSheets(ws, { al: [blankRow('m01', 'proof02')] });
     const args = ['--model', 'm01', '--concurrency', '1', '--human-scores', folder];
@@ -769,7 +761,7 @@ describe('stale judge rows: judged on another prompt than today, listed up front
       index >= 6
         ? { text: JSON.stringify({ scores: allTwo(), notes: 'judged again' }) }
         : undefined;
-    const { fake, ws, run } = await setup(t, {}, { responder });
+    const { fake, ws, run } = await setup(t, { responder });
     assert.equal((await run()).code, 0);
     editTranscript(ws, 'm01', 'proof02');
 
@@ -811,7 +803,7 @@ describe('stale judge rows: judged on another prompt than today, listed up front
   test('a stale row whose re-judgement fails keeps its old row (replaced only by a new row)', async (t) => {
     const responder = (_req: RecordedRequest, index: number) =>
       index >= 6 ? { text: 'not JSON' } : undefined;
-    const { ws, run } = await setup(t, {}, { responder });
+    const { ws, run } = await setup(t, { responder });
     assert.equal((await run()).code, 0);
     const before = csvRows(ws.output).find((entry) => entry.key === 'm01/proof02')!.record;
     editTranscript(ws, 'm01', 'proof02');
@@ -970,7 +962,7 @@ describe('report.ts: stale and incomplete human rows are listed and left out of 
 describe('the plan made by report.ts sheet: a sheet lost or a row deleted is an open assignment', () => {
   /** A plan for alice and bob (each transcript to both) in the workspace, both sheets fully scored. */
   async function scoredPlan(t: TestContext) {
-    const base = await setupRun(t);
+    const base = await setup(t);
     const ws = base.ws;
     const out = path.join(ws.dir, 'human');
     const paths = ['--transcripts', ws.transcripts, '--tasks', ws.tasks, '--out', out];

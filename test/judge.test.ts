@@ -22,7 +22,7 @@ import {
   readLog,
   rowCount,
   rubricFile,
-  setupRun,
+  setup,
   startFake,
   tagOf,
   assertAnswerSchema,
@@ -1251,7 +1251,7 @@ const attemptsOf = (log: string) =>
 
 describe('retries and fallbacks in a run', () => {
   test('429 then success on the same judge, after retry-after; the wait is not a failed attempt', async (t) => {
-    const { fake, ws, run } = await setupRun(t, {
+    const { fake, ws, run } = await setup(t, {
       responder: (_req, i) => (i === 0 ? rateLimited('0.05') : undefined),
       clock: true,
     });
@@ -1268,7 +1268,7 @@ describe('retries and fallbacks in a run', () => {
     const overloaded = apiError(529, 'overloaded_error', 'Overloaded', {
       headers: { 'retry-after': '0.02' },
     });
-    const { fake, ws, run } = await setupRun(t, {
+    const { fake, ws, run } = await setup(t, {
       responder: (_req, i) => (i === 0 ? overloaded : undefined),
       clock: true,
     });
@@ -1289,7 +1289,7 @@ describe('retries and fallbacks in a run', () => {
       answersOnly = 0,
     ) => {
       const calls = new Map<string, number>();
-      const { fake, run } = await setupRun(
+      const { fake, run } = await setup(
         t,
         {
           responder: (req) => {
@@ -1334,7 +1334,7 @@ describe('retries and fallbacks in a run', () => {
   });
 
   test('429 without retry-after backs off and retries on the same judge', async (t) => {
-    const { fake, ws, run } = await setupRun(t, {
+    const { fake, ws, run } = await setup(t, {
       responder: (_req, i) => (i < 2 ? rateLimited() : undefined),
       clock: true,
     });
@@ -1346,7 +1346,7 @@ describe('retries and fallbacks in a run', () => {
 
   test('a 429 whose retry-after exceeds the budget falls back to judge-b at once, said once', async (t) => {
     // Waited out, the retry on judge-a would get the fake's good answer.
-    const { fake, ws, run } = await setupRun(
+    const { fake, ws, run } = await setup(
       t,
       { responder: (_req, i) => (i === 0 ? rateLimited('1') : undefined) },
       {
@@ -1371,7 +1371,7 @@ describe('retries and fallbacks in a run', () => {
   });
 
   test('429s beyond max_retries fall back after exactly 1 + max_retries requests', async (t) => {
-    const { fake, ws, run } = await setupRun(
+    const { fake, ws, run } = await setup(
       t,
       {
         responder: (req) => (modelOf(req) === 'judge-a' ? rateLimited('0.01') : undefined),
@@ -1418,7 +1418,7 @@ describe('retries and fallbacks in a run', () => {
   ];
   for (const [label, reply, overrides, attempt] of fallsBackAfterOne) {
     test(`${label}: one request to judge-a, then judge-b scores`, async (t) => {
-      const { fake, ws, run } = await setupRun(
+      const { fake, ws, run } = await setup(
         t,
         { responder: (req) => (modelOf(req) === 'judge-a' ? reply : undefined) },
         { judge: judgeEntry('judge-a', overrides) },
@@ -1433,7 +1433,7 @@ describe('retries and fallbacks in a run', () => {
 
   test('a 429 without rate-limit headers pauses every request of that judge until retry-after', async (t) => {
     // The 429 is answered at once; the others take 50 ms, so their workers ask for the next request during the pause.
-    const { fake, run } = await setupRun(t, {
+    const { fake, run } = await setup(t, {
       responder: (_req, i) => (i === 0 ? rateLimited('0.3') : { text: answerJson(), delayMs: 50 }),
       clock: true,
     });
@@ -1448,7 +1448,7 @@ describe('retries and fallbacks in a run', () => {
   });
 
   test('a 429 without rate-limit headers whose retry-after is beyond the budget pauses that judge: one request to it, judge-b scores all', async (t) => {
-    const { fake, ws, run } = await setupRun(
+    const { fake, ws, run } = await setup(
       t,
       { responder: (req) => (modelOf(req) === 'judge-a' ? rateLimited('3600') : undefined) },
       {
@@ -1484,7 +1484,7 @@ describe('retries and fallbacks in a run', () => {
   ];
   for (const [label, body, errorClass] of notAMessage) {
     test(`a 200 ${label} is that attempt's failure (${errorClass}): no crash, no stack trace; judge-b scores`, async (t) => {
-      const { fake, ws, run } = await setupRun(t, {
+      const { fake, ws, run } = await setup(t, {
         responder: (req) =>
           modelOf(req) === 'judge-a' ? { kind: 'raw', status: 200, body } : undefined,
       });
@@ -1504,7 +1504,7 @@ describe('retries and fallbacks in a run', () => {
   }
 
   test('model_env (JUDGE_MODEL) replaces the judge model in requests and in the log', async (t) => {
-    const { fake, ws, run } = await setupRun(
+    const { fake, ws, run } = await setup(
       t,
       {},
       { judge: judgeEntry('judge-a', { model_env: 'JUDGE_MODEL' }) },
@@ -1516,7 +1516,7 @@ describe('retries and fallbacks in a run', () => {
   });
 
   test("--no-fallback uses the primary judge only: its failure is the transcript's, said when it fails and in the summary", async (t) => {
-    const { fake, ws, run } = await setupRun(t, {
+    const { fake, ws, run } = await setup(t, {
       responder: (req) =>
         tagOf(req) === 'm01/proof01'
           ? apiError(500, 'api_error', 'Internal server error')
@@ -1540,7 +1540,7 @@ describe('retries and fallbacks in a run', () => {
 describe('rate-limit pacing in a run: every bucket the API reports, as token buckets', () => {
   /** A run of 15 transcripts at --concurrency 15 against the fake's buckets; every row must come from judge-a. */
   async function pacedRun(t: TestContext, buckets: FakeOptions['buckets'], only: string[] = []) {
-    const { fake, ws, run, clock } = await setupRun(
+    const { fake, ws, run, clock } = await setup(
       t,
       { buckets, latencyMs: 20, clock: true },
       { models: 5 },
@@ -1602,7 +1602,7 @@ describe('rate-limit pacing never stalls when later answers carry no headers', (
       'anthropic-ratelimit-requests-remaining': '2',
       'anthropic-ratelimit-requests-reset': new Date(clock.now() + 200).toISOString(),
     });
-    const { fake, run } = await setupRun(
+    const { fake, run } = await setup(
       t,
       {
         responder: (_req, i) =>
@@ -1632,7 +1632,7 @@ describe('a configuration error stops the whole run', () => {
     // Round 1: four transcripts, each asked to wait 0.2 s. Round 2: m01/proof01 gets a 401 while the others, asked to
     // wait again, sleep before their third request (they may retry 20 times within 30 s).
     let primaryRequests = 0;
-    const { fake, ws, run } = await setupRun(
+    const { fake, ws, run } = await setup(
       t,
       {
         responder: (req) =>
@@ -1727,7 +1727,7 @@ describe('rate-limit waits are bounded: a retry-after that is zero, negative, un
 
   for (const [label, value] of NO_WAIT_RETRY_AFTER) {
     test(`a run: a 429 with retry-after ${label}, then a valid answer: scored by the primary after 2 requests`, async (t) => {
-      const { fake, ws, run } = await setupRun(t, {
+      const { fake, ws, run } = await setup(t, {
         responder: (_req, i) => (i === 0 ? rateLimited(value) : undefined),
         clock: true,
       });
@@ -1741,7 +1741,7 @@ describe('rate-limit waits are bounded: a retry-after that is zero, negative, un
 
     test(`a run: a 429 with retry-after ${label} is never retried at once: a backoff beyond the budget falls back to judge-b`, async (t) => {
       // base_delay_s 10 makes the first backoff 5-15 s, beyond the 1 s budget: only a retry at once would ask judge-a again.
-      const { fake, ws, run } = await setupRun(
+      const { fake, ws, run } = await setup(
         t,
         { responder: (req) => (modelOf(req) === 'judge-a' ? rateLimited(value) : undefined) },
         {
@@ -1766,7 +1766,7 @@ describe('rate-limit waits are bounded: a rate-limit reset more than a minute aw
   ];
   for (const [label, aheadMs] of cases) {
     test(`every answer says 0 of 10 requests remain until a reset ${label}: 4 transcripts at --concurrency 1 all scored by the primary`, async (t) => {
-      const { fake, ws, run } = await setupRun(
+      const { fake, ws, run } = await setup(
         t,
         {
           responder: () => ({
@@ -1824,7 +1824,7 @@ describe('the API key is never printed or logged, even when the server echoes it
     readLog(log).find((entry) => `${entry.model}/${entry.task_id}` === key)!;
 
   test('error answers (HTTP 500, HTTP 400) whose messages hold the key: stderr and the log show [redacted]', async (t) => {
-    const { fake, ws, run } = await setupRun(t, {
+    const { fake, ws, run } = await setup(t, {
       responder: (req) =>
         tagOf(req) === 'm01/proof01' && modelOf(req) === 'judge-a'
           ? apiError(500, 'api_error', `gateway rejected x-api-key ${keyOf(req)}`)
@@ -1849,7 +1849,7 @@ describe('the API key is never printed or logged, even when the server echoes it
   });
 
   test('a request-id header holding the key: logged as request_id with [redacted], and so shown in an error', async (t) => {
-    const { fake, ws, run } = await setupRun(t, {
+    const { fake, ws, run } = await setup(t, {
       responder: (req) => {
         const headers = { 'request-id': `req_${keyOf(req)}` };
         return modelOf(req) === 'judge-a'
@@ -1869,7 +1869,7 @@ describe('the API key is never printed or logged, even when the server echoes it
   });
 
   test('a valid answer whose notes hold the key: the CSV notes cell and the log show [redacted]', async (t) => {
-    const { fake, ws, run } = await setupRun(t, {
+    const { fake, ws, run } = await setup(t, {
       responder: (req) => ({
         text: fake.validAnswer({}, `the tutor leaked ${keyOf(req)} in turn 3`),
       }),
@@ -1887,7 +1887,7 @@ describe('the API key is never printed or logged, even when the server echoes it
   });
 
   test("each configured key: the fallback judge's own key, echoed in the primary's error, is redacted too", async (t) => {
-    const { fake, ws, run } = await setupRun(
+    const { fake, ws, run } = await setup(
       t,
       {
         responder: (req) =>

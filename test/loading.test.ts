@@ -14,7 +14,7 @@ import {
   makeTranscript,
   mentioning,
   rubricFile,
-  setupRun,
+  setup,
   shippedRubricJson,
   snapshot,
   tempDir,
@@ -878,11 +878,7 @@ describe('loadRubric: a reserved dimension name is a configuration error naming 
     test(`a run with a dimension named ${JSON.stringify(name)}: exit 2 naming the file and the field, no request, nothing written`, async (t) => {
       const rubric = shippedRubricJson();
       rubric.dimensions[1]!.name = name;
-      const { fake, ws, run } = await setupRun(
-        t,
-        {},
-        { rubricText: JSON.stringify(rubric, null, 2) },
-      );
+      const { fake, ws, run } = await setup(t, {}, { rubricText: JSON.stringify(rubric, null, 2) });
       const before = snapshot(ws.dir);
       const result = await run();
       assert.equal(result.code, 2, result.stderr);
@@ -1000,7 +996,7 @@ describe('deeply nested JSON is the usual error naming the file and the field, n
   ];
   for (const [label, write, field, args] of RUNS) {
     test(`a run with ${label} nested 100,000 levels deep: exit 2, one line naming the file and the field, no request`, async (t) => {
-      const { fake, ws, run } = await setupRun(t, {}, { models: 1, tasks: ['proof01'] });
+      const { fake, ws, run } = await setup(t, {}, { models: 1, tasks: ['proof01'] });
       const file = write(ws);
       const result = await run(args);
       assert.equal(result.code, 2, result.stderr);

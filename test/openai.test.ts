@@ -17,7 +17,7 @@ import {
   makeWorkspace,
   readLog,
   runMain,
-  setupRun,
+  setup,
   shippedRubricJson,
   writeJson,
 } from './helpers.ts';
@@ -332,7 +332,7 @@ describe('the fallback chain across providers', () => {
       type: 'overloaded_error',
       message: 'Overloaded',
     };
-    const setup = await setupRun(
+    const base = await setup(
       t,
       { clock: true, responder: () => overloaded },
       {
@@ -344,14 +344,14 @@ describe('the fallback chain across providers', () => {
         fallbacks: [openAiEntry(openai.url, { family: 'llama', model: 'llama3.3:70b' }) as never],
       },
     );
-    (setup.clock as JumpClock).waitFor(() => openai.settled());
-    const result = await setup.run([], { env: openAiEnv() });
+    (base.clock as JumpClock).waitFor(() => openai.settled());
+    const result = await base.run([], { env: openAiEnv() });
     assert.equal(result.code, 0, result.stderr);
-    assert.equal(setup.fake.requests.length, 3, 'the primary and its 2 retries');
+    assert.equal(base.fake.requests.length, 3, 'the primary and its 2 retries');
     assert.equal(openai.requests.length, 1);
     assert.match(result.stderr, /scored by fallback judge llama3\.3:70b after .*HTTP 529/);
 
-    const [entry] = readLog(setup.ws.log) as any[];
+    const [entry] = readLog(base.ws.log) as any[];
     assert.equal(entry.judge, 'llama3.3:70b');
     assert.deepEqual(
       entry.attempts.map((attempt: any) => [attempt.judge, attempt.status]),
@@ -364,7 +364,7 @@ describe('the fallback chain across providers', () => {
   });
 
   test('an OpenAI primary that cannot be reached falls back to an Anthropic judge, family anthropic by default', async (t) => {
-    const setup = await setupRun(
+    const base = await setup(
       t,
       {},
       {
@@ -374,9 +374,9 @@ describe('the fallback chain across providers', () => {
         fallbacks: [judgeEntry('claude-fallback')],
       },
     );
-    const result = await setup.run([], { env: openAiEnv() });
+    const result = await base.run([], { env: openAiEnv() });
     assert.equal(result.code, 0, result.stderr);
-    const [entry] = readLog(setup.ws.log) as any[];
+    const [entry] = readLog(base.ws.log) as any[];
     assert.equal(entry.judge, 'claude-fallback');
     assert.deepEqual(
       entry.attempts.map((attempt: any) => attempt.judge),

@@ -15,7 +15,7 @@ import {
   REPO,
   SCRIPT,
   addTaskFiles,
-  TSX_LOADER,
+  bundled,
   csvRows,
   goodScores,
   hold,
@@ -25,7 +25,7 @@ import {
   readLog,
   rowCount,
   runMain,
-  setupRun,
+  setup,
   sha256,
   tagOf,
   tempDir,
@@ -482,7 +482,7 @@ describe('the CSV repair works on bytes: complete rows are kept, a BOM and trail
   });
 
   test('a run on a CSV that is not valid UTF-8: exit 2 naming the file, no request, the file byte-identical, no lock', async (t) => {
-    const { fake, ws, run } = await setupRun(t);
+    const { fake, ws, run } = await setup(t);
     fs.mkdirSync(path.dirname(ws.output), { recursive: true });
     fs.writeFileSync(ws.output, notUtf8);
     const result = await run();
@@ -495,7 +495,7 @@ describe('the CSV repair works on bytes: complete rows are kept, a BOM and trail
   });
 
   test('a run on a CSV whose last complete row lacks its newline: that pair is skipped, new rows follow on their own lines', async (t) => {
-    const { fake, ws, run } = await setupRun(t);
+    const { fake, ws, run } = await setup(t);
     assert.equal((await run(['--task', 'proof01'])).code, 0);
     const stripped = fs.readFileSync(ws.output, 'utf8').slice(0, -1);
     fs.writeFileSync(ws.output, stripped);
@@ -524,7 +524,7 @@ describe('the CSV repair works on bytes: complete rows are kept, a BOM and trail
 
 describe('resume and --rescore', () => {
   test('a rerun skips every scored pair, says how many, sends no request and leaves the CSV as it was', async (t) => {
-    const { fake, ws, run } = await setupRun(t);
+    const { fake, ws, run } = await setup(t);
     assert.equal((await run()).code, 0);
     const csv = fs.readFileSync(ws.output, 'utf8');
     const before = fake.requests.length;
@@ -537,7 +537,7 @@ describe('resume and --rescore', () => {
   });
 
   test('a rerun judges only the pairs that have no row yet', async (t) => {
-    const { fake, ws, run } = await setupRun(t, {}, { models: 3 });
+    const { fake, ws, run } = await setup(t, {}, { models: 3 });
     assert.equal((await run(['--task', 'proof01'])).code, 0);
     assert.equal(fake.requests.length, 3);
     const result = await run();
@@ -557,7 +557,7 @@ describe('resume and --rescore', () => {
       'm02/proof02': 'ends with a line break\n',
       'm02/proof03': 'a lone \r and naïve 😀',
     };
-    const { fake, ws, run } = await setupRun(t, {
+    const { fake, ws, run } = await setup(t, {
       responder: (req) => ({ text: fake.validAnswer({}, notes[tagOf(req)!]) }),
     });
     assert.equal((await run(['--task', 'proof01'])).code, 0);
@@ -584,7 +584,7 @@ describe('resume and --rescore', () => {
         ? `round ${round} ends with a CR\r`
         : `round ${round}: "quoted", a comma,\nline two`;
     let round = 1;
-    const { fake, ws, run } = await setupRun(t, {
+    const { fake, ws, run } = await setup(t, {
       responder: (req) => ({
         text: fake.validAnswer({ student_agency: round }, note(round, tagOf(req))),
       }),
@@ -625,7 +625,7 @@ describe('resume and --rescore', () => {
 
 describe('--rescore replaces, never removes: an old row leaves only when its new row is written', () => {
   test('the API down: every old row is kept byte for byte, and the summary says which; exit 2', async (t) => {
-    const { ws, run } = await setupRun(t, { clock: true });
+    const { ws, run } = await setup(t, { clock: true });
     assert.equal((await run()).code, 0);
     const csv = fs.readFileSync(ws.output, 'utf8');
     const result = await run(['--rescore'], { baseUrl: DEAD_BASE_URL });
@@ -639,7 +639,7 @@ describe('--rescore replaces, never removes: an old row leaves only when its new
 
   test('a re-judgement that fails (unusable from every judge) keeps its old row; the others are replaced in place', async (t) => {
     let round = 1;
-    const { fake, ws, run } = await setupRun(t, {
+    const { fake, ws, run } = await setup(t, {
       responder: (req) => {
         if (round === 2 && tagOf(req) === 'm01/proof02') return { text: 'not json' };
         return { text: fake.validAnswer({}, `round ${round}`) };
@@ -674,7 +674,7 @@ describe('--rescore replaces, never removes: an old row leaves only when its new
       ws,
       run,
       spawn: spawnCli,
-    } = await setupRun(
+    } = await setup(
       t,
       { latencyMs: 30, responder: () => ({ text: fake.validAnswer({}, `round ${round}`) }) },
       { models: 3 },
@@ -761,7 +761,7 @@ describe('task and model cells read back as written: formula guards are put on, 
 
   test('the cells get a leading quote; a rerun skips them all; --rescore replaces their rows only', async (t) => {
     let round = 1;
-    const { fake, ws, run } = await setupRun(
+    const { fake, ws, run } = await setup(
       t,
       {
         responder: () => ({ text: fake.validAnswer({ student_agency: round }, `round ${round}`) }),
@@ -825,7 +825,7 @@ describe('a torn last line is cut off, said so, and its transcript judged again'
   ];
   for (const { label, tear, rejudged } of cases) {
     test(`${label}: the CSV then parses strictly, with every pair once and the other rows unchanged`, async (t) => {
-      const { fake, ws, run } = await setupRun(
+      const { fake, ws, run } = await setup(
         t,
         { responder: (req) => ({ text: fake.validAnswer({}, noteOf(tagOf(req)!)) }) },
         { models: 3 },
@@ -860,7 +860,7 @@ describe('a torn last line is cut off, said so, and its transcript judged again'
   }
 
   test('a CSV holding only a torn header gets the full header, and every transcript is judged', async (t) => {
-    const { fake, ws, run } = await setupRun(t);
+    const { fake, ws, run } = await setup(t);
     fs.mkdirSync(path.dirname(ws.output), { recursive: true });
     fs.writeFileSync(ws.output, 'task_id,model,mathem');
     const result = await run();
@@ -887,7 +887,7 @@ describe('a CSV run-judge cannot append to stops the run before any request, unt
   ];
   for (const { label, content, mentions } of cases) {
     test(`${label}: exit 2 naming the file and what is wrong; no request, no lock left`, async (t) => {
-      const { fake, ws, run } = await setupRun(t);
+      const { fake, ws, run } = await setup(t);
       fs.mkdirSync(path.dirname(ws.output), { recursive: true });
       fs.writeFileSync(ws.output, content);
       const result = await run();
@@ -915,7 +915,7 @@ describe('replaceFileDurably: a file replaced whole, or not at all', () => {
 
 describe('crash safety', () => {
   test('kill -9 mid-run, then a rerun: the CSV parses after the kill, and only the missing pairs are judged again', async (t) => {
-    const { fake, ws, run, spawn: spawnCli } = await setupRun(t, { latencyMs: 60 }, { models: 5 });
+    const { fake, ws, run, spawn: spawnCli } = await setup(t, { latencyMs: 60 }, { models: 5 });
     const { child, done } = spawnCli(['--concurrency', '2']);
     await waitFor(() => rowCount(ws.output) >= 3, 20_000, 'some rows');
     child.kill('SIGKILL');
@@ -1118,7 +1118,7 @@ describe('acquireLock', () => {
     // holds the lock until its stdin closes: no racer can win after another has released.
     const script = `
       import * as fs from 'node:fs';
-      const { acquireLock } = await import(${JSON.stringify(pathToFileURL(SCRIPT).href)});
+      const { acquireLock } = await import(${JSON.stringify(pathToFileURL(bundled(SCRIPT).module).href)});
       const read = () => { for (;;) try { return fs.readSync(0, Buffer.alloc(16)); } catch (e) { if (e.code !== 'EAGAIN') throw e; } };
       console.log('ready');
       read();
@@ -1128,13 +1128,9 @@ describe('acquireLock', () => {
       if (won) while (read() > 0);`;
     const said: string[] = Array(8).fill('');
     const racers = said.map((_, i) => {
-      const child = spawn(
-        process.execPath,
-        ['--import', TSX_LOADER, '--input-type=module', '-e', script, output],
-        {
-          stdio: ['pipe', 'pipe', 'inherit'],
-        },
-      );
+      const child = spawn(process.execPath, ['--input-type=module', '-e', script, output], {
+        stdio: ['pipe', 'pipe', 'inherit'],
+      });
       t.after(() => child.kill('SIGKILL'));
       child.stdin!.on('error', () => {}); // a loser may be gone when its stdin is closed
       child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (said[i] += chunk));
@@ -1154,7 +1150,7 @@ describe('acquireLock', () => {
 
 describe('one writer per output: a run and the lock', () => {
   test('a lock held by another live process stops the run with exit 2 naming its pid; the lock is left alone', async (t) => {
-    const { fake, ws, run } = await setupRun(t);
+    const { fake, ws, run } = await setup(t);
     const pid = await livePid(t);
     fs.mkdirSync(path.dirname(ws.output), { recursive: true });
     fs.writeFileSync(`${ws.output}.lock`, `${pid}\n`);
@@ -1167,7 +1163,7 @@ describe('one writer per output: a run and the lock', () => {
   });
 
   test('a stale lock from a dead process is taken over; the run succeeds and removes it', async (t) => {
-    const { ws, run } = await setupRun(t);
+    const { ws, run } = await setup(t);
     fs.mkdirSync(path.dirname(ws.output), { recursive: true });
     fs.writeFileSync(`${ws.output}.lock`, `${deadPid()}\n`);
     const result = await run();
@@ -1184,7 +1180,7 @@ describe('one writer per output: a run and the lock', () => {
       ws,
       run,
       spawn: spawnCli,
-    } = await setupRun(t, {
+    } = await setup(t, {
       responder: (_req, index) =>
         index === 0 ? { text: fake.validAnswer(), until: firstAnswer.until } : undefined,
     });
@@ -1217,7 +1213,7 @@ describe("cost: each judgement's from its answers' usage at the judge's list pri
       cache_creation_input_tokens: 2000,
       cache_read_input_tokens: 10_000,
     };
-    const { fake, ws, run } = await setupRun(
+    const { fake, ws, run } = await setup(
       t,
       {
         responder: () => ({
@@ -1240,7 +1236,7 @@ describe("cost: each judgement's from its answers' usage at the judge's list pri
   });
 
   test("a fallback: each answer at its own judge's prices, summed", async (t) => {
-    const { ws, run } = await setupRun(
+    const { ws, run } = await setup(
       t,
       { responder: (req) => (modelOf(req) === 'judge-a' ? { text: 'no JSON here' } : undefined) },
       { judge: priced('judge-a', 5, 25), fallbacks: [priced('judge-b', 3, 15)] },
@@ -1252,7 +1248,7 @@ describe("cost: each judgement's from its answers' usage at the judge's list pri
   });
 
   test('a judge without price_usd_per_mtok: cost_usd null in the log, "cost unknown" in the summary', async (t) => {
-    const { ws, run } = await setupRun(t);
+    const { ws, run } = await setup(t);
     const result = await run(ONE);
     assert.equal((readLog(ws.log)[0] as LogEntry & { cost_usd: unknown }).cost_usd, null);
     assert.match(result.stderr, /; cost unknown \(no price for judge-a in models\.json\);/);
@@ -1262,7 +1258,7 @@ describe("cost: each judgement's from its answers' usage at the judge's list pri
 describe('audit log', () => {
   test('a body that cannot be read as a message is kept raw in its attempt (raw_text), and the fallback scores', async (t) => {
     const body = '{"id":"msg_1","content":[{"type":"text","text":"{\\"scores\\"';
-    const { ws, run } = await setupRun(t, {
+    const { ws, run } = await setup(t, {
       responder: (req) =>
         modelOf(req) === 'judge-a' && tagOf(req) === 'm01/proof01'
           ? { kind: 'raw', status: 200, body }
@@ -1278,7 +1274,7 @@ describe('audit log', () => {
   });
 
   test("one line per transcript with every field, including an unparseable answer's raw text", async (t) => {
-    const { fake, ws, run } = await setupRun(t, {
+    const { fake, ws, run } = await setup(t, {
       responder: (req) =>
         tagOf(req) === 'm01/proof01' && modelOf(req) === 'judge-a'
           ? { text: 'I think it is good', usage: { input_tokens: 7, output_tokens: 3 } }
@@ -1342,7 +1338,7 @@ describe('audit log', () => {
   });
 
   test('a failed transcript is logged with its final error and every answer; it gets no row', async (t) => {
-    const { fake, ws, run } = await setupRun(t, {
+    const { fake, ws, run } = await setup(t, {
       responder: (req) => (tagOf(req) === 'm02/proof02' ? { text: 'no JSON here' } : undefined),
     });
     const result = await run();
@@ -1369,7 +1365,7 @@ describe('audit log', () => {
   });
 
   test('prompt_sha256 equals the sha256 of the prompt the dry-run prints', async (t) => {
-    const { ws, run } = await setupRun(t);
+    const { ws, run } = await setup(t);
     const dry = await run(['--dry-run', '--task', 'proof02', '--model', 'm01'], { apiKey: null });
     assert.equal(dry.code, 0, dry.stderr);
     assert.equal((await run(['--task', 'proof02', '--model', 'm01'])).code, 0);
@@ -1378,7 +1374,7 @@ describe('audit log', () => {
 
   test('the API key never appears in the log, CSV, stdout or stderr', async (t) => {
     const secret = 'sk-test-SECRET';
-    const { fake, ws, run } = await setupRun(t, {
+    const { fake, ws, run } = await setup(t, {
       responder: (req) =>
         tagOf(req) === 'm02/proof01'
           ? { kind: 'error', status: 500, type: 'api_error', message: 'boom' }
@@ -1422,7 +1418,7 @@ describe('CSV formula injection', () => {
       ['m03/proof03', 'plain', false],
     ];
     const notes = Object.fromEntries(cases.map(([key, raw]) => [key, raw]));
-    const { fake, ws, run } = await setupRun(
+    const { fake, ws, run } = await setup(
       t,
       { responder: (req) => ({ text: fake.validAnswer({}, notes[tagOf(req)!]) }) },
       { models: 3 },
@@ -1445,7 +1441,7 @@ describe('CSV formula injection', () => {
 
 describe('an output path that cannot be created', () => {
   test('report.ts --html pointed at a FIFO: refused at once (exit 2, naming it), never a hang', async (t) => {
-    const { ws, run } = await setupRun(t);
+    const { ws, run } = await setup(t);
     assert.equal((await run()).code, 0);
     const fifo = path.join(ws.dir, 'page.html');
     execFileSync('mkfifo', [fifo]);
@@ -1453,7 +1449,7 @@ describe('an output path that cannot be created', () => {
     const paths = ['--log', ws.log, '--transcripts', ws.transcripts, '--html', fifo];
     const report = spawnSync(
       process.execPath,
-      ['--import', TSX_LOADER, path.join(REPO, 'report.ts'), ...inputs, ...paths],
+      [bundled(path.join(REPO, 'report.ts')).main, ...inputs, ...paths],
       { encoding: 'utf8', timeout: 60_000 },
     );
     assert.equal(report.status, 2, `${report.signal ?? ''} ${report.stderr}`);
@@ -1473,7 +1469,7 @@ describe('an output path that cannot be created', () => {
   ];
   for (const [flag, file] of cases) {
     test(`${flag} ${file} exits 2 naming the path, without a stack trace or a request; no lock left`, async (t) => {
-      const { fake, ws } = await setupRun(t);
+      const { fake, ws } = await setup(t);
       const result = await runMain(withFlag(ws.args(), flag, file), { baseUrl: fake.url });
       assert.equal(result.code, 2, result.stderr);
       assert.ok(result.stderr.includes(`run-judge: ${file}`), result.stderr);
@@ -1537,7 +1533,7 @@ describe('a disk that fills up or fails: the run stops naming the file, and both
   ];
   for (const [label, matches, code, which] of cases) {
     test(`${label}: exit 2 naming the file, no stack trace; the CSV and log parse; a rerun completes`, async (t) => {
-      const { ws, run } = await setupRun(t);
+      const { ws, run } = await setup(t);
       const result = await withFailingWrites(matches, code, 2, () => run(['--concurrency', '1']));
       assert.equal(result.code, 2, result.stderr);
       assert.ok(result.stderr.includes(`${ws[which]}: cannot be written (${code})`), result.stderr);
@@ -1563,7 +1559,7 @@ describe('a disk that fills up or fails: the run stops naming the file, and both
   ];
   for (const [flag, label, pathOf] of special) {
     test(`${flag} naming ${label} is refused at once (exit 2, "not a regular file"); nothing is created beside it`, async (t) => {
-      const { fake, ws } = await setupRun(t);
+      const { fake, ws } = await setup(t);
       const file = pathOf(ws);
       const beside = new Set(fs.readdirSync(path.dirname(file)));
       const args = ws.args().map((arg, i, all) => (all[i - 1] === flag ? file : arg));
@@ -1595,7 +1591,7 @@ describe('a torn audit line (a crash mid-write) is cut off on the next run, said
   ];
   for (const [label, tail] of tails) {
     test(`${label}: removed, every line then parses, and the complete lines before it are unchanged`, async (t) => {
-      const { ws, run } = await setupRun(t);
+      const { ws, run } = await setup(t);
       assert.equal((await run(['--task', 'proof01'])).code, 0);
       const complete = fs.readFileSync(ws.log, 'utf8');
       fs.appendFileSync(ws.log, tail);
@@ -1612,7 +1608,7 @@ describe('a torn audit line (a crash mid-write) is cut off on the next run, said
   }
 
   test('a log holding only a torn line is emptied, then written', async (t) => {
-    const { ws, run } = await setupRun(t);
+    const { ws, run } = await setup(t);
     fs.mkdirSync(path.dirname(ws.log), { recursive: true });
     fs.writeFileSync(ws.log, '{"run_id":');
     assert.equal((await run()).code, 0);

@@ -10,7 +10,7 @@ import {
   readLog,
   rowCount,
   rubricFile,
-  setupRun,
+  setup,
 } from './helpers.ts';
 import type { JudgeAnswer } from '../run-judge.ts';
 
@@ -391,7 +391,7 @@ describe("a judge answer nested 100,000 levels deep is that attempt's failure: t
   ];
   for (const [label, body] of BODIES) {
     test(`${label}: no crash, no stack trace; judge-b scores`, async (t) => {
-      const { fake, ws, run } = await setupRun(
+      const { fake, ws, run } = await setup(
         t,
         {
           responder: (req) =>

@@ -8,7 +8,7 @@ import type { TestContext } from 'node:test';
 import {
   REPO,
   RUBRIC_FILE,
-  TSX_LOADER,
+  bundled,
   fallbackAndThinkingRun,
   mentioning,
   readLog,
@@ -446,7 +446,7 @@ describe('the CI gate: --min-kappa, exit 1 naming each dimension below its thres
     const report = path.join(REPO, 'report.ts');
     const exitOf = (threshold: string) => {
       const child = [...args, '--min-kappa', threshold];
-      return spawnSync(process.execPath, ['--import', TSX_LOADER, report, ...child]).status;
+      return spawnSync(process.execPath, [bundled(report).main, ...child]).status;
     };
     assert.deepEqual([exitOf('0.9'), exitOf('0.8')], [1, 0]);
   });

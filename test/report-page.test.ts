@@ -7,9 +7,8 @@ import { after, before, describe, test } from 'node:test';
 import type { TestContext } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { stringify } from 'csv-stringify/sync';
-import { chromium } from 'playwright-core';
 import type { BrowserContext, Page } from 'playwright-core';
-import { CHROMIUM, CHROMIUM_ARGS, DIMENSIONS, makeWorkspace, writeJson } from './helpers.ts';
+import { DIMENSIONS, launchChromium, makeWorkspace, writeJson } from './helpers.ts';
 
 const { main } = await import('../report.ts');
 
@@ -111,19 +110,6 @@ async function writePage(dir: string): Promise<Written> {
   ws.remove();
   assert.equal(code, 0, 'report.ts --html failed');
   return { page, report: JSON.parse(stdout) };
-}
-
-/** Chromium with a fresh profile; a missing one fails the suite with one line, never skips it. */
-async function launchChromium(dir: string): Promise<BrowserContext> {
-  if (!fs.existsSync(CHROMIUM)) {
-    throw new Error('Chromium is not installed: apt-get install chromium (see README)');
-  }
-  const profile = path.join(dir, 'profile');
-  return chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    args: CHROMIUM_ARGS,
-    headless: true,
-  });
 }
 
 describe('the --html page in headless Chromium', () => {

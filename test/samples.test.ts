@@ -6,7 +6,6 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import { Writable } from 'node:stream';
 import { describe, test } from 'node:test';
-import type { TestContext } from 'node:test';
 import {
   DIMENSIONS,
   MODELS_FILE,
@@ -16,13 +15,13 @@ import {
   judgeEntry,
   readLog,
   rowCount,
-  setupRun,
+  setup,
   tagOf,
   tagOfParams,
   wellFormedCsv,
 } from './helpers.ts';
 import type { LogEntry, Workspace, WorkspaceOptions } from './helpers.ts';
-import type { BatchResult, FakeOptions, RecordedRequest, Reply } from './fake-anthropic.ts';
+import type { BatchResult, RecordedRequest, Reply } from './fake-anthropic.ts';
 
 // Destructured, not imported by name: a renamed export then fails its own tests, not the whole file.
 const { batchCustomId, medianVerdict, splitIntoBatches } = await import('../run-judge.ts');
@@ -76,10 +75,6 @@ function perTranscript(reply: (n: number, judge: string, tag: string) => Reply |
 }
 const BATCH = ['--batch', '--poll-interval', '0.01'];
 const ONE = { models: 1, tasks: ['proof01'] } satisfies WorkspaceOptions;
-
-/** A fake and a workspace; `run` is a full run (the workspace's human scores pass the gate). */
-const setup = (t: TestContext, fakeOpts: FakeOptions = {}, wsOpts: WorkspaceOptions = ONE) =>
-  setupRun(t, fakeOpts, wsOpts);
 
 // ---------------------------------------------------------------------------------------------
 describe('medianVerdict: per dimension the median, the lower middle for even k; the notes of the closest sample', () => {
@@ -149,7 +144,7 @@ describe('--samples 3 end to end: the row is the median, the audit log keeps eve
     // Median: MC 1 (0, 1, 2), PS 1 (2, 1, 0), the rest 2. Samples 1 and 3 differ from it in two dimensions each,
     // sample 2 in four: sample 1's notes, the earliest of the closest (sample 1 is always sent first).
     const sampled = [all(2, { [MC]: 0 }), all(1), all(2, { [PS]: 0 })];
-    const { fake, ws, run } = await setup(t);
+    const { fake, ws, run } = await setup(t, {}, ONE);
     fake.enqueue(...sampled.map((scores, i) => ({ text: answerJson(scores, `NOTES-${i + 1}`) })));
     const result = await run(['--samples', '3']);
     assert.equal(result.code, 0, result.stderr);
@@ -173,7 +168,7 @@ describe('--samples 3 end to end: the row is the median, the audit log keeps eve
   });
 
   test('a run without --samples: no sample_scores, notes without a suffix', async (t) => {
-    const { fake, ws, run } = await setup(t);
+    const { fake, ws, run } = await setup(t, {}, ONE);
     fake.enqueue({ text: answerJson(all(1), 'ONLY') });
     assert.equal((await run()).code, 0);
     assert.deepEqual(rowOf(ws, 'm01/proof01'), { scores: all(1), notes: 'ONLY' });
@@ -183,7 +178,7 @@ describe('--samples 3 end to end: the row is the median, the audit log keeps eve
   const refused = ['0', '101', '1.5', 'two'];
   for (const value of refused) {
     test(`--samples ${value}: a usage error (a positive integer up to 100), no call`, async (t) => {
-      const { fake, ws, run } = await setup(t);
+      const { fake, ws, run } = await setup(t, {}, ONE);
       const result = await run(['--samples', value]);
       assert.equal(result.code, 2);
       assert.match(result.stderr, /--samples.*positive integer up to 100/);
@@ -239,9 +234,11 @@ describe('the prompt cache: samples 2..k read sample 1 from it', () => {
 
   test("the audit log records each answer's cache tokens: a write on sample 1, reads on samples 2 and 3", async (t) => {
     // With buckets the fake computes the prompt cache; a roomy one never refuses.
-    const { fake, ws, run } = await setup(t, {
-      buckets: { requests: { capacity: 1000, perSecond: 1000 } },
-    });
+    const { fake, ws, run } = await setup(
+      t,
+      { buckets: { requests: { capacity: 1000, perSecond: 1000 } } },
+      ONE,
+    );
     const result = await run(['--samples', '3']);
     assert.equal(result.code, 0, result.stderr);
     const { answers, usage } = entries(ws)[0]!;
@@ -271,7 +268,7 @@ describe('the prompt cache: samples 2..k read sample 1 from it', () => {
       cache_creation_input_tokens: written,
       cache_read_input_tokens: read,
     });
-    const { fake, ws, run } = await setup(t);
+    const { fake, ws, run } = await setup(t, {}, ONE);
     fake.enqueue(
       { text: answerJson(), usage: usage(1234, 0) },
       { text: answerJson(), usage: usage(0, 1234) },
@@ -319,7 +316,7 @@ describe("a judge's attempt is all k samples: one unusable sample sends the tran
 
   for (const { label, failing, reply, primaryAnswers } of failures) {
     test(`${label}: the fallback judge does all 3 samples; the primary's answers stay in the log`, async (t) => {
-      const { fake, ws, run } = await setup(t, { responder: responderFor(failing, reply) });
+      const { fake, ws, run } = await setup(t, { responder: responderFor(failing, reply) }, ONE);
       const result = await run(['--samples', '3']);
       assert.equal(result.code, 0, result.stderr);
       assert.equal(fake.requests.filter((req) => modelOf(req) === 'judge-b').length, 3);
@@ -345,7 +342,11 @@ describe("a judge's attempt is all k samples: one unusable sample sends the tran
   }
 
   test('with --no-fallback the transcript fails: exit 1, no row from fewer samples than asked', async (t) => {
-    const { fake, ws, run } = await setup(t, { responder: responderFor(2, { text: 'not JSON' }) });
+    const { fake, ws, run } = await setup(
+      t,
+      { responder: responderFor(2, { text: 'not JSON' }) },
+      ONE,
+    );
     const result = await run(['--samples', '3', '--no-fallback']);
     assert.equal(result.code, 1, result.stderr);
     assert.match(
@@ -679,7 +680,7 @@ describe('the judge settings in a run: thinking kept, prices by the model that a
   });
 
   test('--samples: the tokens line adds up all input (uncached + cache write + cache read), each named', async (t) => {
-    const { ws, run } = await setup(t, ROOMY);
+    const { ws, run } = await setup(t, ROOMY, ONE);
     const result = await run(['--samples', '3']);
     assert.equal(result.code, 0, result.stderr);
     const usage = entries(ws)[0]!.usage;
@@ -726,7 +727,7 @@ describe('the judge settings in a run: thinking kept, prices by the model that a
 
 describe('--cache-ttl with --batch: 1h by default, as a batch often outlives 5 minutes', () => {
   test('--batch --samples 2 --cache-ttl 5m: the batch requests carry the 5-minute cache', async (t) => {
-    const { fake, run } = await setup(t);
+    const { fake, run } = await setup(t, {}, ONE);
     const result = await run([...BATCH, '--samples', '2', '--cache-ttl', '5m']);
     assert.equal(result.code, 0, result.stderr);
     for (const request of fake.batches[0]!.requests) {
@@ -735,7 +736,7 @@ describe('--cache-ttl with --batch: 1h by default, as a batch often outlives 5 m
   });
 
   test('--cache-ttl 10m is a usage error naming the choices', async (t) => {
-    const { fake, run } = await setup(t);
+    const { fake, run } = await setup(t, {}, ONE);
     const result = await run(['--cache-ttl', '10m']);
     assert.equal(result.code, 2);
     assert.match(result.stderr, /--cache-ttl.*10m.*5m, 1h/);

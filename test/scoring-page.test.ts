@@ -7,16 +7,8 @@ import * as path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { TestContext } from 'node:test';
 import { pathToFileURL } from 'node:url';
-import { chromium } from 'playwright-core';
 import type { BrowserContext, Page } from 'playwright-core';
-import {
-  CHROMIUM,
-  CHROMIUM_ARGS,
-  makeWorkspace,
-  runReport,
-  setupRun,
-  writeJson,
-} from './helpers.ts';
+import { launchChromium, makeWorkspace, runReport, setup, writeJson } from './helpers.ts';
 import type { Workspace } from './helpers.ts';
 
 const { csvLine, guardCell, isComplete, loadRubric, readHumanScores } =
@@ -42,19 +34,6 @@ function writePlan(dir: string): { ws: Workspace; out: string } {
   transcript.messages.push({ role: 'user', content: PAYLOAD });
   writeJson(transcriptFile, transcript);
   return { ws, out: path.join(dir, 'human') };
-}
-
-/** Chromium with a fresh profile; a missing one fails the suite with one line, never skips it. */
-async function launchChromium(dir: string): Promise<BrowserContext> {
-  if (!fs.existsSync(CHROMIUM)) {
-    throw new Error('Chromium is not installed: apt-get install chromium (see README)');
-  }
-  return chromium.launchPersistentContext(path.join(dir, 'profile'), {
-    executablePath: CHROMIUM,
-    args: CHROMIUM_ARGS,
-    headless: true,
-    acceptDownloads: true,
-  });
 }
 
 describe('the blind scoring page in headless Chromium', () => {
@@ -83,7 +62,7 @@ describe('the blind scoring page in headless Chromium', () => {
       const url = pathToFileURL(path.join(plan.out, `${scorer}.html`)).href;
       sheets.set(scorer, { scorer, file, url, rows: rows as Record<string, string>[] });
     }
-    browser = await launchChromium(dir);
+    browser = await launchChromium(dir, { acceptDownloads: true });
     browser.setDefaultTimeout(10_000); // a broken page fails in seconds, not minutes
   });
 
@@ -338,7 +317,7 @@ describe('the blind scoring page in headless Chromium', () => {
   });
 
   test('form → CSV → gate: half scored, the full run refuses before any call; all scored, it judges every transcript', async (t) => {
-    const { fake, ws: run, run: judge } = await setupRun(t);
+    const { fake, ws: run, run: judge } = await setup(t);
     const out = path.join(run.dir, 'human');
     const paths = ['--transcripts', run.transcripts, '--tasks', run.tasks];
     const more = ['--reference-keys', run.referenceKeys, '--rubric', run.rubric, '--out', out];

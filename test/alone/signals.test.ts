@@ -1,11 +1,13 @@
-// Signals as CI sends them: a SIGTERM to the whole process group of `npx tsx run-judge.ts`, once the
-// server has delivered answers. tsx SIGKILLs a script that has not acknowledged a signal within 30 ms.
+// Signals as CI sends them: a SIGTERM to the whole process group of `tsx run-judge.ts` (tsx's own CLI,
+// as `npx tsx` runs it, started here with this node: no npx start-up), once the server has delivered
+// answers. tsx relays the signal to the script and SIGKILLs one that has not acknowledged it within 30 ms.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import {
   REPO,
   SCRIPT,
@@ -15,12 +17,15 @@ import {
   readLog,
   rowCount,
   runEnv,
-  setupRun,
+  setup,
   waitFor,
 } from '../helpers.ts';
 
+/** tsx's command line (what `npx tsx` runs), found beside the loader the suite runs on. */
+const TSX_CLI = fileURLToPath(new URL('cli.mjs', import.meta.resolve('tsx')));
+
 /**
- * `rounds` runs at `--concurrency n` of `npx tsx run-judge.ts`, each in its own process group, each
+ * `rounds` runs at `--concurrency n` of `tsx run-judge.ts`, each in its own process group, each
  * cancelled by a group SIGTERM once answers arrived: in even rounds as the first two arrive, in odd
  * rounds once a full `n` arrived together; a few ms later each round. Every answer the fake delivered
  * must have its audit line and row, and the script its summary: it was never killed.
@@ -30,7 +35,7 @@ async function cancelAfterAnswers(t: TestContext, concurrency: number, rounds: n
   let roundStart = 0;
   // The first two requests of a run (sent before any answer told the limits) are answered at once.
   const until = (index: number) => (index - roundStart < 2 ? undefined : answers.until);
-  const { fake, ws } = await setupRun(
+  const { fake, ws } = await setup(
     t,
     { responder: (_, index) => ({ text: fake.validAnswer(), until: until(index) }) },
     {
@@ -53,7 +58,7 @@ async function cancelAfterAnswers(t: TestContext, concurrency: number, rounds: n
     roundStart = sent;
     const deliveredBefore = delivered;
     let stderr = '';
-    const child = spawn('npx', ['tsx', SCRIPT, ...args], {
+    const child = spawn(process.execPath, [TSX_CLI, SCRIPT, ...args], {
       cwd: REPO,
       env: runEnv({ baseUrl: fake.url }),
       detached: true, // its own process group, as a CI job's
@@ -80,7 +85,7 @@ async function cancelAfterAnswers(t: TestContext, concurrency: number, rounds: n
     const ended = await closed; // stderr closes once the script too has exited
 
     const at = `round ${round}: ${stderr}`;
-    assert.match(ended, /^(143|SIGTERM)$/, `${at}: npx ended by the signal`);
+    assert.match(ended, /^(143|SIGTERM)$/, `${at}: tsx ended by the signal`);
     assert.equal(fs.existsSync(`${output}.lock`), false, `${at}: the script ended by itself`);
     assert.match(stderr, /^stopping: /m, at);
     assert.match(stderr, /^interrupted: /m, `${at}: the summary`);
@@ -99,7 +104,7 @@ function killGroup(pgid: number): void {
   }
 }
 
-describe('a group SIGTERM under `npx tsx`, as CI cancels: every answer the server delivered is written', () => {
+describe("a group SIGTERM under tsx's CLI, as CI cancels: every answer the server delivered is written", () => {
   test('--concurrency 8, 10 rounds: the script is never killed, each answer has its audit line and row', async (t) => {
     await cancelAfterAnswers(t, 8, 10);
   });
