@@ -23,13 +23,16 @@ import {
 } from './run-judge.ts';
 import type { HumanRow, IO, Rubric } from './run-judge.ts';
 import {
+  DEFAULT_MARGIN,
   analyse,
   comparableHumanRows,
+  estimate,
+  fewNote,
   figure,
   reportCells,
-  withInterval,
+  verdictWords,
 } from './report-analysis.ts';
-import type { AnalysisAudit, Report, Scores } from './report-analysis.ts';
+import type { AnalysisAudit, AnalysisOptions, Report, Scores } from './report-analysis.ts';
 import { writeHtmlPage } from './report-html.ts';
 import { judgeInputs, readAuditLog } from './report-inputs.ts';
 import type { Audit, JudgeRun } from './report-inputs.ts';
@@ -160,6 +163,11 @@ function buildCli(io: ReportIO, result: { status: number }): Command {
       'also write the report as one self-contained HTML page, with every transcript',
     )
     .option(
+      '--margin <kappa>',
+      'the non-inferiority margin of the verdicts: as good when the gap to the human ceiling is not below -margin',
+      String(DEFAULT_MARGIN),
+    )
+    .option(
       '--transcripts <dir>',
       'transcripts folder: for --html, and to find stale human rows',
       DEFAULTS.transcripts,
@@ -209,6 +217,7 @@ type AgreementOptions = {
   log: string[];
   minKappa: string[];
   on?: 'kappa' | 'lower';
+  margin: string;
   html?: string;
   transcripts: string;
 };
@@ -223,6 +232,7 @@ function printAgreement(options: AgreementOptions, io: ReportIO): number {
   if (options.html !== undefined) checkOutputFile(options.html); // a FIFO would hang the write
   const judges = judgeInputs(options.scores, options.log);
   const on = options.on ?? 'kappa';
+  const analysisOptions = { margin: marginOf(options.margin) };
   if (options.on !== undefined && options.minKappa.length === 0) {
     throw new EvalInputError(
       `--on ${options.on} says what --min-kappa checks: give --min-kappa too`,
@@ -244,9 +254,15 @@ function printAgreement(options: AgreementOptions, io: ReportIO): number {
   // 3. The analysis of the first judge; with more, every judge on the transcripts all of them
   // scored; with --min-kappa, the gate on the first judge's figures.
   const first = runs[0]!;
-  const report: FullReport = analyse(first.rows, humans, rubric, analysisAudit(first.audit));
+  const report: FullReport = analyse(
+    first.rows,
+    humans,
+    rubric,
+    analysisAudit(first.audit),
+    analysisOptions,
+  );
   if (runs.length > 1) {
-    report.comparison = compareJudges(runs, humans, rubric);
+    report.comparison = compareJudges(runs, humans, rubric, analysisOptions);
   }
   if (thresholds.size > 0) {
     report.gate = gate(report, thresholds, on);
@@ -282,6 +298,15 @@ function printAgreement(options: AgreementOptions, io: ReportIO): number {
   return report.gate?.passed === false ? 1 : 0;
 }
 
+/** --margin as a kappa difference: a number from 0 to 2 (kappa runs from -1 to 1). */
+function marginOf(value: string): number {
+  const margin = value.trim() === '' ? NaN : Number(value);
+  if (!Number.isFinite(margin) || margin < 0 || margin > 2) {
+    throw new EvalInputError(`--margin ${value}: give a kappa difference from 0 to 2, as 0.1`);
+  }
+  return margin;
+}
+
 /** A word on the command line that is no option: a mistyped command (`sheets`), named as such. */
 function refuseArguments(args: string[], cli: Command): void {
   if (args.length === 0) {
@@ -309,7 +334,12 @@ export type JudgeComparison = ReturnType<typeof compareJudges>[number];
 
 /** Every judge on the same transcripts: those all of them scored and people scored completely (and
  * not stale: the transcript unchanged since). */
-export function compareJudges(runs: JudgeRun[], humans: HumanRow[], rubric: Rubric) {
+export function compareJudges(
+  runs: JudgeRun[],
+  humans: HumanRow[],
+  rubric: Rubric,
+  options: AnalysisOptions = { margin: DEFAULT_MARGIN },
+) {
   // 1. The transcripts compared.
   const keyOf = (row: { task_id: string; model: string }) => pairKey(row.task_id, row.model);
   const complete = comparableHumanRows(humans, rubric);
@@ -323,10 +353,12 @@ export function compareJudges(runs: JudgeRun[], humans: HumanRow[], rubric: Rubr
   // 2. Each judge's figures on them, and what a transcript cost it.
   return runs.map((run) => {
     const rows = run.rows.filter((row) => common.has(keyOf(row)));
-    const report = analyse(rows, humansCompared, rubric, analysisAudit(run.audit, common));
+    const report = analyse(rows, humansCompared, rubric, analysisAudit(run.audit, common), options);
     const dimensions = report.dimensions.map((dimension) => {
       return {
         name: dimension.name,
+        n: dimension.judge_vs_human.n,
+        ceiling_n: dimension.human_vs_human?.n ?? 0,
         kappa: dimension.judge_vs_human.kappa,
         kappa_ci95: dimension.judge_vs_human.kappa_ci95,
         gap_to_ceiling: dimension.gap_to_ceiling,
@@ -456,7 +488,12 @@ export function formatReport(
 ) {
   const cells = reportCells(report);
   const table = markdown ? markdownTable : alignedTable;
-  const parts = [cells.summary, table(cells.agreement), table(cells.models)];
+  const parts = [cells.summary, table(cells.agreement)];
+  const notes = readingNotes(report);
+  if (notes !== '') {
+    parts.push(notes);
+  }
+  parts.push(table(cells.models));
   if (report.comparison !== undefined) {
     const n = report.comparison[0]?.n_transcripts ?? 0;
     parts.push(`judges side by side, on the ${n} transcript(s) all of them and people scored:`);
@@ -466,6 +503,22 @@ export function formatReport(
     parts.push(gateVerdict(report.gate, on));
   }
   return `${parts.join('\n\n')}\n`;
+}
+
+/** How to read the verdicts (the margin) and the marks, said under the table that uses them. */
+function readingNotes(report: Report): string {
+  const lines: string[] = [];
+  const margin = report.dimensions.find((dimension) => dimension.gap_to_ceiling !== null)
+    ?.gap_to_ceiling?.margin;
+  if (margin !== undefined) {
+    lines.push(
+      `verdict, at margin ${margin} (--margin): "as good" when the gap's 95% CI is at or above ` +
+        `-${margin}, "below" when it is under -${margin}, else "undetermined" (~ more: transcripts ` +
+        'scored by two people that would roughly decide it)',
+    );
+  }
+  lines.push(fewNote());
+  return lines.join('\n');
 }
 
 /** The comparison as one table, the judges of a dimension together. */
@@ -488,11 +541,11 @@ function comparisonCells(comparison: JudgeComparison[]): string[][] {
       return [
         dimension.name,
         judge.name,
-        withInterval(figures.kappa, figures.kappa_ci95),
+        estimate(figures.kappa, figures.kappa_ci95, figures.n),
         gap === null
           ? '-'
-          : `${withInterval(gap.kappa_diff, gap.ci95)} ${gap.verdict ?? ''}`.trim(),
-        withInterval(figures.leniency.mean_diff, figures.leniency.ci95),
+          : `${estimate(gap.kappa_diff, gap.ci95, figures.ceiling_n)} ${verdictWords(gap)}`,
+        estimate(figures.leniency.mean_diff, figures.leniency.ci95, figures.n),
         samples === null ? '-' : `${figure(samples.unanimous)} / ${figure(samples.mean_range)}`,
         cost === null ? 'unknown' : `$${cost.toFixed(4)}`,
       ];
