@@ -26,6 +26,14 @@ export type Scores = ScoreRow['scores'];
  * `Audit`): rows scored per judge, and the samples of each transcript judged k times. */
 export type AnalysisAudit = { judges: Record<string, number>; samples: Scores[][] };
 
+/** What the reading of the figures takes: the non-inferiority margin of the gap (kappa units). */
+export type AnalysisOptions = { margin: number };
+
+export const DEFAULT_MARGIN = 0.1;
+
+/** A figure over fewer (human, judge) or (scorer, scorer) pairs than this rests on few. */
+export const FEW_PAIRS = 30;
+
 // ---- The analysis ------------------------------------------------------------------------------
 
 /** A matched transcript: its judge row and its complete human rows, sorted by scorer. */
@@ -37,6 +45,7 @@ export function analyse(
   humans: HumanRow[],
   rubric: Rubric,
   audit: AnalysisAudit = { judges: {}, samples: [] },
+  options: AnalysisOptions = { margin: DEFAULT_MARGIN },
 ) {
   // 1. Each transcript's judge row, and its complete human rows (a row not fully scored is none).
   const judgeOf = new Map(judged.map((row) => [pairKey(row.task_id, row.model), row]));
@@ -64,7 +73,7 @@ export function analyse(
 
   // 4. Per dimension: the judge against the humans, the ceiling, the gap, leniency, alpha, samples.
   const dimensions = rubric.dimensions.map((dimension, d) => {
-    return dimensionReport(dimension, matched, audit.samples, perModel[d]!);
+    return dimensionReport(dimension, matched, audit.samples, perModel[d]!, options);
   });
 
   // 5. Per model: the judge's and the humans' means side by side.
@@ -109,6 +118,7 @@ function dimensionReport(
   matched: Matched[],
   samples: Scores[][],
   perModel: ReturnType<typeof modelFigures>[],
+  options: AnalysisOptions,
 ) {
   const name = dimension.name;
   const scale = scaleOf(allowedScores(dimension));
@@ -180,6 +190,7 @@ function dimensionReport(
       kappa_ci95: allIntervals[0]!.ci95,
       undefined_resamples: allIntervals[0]!.undefined_resamples,
       resamples: allIntervals[0]!.resamples,
+      few_pairs: judgeFigures.n < FEW_PAIRS,
     },
     human_vs_human: hasCeiling
       ? {
@@ -190,12 +201,19 @@ function dimensionReport(
           kappa_ci95: ceilingIntervals[0]!.ci95,
           undefined_resamples: ceilingIntervals[0]!.undefined_resamples,
           resamples: ceilingIntervals[0]!.resamples,
+          few_pairs: scorerFigures.n < FEW_PAIRS,
         }
       : null,
-    gap_to_ceiling: hasCeiling ? gapToCeiling(gapOf(ceilingTotals), ceilingIntervals[1]!) : null,
+    gap_to_ceiling: hasCeiling
+      ? gapToCeiling(gapOf(ceilingTotals), ceilingIntervals[1]!, options.margin, {
+          transcripts: ceiling.count,
+          pairs: scorerFigures.n,
+        })
+      : null,
     leniency: {
       mean_diff: n > 0 ? allTotals[leniencyAt]! / n : null,
       ci95: allIntervals[1]!.ci95,
+      reading: leniencyReading(allIntervals[1]!.ci95),
     },
     alpha: {
       humans: hasCeiling ? alphaOfTerms(ceilingTotals, humanAlphaAt, k) : null,
@@ -208,19 +226,76 @@ function dimensionReport(
   };
 }
 
-/** The judge's kappa minus the ceiling's, its interval, and whether the judge is within it. */
-function gapToCeiling(kappaDiff: number | null, interval: Interval) {
-  let verdict: 'within' | 'below' | null = null;
-  if (interval.ci95 !== null) {
-    verdict = interval.ci95[1] >= 0 ? 'within' : 'below';
+/** A gap's reading against the margin: not worse than the ceiling by more than it (`as_good`),
+ * worse by more (`below`), or the data cannot tell (`undetermined`). */
+export type Verdict = 'as_good' | 'below' | 'undetermined';
+
+/** The judge's kappa minus the ceiling's, its interval, and its non-inferiority verdict: `as_good`
+ * when the interval's lower end is at or above -margin, `below` when its upper end is under it. */
+function gapToCeiling(
+  kappaDiff: number | null,
+  interval: Interval,
+  margin: number,
+  size: { transcripts: number; pairs: number },
+) {
+  const ci = interval.ci95;
+  const few = size.pairs < FEW_PAIRS;
+  let verdict: Verdict | null = null;
+  let more: number | null = null;
+  if (ci !== null) {
+    verdict = 'undetermined';
+    // An interval collapsed to a point on few pairs is too little data, not certainty.
+    const collapsed = few && ci[0] === ci[1];
+    if (ci[0] >= -margin && !collapsed) {
+      verdict = 'as_good';
+    } else if (ci[1] < -margin && !collapsed) {
+      verdict = 'below';
+    } else if (!collapsed) {
+      more = transcriptsToDecide(kappaDiff, ci, margin, size.transcripts);
+    }
   }
   return {
     kappa_diff: kappaDiff,
-    ci95: interval.ci95,
+    ci95: ci,
     verdict,
+    margin,
+    more_transcripts_to_decide: more,
+    few_pairs: few,
     undefined_resamples: interval.undefined_resamples,
     resamples: interval.resamples,
   };
+}
+
+/** Roughly how many more transcripts scored by two people would move the interval off -margin:
+ * its half-width on the margin's side shrinks as 1 / sqrt(n), the estimate assumed to stay put.
+ * Null when the estimate sits on the margin (no number of transcripts decides it). */
+function transcriptsToDecide(
+  kappaDiff: number | null,
+  ci: [number, number],
+  margin: number,
+  transcripts: number,
+): number | null {
+  if (kappaDiff === null) {
+    return null;
+  }
+  const distance = Math.abs(kappaDiff + margin);
+  const halfWidth = kappaDiff >= -margin ? kappaDiff - ci[0] : ci[1] - kappaDiff;
+  if (distance < 1e-9 || halfWidth <= 0) {
+    return null;
+  }
+  const needed = transcripts * (halfWidth / distance) ** 2;
+  return Math.max(1, Math.ceil(needed - transcripts));
+}
+
+/** Leniency read: `lenient` or `harsh` when its interval excludes 0, else null. */
+function leniencyReading(ci: [number, number] | null): 'lenient' | 'harsh' | null {
+  if (ci === null) {
+    return null;
+  }
+  if (ci[0] > 0) {
+    return 'lenient';
+  }
+  return ci[1] < 0 ? 'harsh' : null;
 }
 
 /** One tutor model on one dimension, over its matched transcripts: agreement, and both means. */
@@ -263,6 +338,7 @@ function modelFigures(model: string, matched: Matched[], dimension: Dimension) {
       kappa_ci95: intervals[0]!.ci95,
       undefined_resamples: intervals[0]!.undefined_resamples,
       resamples: intervals[0]!.resamples,
+      few_pairs: figures.n < FEW_PAIRS,
     },
     n_matched: n,
     judge_mean: all[judgeAt]! / n,
@@ -488,24 +564,40 @@ function agreementCells(dimension: DimensionReport): string[] {
   }
   let gapCell = '-';
   if (gap !== null) {
-    gapCell = `${withInterval(gap.kappa_diff, gap.ci95)} ${gap.verdict ?? '-'}`;
+    gapCell = `${estimate(gap.kappa_diff, gap.ci95, ceiling!.n)} ${verdictWords(gap)}`;
   }
+  const leniency = dimension.leniency;
+  const lenientCell = `${estimate(leniency.mean_diff, leniency.ci95, judge.n)} ${leniency.reading ?? ''}`;
 
   return [
     dimension.name,
     String(judge.n),
     figure(judge.exact),
     figure(judge.within_one),
-    withInterval(judge.kappa, judge.kappa_ci95) + undefinedShare(judge),
+    estimate(judge.kappa, judge.kappa_ci95, judge.n) + undefinedShare(judge),
     // The ceiling's pairs of scorers, which its n in the JSON counts too.
     ceiling === null
       ? '-'
-      : `${withInterval(ceiling.kappa, ceiling.kappa_ci95)} (n ${ceiling.n})${undefinedShare(ceiling)}`,
+      : `${estimate(ceiling.kappa, ceiling.kappa_ci95, ceiling.n)} (n ${ceiling.n})${undefinedShare(ceiling)}`,
     gapCell,
-    withInterval(dimension.leniency.mean_diff, dimension.leniency.ci95),
+    lenientCell.trim(),
     `${figure(alpha.humans)} / ${figure(alpha.humans_and_judge)}`,
     consistency,
   ];
+}
+
+/** A gap's verdict in words: `as good`, `below`, `undetermined (~40 more)`; `-` without one. */
+export function verdictWords(gap: NonNullable<DimensionReport['gap_to_ceiling']>): string {
+  if (gap.verdict === null) {
+    return '-';
+  }
+  if (gap.verdict === 'as_good') {
+    return 'as good';
+  }
+  if (gap.verdict === 'undetermined' && gap.more_transcripts_to_decide !== null) {
+    return `undetermined (~${gap.more_transcripts_to_decide} more)`;
+  }
+  return gap.verdict;
 }
 
 /** One model's row of the models table, on one dimension. */
@@ -514,18 +606,46 @@ function modelCells(row: ModelReport, dimension: DimensionReport, ranking: Repor
   const agreement = dimension.per_model.find((entry) => entry.model === row.model);
   let kappa = '-';
   if (agreement !== undefined) {
-    kappa = withInterval(agreement.kappa, agreement.kappa_ci95) + undefinedShare(agreement);
+    kappa =
+      estimate(agreement.kappa, agreement.kappa_ci95, agreement.n) + undefinedShare(agreement);
   }
+  const pairs = agreement?.n ?? 0;
   return [
     row.model,
     name,
     String(row.n_matched),
-    withInterval(row.judge_mean[name], row.judge_ci95[name] ?? null),
-    withInterval(row.human_mean[name], row.human_ci95[name] ?? null),
+    estimate(row.judge_mean[name], row.judge_ci95[name] ?? null, pairs),
+    estimate(row.human_mean[name], row.human_ci95[name] ?? null, pairs),
     figure(row.judge_mean_all[name]),
     kappa,
     figure(ranking[name]),
   ];
+}
+
+/** A figure and its interval as a cell, ` †` after it when it rests on fewer than FEW_PAIRS pairs;
+ * an interval collapsed to a point on few pairs is `[too few]`, not a certainty. */
+export function estimate(
+  value: number | null | undefined,
+  ci: [number, number] | null,
+  pairs: number,
+): string {
+  if (value === null || value === undefined) {
+    return '-';
+  }
+  if (pairs >= FEW_PAIRS) {
+    return withInterval(value, ci);
+  }
+  if (ci !== null && ci[0] === ci[1]) {
+    return `${figure(value)} [too few]`;
+  }
+  return `${withInterval(value, ci)} ${FEW_MARK}`;
+}
+
+/** The mark of a figure resting on few pairs, and the footnote that says so. */
+export const FEW_MARK = '†';
+
+export function fewNote(): string {
+  return `${FEW_MARK} on fewer than ${FEW_PAIRS} pairs: a figure resting on few; [too few]: an interval collapsed to a point on them`;
 }
 
 /** ` (u/r undefined)` after an interval some of whose resamples were undefined; else nothing. */

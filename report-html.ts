@@ -173,8 +173,9 @@ th{background:#f3f4f6}
 .run th{white-space:nowrap}
 .run td{white-space:normal;overflow-wrap:anywhere}
 .verdicts li{margin:2px 0}
-.within{color:#166534;font-weight:bold}
+.as_good{color:#166534;font-weight:bold}
 .below{color:#b91c1c;font-weight:bold}
+.undetermined{color:#92400e;font-weight:bold}
 .forest{display:block;width:100%;max-width:800px;height:auto;margin:8px 0}
 .forest text{font:12px system-ui,sans-serif;fill:#111}
 .forest .tick text{fill:#555;font-size:11px}
@@ -288,8 +289,18 @@ function verdictText(dimension: DimensionReport): string {
   if (gap.verdict === null) {
     return `no verdict: the gap has no interval; ${gapText}`;
   }
-  const word = gap.verdict === 'within' ? 'within the human ceiling' : 'below the human ceiling';
-  return `<b class="${gap.verdict}">${word}</b>; ${gapText}`;
+  const margin = figure(gap.margin);
+  const words = {
+    as_good: `as good as the people (not below the human ceiling by more than ${margin})`,
+    below: `below the human ceiling by more than ${margin}`,
+    undetermined: `undetermined (the interval holds −${margin})`,
+  };
+  let more = '';
+  if (gap.more_transcripts_to_decide !== null) {
+    const count = gap.more_transcripts_to_decide;
+    more = `; roughly ${count} more transcripts scored by two people would decide it`;
+  }
+  return `<b class="${gap.verdict}">${words[gap.verdict]}</b>${escapeHtml(more)}; ${gapText}`;
 }
 
 /** A dimension's figures under its heading: kappa, ceiling, leniency, alpha, the ranking. */

@@ -335,15 +335,19 @@ describe("the JSON's field names: issue 16's, which report-page and report-cli c
       'kappa_ci95',
       'undefined_resamples',
       'resamples',
+      'few_pairs',
     ]);
     assert.deepEqual(Object.keys(dimension.gap_to_ceiling), [
       'kappa_diff',
       'ci95',
       'verdict',
+      'margin',
+      'more_transcripts_to_decide',
+      'few_pairs',
       'undefined_resamples',
       'resamples',
     ]);
-    assert.deepEqual(Object.keys(dimension.leniency), ['mean_diff', 'ci95']);
+    assert.deepEqual(Object.keys(dimension.leniency), ['mean_diff', 'ci95', 'reading']);
     assert.deepEqual(Object.keys(dimension.alpha), [
       'humans',
       'humans_ci95',
@@ -359,6 +363,7 @@ describe("the JSON's field names: issue 16's, which report-page and report-cli c
       'kappa_ci95',
       'undefined_resamples',
       'resamples',
+      'few_pairs',
     ]);
     assert.deepEqual(Object.keys(report.models[0]), [
       'model',
@@ -389,19 +394,27 @@ describe('the gap to the ceiling: judge kappa minus the humans, paired over tran
     return analyse(judged, humans, rubricOf({ x: [0, 1, 2] }));
   };
 
-  test('a judge that scores as the two agreeing scorers do: gap exactly 0, interval [0, 0], within', () => {
-    const gap = dataSet((score) => score).dimensions[0]!.gap_to_ceiling!;
+  test('a judge that scores as the two agreeing scorers do, on 30: gap exactly 0, interval [0, 0], as good', () => {
+    const gap = dataSet((score) => score, 30).dimensions[0]!.gap_to_ceiling!;
     assert.equal(gap.kappa_diff, 0);
     assert.deepEqual(gap.ci95, [0, 0]);
-    assert.equal(gap.verdict, 'within');
+    assert.equal(gap.verdict, 'as_good');
     assert.equal(gap.resamples, 2000);
   });
 
-  test('a constant judge beside agreeing scorers: kappa 0 against 1, gap -1, below', () => {
-    const gap = dataSet(() => 1).dimensions[0]!.gap_to_ceiling!;
+  test('a constant judge beside agreeing scorers, on 30: kappa 0 against 1, gap -1, below', () => {
+    const gap = dataSet(() => 1, 30).dimensions[0]!.gap_to_ceiling!;
     assert.equal(gap.kappa_diff, -1);
     assert.deepEqual(gap.ci95, [-1, -1]);
     assert.equal(gap.verdict, 'below');
+  });
+
+  test('the same on 6 transcripts: an interval collapsed to a point on few pairs is undetermined, "too few"', () => {
+    const report = dataSet(() => 1);
+    const gap = report.dimensions[0]!.gap_to_ceiling!;
+    assert.deepEqual([gap.ci95, gap.verdict, gap.few_pairs], [[-1, -1], 'undetermined', true]);
+    assert.equal(gap.more_transcripts_to_decide, null);
+    assert.match(reportCells(report).agreement[1]![6]!, /^-1\.00 \[too few\] undetermined$/);
   });
 
   test('undefined in over half the resamples (two transcripts): no interval, verdict null, the count said', () => {
@@ -432,7 +445,7 @@ describe("leniency: the judge's mean minus the humans' over matched transcripts,
       humanRow('m', 't2', 'bo', { x: 2 }),
     ];
     const leniency = analyse(judged, humans, rubricOf({ x: [0, 1, 2, 3] })).dimensions[0]!.leniency;
-    assert.deepEqual(leniency, { mean_diff: 1, ci95: [1, 1] });
+    assert.deepEqual(leniency, { mean_diff: 1, ci95: [1, 1], reading: 'lenient' });
   });
 });
 
@@ -523,4 +536,98 @@ describe('no matched transcript: no figure, never a 0', () => {
     const row = reportCells(report).agreement[1]!;
     assert.deepEqual(row.slice(0, 5), ['x', '0', '-', '-', '-']);
   });
+});
+
+describe('verdicts as a non-inferiority reading at margin 0.1 (issue 23), against numpy and scikit-learn', () => {
+  const sets = JSON.parse(
+    fs.readFileSync(path.join(import.meta.dirname, 'reference', 'verdict-sets.json'), 'utf8'),
+  ) as Record<
+    string,
+    { judge: [string, string, number][]; humans: [string, string, string, number][] }
+  >;
+  // Printed by `/usr/bin/python3 test/reference/verdicts-reference.py`, copied here.
+  const VERDICTS = {
+    small: {
+      kappa_diff: 0.04753820033955858,
+      ci95: [-0.3529411764705883, 0.4057971014492753],
+      verdict: 'undetermined',
+      more_transcripts_to_decide: 51,
+      leniency: 0.125,
+      leniency_ci95: [-0.125, 0.4375],
+      leniency_reading: null,
+    },
+    large_agreeing: {
+      kappa_diff: 0.0025719326281813393,
+      ci95: [-0.023386305567068666, 0.028087253411248514],
+      verdict: 'as_good',
+      more_transcripts_to_decide: null,
+      leniency: 0.023333333333333334,
+      leniency_ci95: [-0.013333333333333334, 0.06],
+      leniency_reading: null,
+    },
+    large_disagreeing: {
+      kappa_diff: -0.8455089695926525,
+      ci95: [-0.94475559955048, -0.7443544955687277],
+      verdict: 'below',
+      more_transcripts_to_decide: null,
+      leniency: 0.6466666666666666,
+      leniency_ci95: [0.5066666666666667, 0.7966666666666666],
+      leniency_reading: 'lenient',
+    },
+  };
+  const reportOf = (name: string) => {
+    const set = sets[name]!;
+    const judged = set.judge.map(([model, task, x]) => judgeRow(model, task, { x }));
+    const humans = set.humans.map(([model, task, scorer, x]) =>
+      humanRow(model, task, scorer, { x }),
+    );
+    return analyse(judged, humans, rubricOf({ x: [0, 1, 2] }));
+  };
+
+  for (const [name, expected] of Object.entries(VERDICTS)) {
+    test(`${name}: the gap, its paired interval, the verdict ${expected.verdict}, leniency and its reading`, () => {
+      const dimension = reportOf(name).dimensions[0]!;
+      const gap = dimension.gap_to_ceiling!;
+      near(gap.kappa_diff, expected.kappa_diff, 'gap');
+      near(gap.ci95![0], expected.ci95[0]!, 'gap lower');
+      near(gap.ci95![1], expected.ci95[1]!, 'gap upper');
+      assert.equal(gap.verdict, expected.verdict);
+      assert.equal(gap.margin, 0.1);
+      assert.equal(gap.more_transcripts_to_decide, expected.more_transcripts_to_decide);
+      const leniency = dimension.leniency;
+      near(leniency.mean_diff, expected.leniency, 'leniency');
+      near(leniency.ci95![0], expected.leniency_ci95[0]!, 'leniency lower');
+      near(leniency.ci95![1], expected.leniency_ci95[1]!, 'leniency upper');
+      assert.equal(leniency.reading, expected.leniency_reading);
+      assert.equal(dimension.judge_vs_human.few_pairs, name === 'small');
+    });
+  }
+
+  test('the small set is marked as resting on few in its cells; an undetermined gap says how many more would decide it', () => {
+    const row = reportCells(reportOf('small')).agreement[1]!;
+    assert.match(row[4]!, /†$/);
+    assert.match(row[6]!, /undetermined \(~51 more\)$/);
+  });
+
+  test('a wider margin reads the same gap as good; none makes a small set certain', () => {
+    const set = sets.small!;
+    const judged = set.judge.map(([model, task, x]) => judgeRow(model, task, { x }));
+    const humans = set.humans.map(([model, task, scorer, x]) =>
+      humanRow(model, task, scorer, { x }),
+    );
+    const report = analyse(judged, humans, rubricOf({ x: [0, 1, 2] }), undefined, { margin: 0.5 });
+    assert.equal(report.dimensions[0]!.gap_to_ceiling!.verdict, 'as_good');
+  });
+
+  const available = fs.existsSync('/usr/bin/python3');
+  test(
+    'the constants above are what the script prints (where numpy and scikit-learn are installed)',
+    { skip: available ? false : 'no /usr/bin/python3' },
+    () => {
+      const script = path.join(import.meta.dirname, 'reference', 'verdicts-reference.py');
+      const run = spawnSync('/usr/bin/python3', [script], { encoding: 'utf8' });
+      assert.equal(run.status, 0, run.stderr);
+      assert.deepEqual(JSON.parse(run.stdout), VERDICTS);
+    },
+  );
 });

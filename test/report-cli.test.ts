@@ -239,7 +239,8 @@ describe('judges side by side: --scores more than once, on the transcripts all o
         [dimension.gap_to_ceiling.kappa_diff, dimension.gap_to_ceiling.ci95],
         [0, [0, 0]],
       );
-      assert.equal(dimension.gap_to_ceiling.verdict, 'within');
+      // [0, 0] on 4 transcripts is too few to tell, not certainty.
+      assert.equal(dimension.gap_to_ceiling.verdict, 'undetermined');
       assert.deepEqual([dimension.leniency.mean_diff, dimension.leniency.ci95], [0, [0, 0]]);
       assert.deepEqual(dimension.self_consistency, { n: 1, unanimous: 1, mean_range: 0 });
     }
@@ -252,6 +253,8 @@ describe('judges side by side: --scores more than once, on the transcripts all o
     }
     assert.deepEqual(Object.keys(first.dimensions[0]), [
       'name',
+      'n',
+      'ceiling_n',
       'kappa',
       'kappa_ci95',
       'gap_to_ceiling',
@@ -295,9 +298,9 @@ describe('judges side by side: --scores more than once, on the transcripts all o
     assert.equal(code, 0);
     assert.match(stdout, /judges side by side, on the 4 transcript\(s\)/);
     const dimension = DIMENSIONS[0]!;
-    const opus = `^${dimension} +opus +1\\.00 \\[1\\.00, 1\\.00\\] +0\\.00 \\[0\\.00, 0\\.00\\] within +0\\.00 \\[0\\.00, 0\\.00\\] +1\\.00 / 0\\.00 +\\$0\\.0250$`;
+    const opus = `^${dimension} +opus +1\\.00 \\[too few\\] +0\\.00 \\[too few\\] undetermined +0\\.00 \\[too few\\] +1\\.00 / 0\\.00 +\\$0\\.0250$`;
     assert.match(stdout, new RegExp(opus, 'm'));
-    const sonnet = `^${dimension} +sonnet +0\\.80 \\[[^\\]]+\\] +-0\\.20 \\[[^\\]]+\\] \\w+ +0\\.25 \\[[^\\]]+\\] +- +unknown$`;
+    const sonnet = `^${dimension} +sonnet +0\\.80 \\[[^\\]]+\\] † +-0\\.20 \\[[^\\]]+\\] † undetermined \\(~\\d+ more\\) +0\\.25 \\[[^\\]]+\\] † +- +unknown$`;
     assert.match(stdout, new RegExp(sonnet, 'm'));
   });
 

@@ -444,7 +444,7 @@ describe('analyse: the judge against the humans, per dimension and per model; wh
     assert.match(
       table,
       new RegExp(
-        `^${DIMENSIONS[0]} +2 +1\\.00 +1\\.00 +1\\.00 - \\(1004/2000 undefined\\) +- +- +0\\.00 \\[0\\.00, 0\\.00\\] +- / 1\\.00 +-$`,
+        `^${DIMENSIONS[0]} +2 +1\\.00 +1\\.00 +1\\.00 - † \\(1004/2000 undefined\\) +- +- +0\\.00 \\[too few\\] +- / 1\\.00 +-$`,
         'm',
       ),
     );
