@@ -1250,10 +1250,12 @@ describe('SIGINT (a real process)', () => {
       { responder: () => ({ kind: 'hang' }) },
       { judge: judgeEntry('judge-a', { timeout_s: 60 }), fallbacks: [] },
     );
-    const { child, done } = spawn(['--concurrency', '2'], { timeoutMs: 20_000 });
+    const { child, done, stderr } = spawn(['--concurrency', '2'], { timeoutMs: 20_000 });
     await waitFor(() => fake.requests.length >= 2, 15_000, 'requests in flight');
     child.kill('SIGINT');
-    await new Promise((resolve) => setTimeout(resolve, 400)); // a press within 0.3 s counts as the same press
+    // A press within 0.3 s of the first, as the child saw it, counts as the same press: 0.4 s from when it took it.
+    await waitFor(() => stderr().includes('stopping:'), 15_000, 'the first SIGINT to be taken');
+    await delay(400);
     assert.equal(child.exitCode, null, 'the first SIGINT waits for the judgements in flight');
     child.kill('SIGINT');
     const result = await done;
