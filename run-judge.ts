@@ -367,7 +367,6 @@ async function runJudge(
 
   // 2. Make the judges: their keys checked, the SDK loaded.
   const models = loadModelsConfig(options.models);
-  if (options.batch) refuseBatchesWithout(models.judge);
   const judges = await createJudges(models, io.env, options.fallback, clock);
 
   // 3. Take the output: the lock, the CSV (a torn last line cut off), the audit log.
@@ -1819,29 +1818,6 @@ function errorClassesOf(module: object, base: ErrorClass): SdkErrors {
     classes[name] = (module as Record<string, ErrorClass>)[name]!;
   }
   return classes;
-}
-
-/**
- * The client Message Batches go through: an Anthropic judge's. A run refuses --batch with another
- * primary before anything is sent (`refuseBatchesWithout`); this is the check of last resort.
- */
-function anthropicClient(judge: Judge): Anthropic {
-  if (judge.provider !== 'anthropic') {
-    throw new EvalConfigurationError(batchRefusal(judge.config));
-  }
-  return judge.client as Anthropic;
-}
-
-/** --batch goes through Anthropic's Message Batches: a run with another primary judge is refused. */
-export function refuseBatchesWithout(primary: JudgeConfig): void {
-  if (primary.provider !== 'anthropic') throw new EvalConfigurationError(batchRefusal(primary));
-}
-
-function batchRefusal(primary: JudgeConfig): string {
-  return (
-    `--batch sends Anthropic Message Batches, but the primary judge ${primary.model} is ` +
-    `"provider": "${primary.provider}"; run without --batch (OpenAI's Batch API is not supported yet)`
-  );
 }
 
 type Sdk = typeof import('@anthropic-ai/sdk');
@@ -4015,8 +3991,9 @@ function cannotReachApi(run: Run, why: string): EvalConfigurationError {
 /**
  * A 404 on a batch we submitted: it expired, was deleted, or belongs to another workspace's key.
  */
-function isBatchGone(error: EvalError): boolean {
-  return error instanceof EvalConfigurationError && error.cause instanceof sdk!.NotFoundError;
+function isBatchGone(error: EvalError, judge: Judge): boolean {
+  const gone = judge.transport.errors.NotFoundError;
+  return error instanceof EvalConfigurationError && error.cause instanceof gone;
 }
 
 /**
@@ -4539,21 +4516,28 @@ function statOf(file: string): fs.Stats | undefined {
 const BatchEntrySchema = z.object({
   id: z.string().nullable(),
   judge: z.string(),
+  provider: z.enum(PROVIDERS).default('anthropic'), // a state file of before OpenAI's batches has none
   submitted_at: z.string(),
   requests: z.record(z.string(), z.tuple([z.string(), z.string(), z.string()])),
 });
 
-type BatchResult = Anthropic.Messages.Batches.MessageBatchResult;
+/** A batch request: its custom_id and the Messages API request, as built for a judge of any kind. */
+type BatchRequest = { custom_id: string; params: Request };
 
 /** One transcript's requests for a batch: its k samples, which always go in the same batch. */
 type BatchItem = PreparedTranscript & {
   ref: TranscriptRef;
-  requests: { custom_id: string; params: Request }[];
+  requests: BatchRequest[];
   bytes: number;
 };
 
-// what an image costs the judge, as if it were text
+// Message Batches' limits on a batch; OpenAI's Batch API takes fewer requests in a smaller file
 const BATCH_LIMITS = { maxRequests: 100_000, maxBytes: 256 * 1024 * 1024 };
+const OPENAI_BATCH_LIMITS = { maxRequests: 50_000, maxBytes: 200 * 1024 * 1024 };
+
+function batchLimitsOf(config: JudgeConfig): typeof BATCH_LIMITS {
+  return config.provider === 'openai' ? OPENAI_BATCH_LIMITS : BATCH_LIMITS;
+}
 
 /** A short, stable batch `custom_id` for a pair: at most 64 characters of [A-Za-z0-9_-]. */
 export function batchCustomId(taskId: string, model: string): string {
@@ -4585,7 +4569,7 @@ function sayBatchesLeft(run: Run, batches: BatchState): void {
   if (batches.entries.length === 0 || !run.controller.signal.aborted) return;
   const ids = batches.entries.map((entry) => entry.id).join(', ');
   run.progress.log(
-    `batch(es) ${ids} left running at Anthropic, not cancelled; ` +
+    `batch(es) ${ids} left running ${batchApiOf(run.judges[0]!).where}, not cancelled; ` +
       `rerun the same command to resume polling them (state: ${batches.file})`,
   );
 }
@@ -4594,6 +4578,7 @@ function sayBatchesLeft(run: Run, batches: BatchState): void {
 // run stops (the batch left pending, for a rerun)
 const BATCH_TRIES = 3;
 
+// a batch's requests by state, in Message Batches' words (OpenAI's counts are read into them)
 type BatchCounts = Record<keyof Anthropic.Messages.Batches.MessageBatchRequestCounts, number>;
 
 /**
@@ -4618,17 +4603,21 @@ async function pollBatches(
       try {
         const seconds = batchTimeoutS(run);
         const expired = `batch ${entry.id} poll timed out after ${seconds} s (timeout_s)`;
-        const batch = await batchCall(run, expired, (options) =>
-          anthropicClient(primary).messages.batches.retrieve(entry.id!, {}, options),
+        const status = await batchCall(run, expired, (options) =>
+          batchApiOf(primary).retrieve(entry.id!, options),
         );
         failedPolls.delete(entry);
-        latest.set(entry, addBatchCounts(noBatchCounts(), batch.request_counts));
-        addBatchCounts(counts, batch.request_counts);
+        latest.set(entry, addBatchCounts(noBatchCounts(), status.counts));
+        addBatchCounts(counts, status.counts);
         run.progress.batchCounts = [...latest.values()].reduce(addBatchCounts, noBatchCounts());
-        if (batch.processing_status !== 'ended') continue;
+        if (!status.ended) continue;
+        if (status.failure !== undefined) {
+          run.progress.log(`batch ${entry.id} ${status.failure}`);
+        }
         const tries = (downloads.get(entry) ?? 0) + 1;
         downloads.set(entry, tries);
-        await collectBatchResults(run, entry, judgeDirectly, tries <= BATCH_TRIES);
+        const download = tries <= BATCH_TRIES ? status : undefined;
+        await collectBatchResults(run, entry, judgeDirectly, download);
       } catch (error) {
         if (!(error instanceof EvalError)) throw error; // a defect is never hidden by a stop
         if (signal.aborted) return; // Ctrl-C, or a failure that stops the run: the batch stays
@@ -4684,15 +4673,15 @@ async function collectBatchResults(
   run: Run,
   entry: BatchEntry,
   judgeDirectly: JudgeDirectly,
-  download = true,
+  download: BatchStatus | undefined,
 ): Promise<void> {
   // 1. Each transcript's results, settled (written, or handed to the chain) as each completes.
   const groups = resultGroups(entry);
   const rejudge: PendingItem[] = [];
   // After BATCH_TRIES failed downloads there is none: every request counts as missing.
   try {
-    if (download) {
-      await readBatchResults(run, entry, groups, rejudge);
+    if (download !== undefined) {
+      await readBatchResults(run, entry, download, groups, rejudge);
     }
     for (const group of groups.values()) {
       await settleBatchGroup(run, entry, group, rejudge); // those missing a result
@@ -4709,7 +4698,7 @@ async function collectBatchResults(
 }
 
 /** A batch request's result, once its line has come; null while it has not. */
-type ResultLine = { result?: BatchResult } | null;
+type ResultLine = BatchOutcome | null;
 
 /** A transcript's k samples are its k requests in this batch: its row waits for all k results. */
 function resultGroups(entry: BatchEntry): Map<string, Map<string, ResultLine>> {
@@ -4726,6 +4715,7 @@ function resultGroups(entry: BatchEntry): Map<string, Map<string, ResultLine>> {
 async function readBatchResults(
   run: Run,
   entry: BatchEntry,
+  status: BatchStatus,
   groups: Map<string, Map<string, ResultLine>>,
   rejudge: PendingItem[],
 ): Promise<void> {
@@ -4734,7 +4724,8 @@ async function readBatchResults(
   const expired = `batch ${entry.id} results timed out: no line for ${seconds} s (timeout_s)`;
   await batchCall(run, expired, async (options, received) => {
     try {
-      await readResultLines(run, entry, groups, rejudge, options, received);
+      const results = batchApiOf(primary).results(entry.id!, status, options);
+      await readResultLines(run, entry, results, groups, rejudge, received);
     } catch (error) {
       // A download cut off midway, even inside a line, is tried again at the next poll.
       if (!(error instanceof SyntaxError)) throw error;
@@ -4748,17 +4739,13 @@ async function readBatchResults(
 async function readResultLines(
   run: Run,
   entry: BatchEntry,
+  results: AsyncIterable<ReadResult>,
   groups: Map<string, Map<string, ResultLine>>,
   rejudge: PendingItem[],
-  options: { signal: AbortSignal },
   received: () => void,
 ): Promise<void> {
-  const primary = run.judges[0]!;
-  const results = await anthropicClient(primary).messages.batches.results(entry.id!, {}, options);
-  for await (const line of results) {
+  for await (const { custom_id, outcome } of results) {
     received();
-    // A line may be null, or not an object: it then has no known custom_id.
-    const { custom_id = '', result } = (line ?? {}) as Partial<typeof line>;
     if (!Object.hasOwn(entry.requests, custom_id)) {
       run.progress.log(`batch ${entry.id}: ignoring a result with unknown custom_id ${custom_id}`);
       continue;
@@ -4766,7 +4753,7 @@ async function readResultLines(
     const [taskId, model] = entry.requests[custom_id]!;
     const group = groups.get(pairKey(taskId, model));
     if (group === undefined) continue; // already settled
-    group.set(custom_id, { result });
+    group.set(custom_id, outcome);
     if (![...group.values()].includes(null)) {
       groups.delete(pairKey(taskId, model));
       await settleBatchGroup(run, entry, group, rejudge);
@@ -4775,11 +4762,9 @@ async function readResultLines(
   }
 }
 
-type Succeeded = Anthropic.Messages.Batches.MessageBatchSucceededResult;
-
 /**
- * Records one transcript's batch results as its row,
- * or hands it to the chain with the batch's attempt.
+ * Records one transcript's batch results as its row, or hands it to the chain with the batch's
+ * attempt. Each answer is read by the primary judge's transport, as its synchronous answers are.
  */
 async function settleBatchGroup(
   run: Run,
@@ -4795,18 +4780,20 @@ async function settleBatchGroup(
   const ref = transcriptRef(run.options.transcripts, model, taskId);
   const lines = [...group.values()];
   const answers: JudgeAnswer[] = [];
+  const transport = run.judges[0]!.transport;
 
   try {
     // Every answer is kept, and each answer to the current prompt parsed (its scores logged),
     // before any failure is raised, as judgeSamples does: one bad sample loses no other.
     let failed: EvalError | undefined;
     for (const line of lines) {
-      if (line?.result?.type !== 'succeeded') {
+      if (line === null || 'failure' in line) {
         failed ??= batchRequestFailure(entry, line);
         continue;
       }
       try {
-        const answer = answerFromMessage((line.result as Succeeded).message, entry.judge, 0);
+        const answer = transport.answer(line.body, entry.judge, 0, new Headers());
+        answer.requestId = line.requestId;
         answer.batch = true;
         answers.push(answer);
       } catch (error) {
@@ -4855,17 +4842,15 @@ function attemptVerdict(answer: JudgeAnswer, rubric: Rubric): JudgeVerdict | Eva
  * Why a batch request gave no answer: errored (with the
  * API's reason), canceled, expired, or no result at all.
  */
-function batchRequestFailure(entry: BatchEntry, line: ResultLine): EvalProviderError {
+function batchRequestFailure(
+  entry: BatchEntry,
+  line: { failure: string } | null,
+): EvalProviderError {
   const options = { judge: entry.judge };
   if (line === null) {
     return new EvalProviderError(`batch ${entry.id} returned no result for it`, options);
   }
-  const error = line.result?.type === 'errored' ? line.result.error?.error : undefined;
-  const detail = error?.type ? `: ${error.type}: ${error.message}` : '';
-  return new EvalProviderError(
-    `batch request ${line.result?.type ?? 'without a result'}${detail}`,
-    options,
-  );
+  return new EvalProviderError(`batch request ${line.failure}`, options);
 }
 
 /**
@@ -4878,22 +4863,30 @@ async function resumeBatches(run: Run, batches: BatchState): Promise<void> {
     const count = Object.keys(unsure.requests).length;
     throw new EvalConfigurationError(
       `${batches.file}: a previous run stopped while submitting a batch of ${count} transcript(s) to ` +
-        `${unsure.judge} at ${unsure.submitted_at}, which may exist; check the Console's batches, ` +
+        `${unsure.judge} at ${unsure.submitted_at}, which may exist; check ${batchApiOf(run.judges[0]!).listed}, ` +
         'then delete that entry (or the file) to submit them again',
     );
   }
 
   const primary = run.judges[0]!;
+  // Asked of another provider, a batch is unknown (404) and would be submitted again: paid twice.
+  const elsewhere = batches.entries.find((entry) => entry.provider !== primary.provider);
+  if (elsewhere) {
+    throw new EvalConfigurationError(
+      `${batches.file}: batch ${elsewhere.id} went to ${elsewhere.judge} ("provider": ` +
+        `"${elsewhere.provider}"), but the primary judge is now ${primary.model} ("provider": ` +
+        `"${primary.provider}"); set that judge back in models.json to collect it, or delete its ` +
+        'entry (or the file) to submit its transcripts again',
+    );
+  }
   for (const entry of [...batches.entries]) {
     try {
       const expired = `batch ${entry.id} check timed out after ${batchTimeoutS(run)} s (timeout_s)`;
-      await batchCall(run, expired, (options) =>
-        anthropicClient(primary).messages.batches.retrieve(entry.id!, {}, options),
-      );
+      await batchCall(run, expired, (options) => batchApiOf(primary).retrieve(entry.id!, options));
     } catch (error) {
       if (!(error instanceof EvalError)) throw error; // a defect is never hidden by a stop
       if (run.controller.signal.aborted) return; // Ctrl-C: the batches stay pending
-      if (isBatchGone(error)) {
+      if (isBatchGone(error, primary)) {
         const count = Object.keys(entry.requests).length;
         run.progress.log(
           `warning: batch ${entry.id} in ${batches.file} is unknown to the API (expired, deleted, or another ` +
@@ -5013,13 +5006,13 @@ function* batchRequests(
     }
     let bytes = 0;
     for (const request of requests) {
-      bytes += Buffer.byteLength(JSON.stringify(request)) + 1;
+      bytes += Buffer.byteLength(JSON.stringify(batchLine(primary.config, request))) + 1;
     }
 
     // Too large for any batch, or images the primary judge cannot take: the chain judges it (or
     // records why not).
     const imagesRefused = prepared.images.length > 0 && !canTakeImages(primary);
-    if (bytes > BATCH_LIMITS.maxBytes || imagesRefused) {
+    if (bytes > batchLimitsOf(primary.config).maxBytes || imagesRefused) {
       direct.push(ref);
       continue;
     }
@@ -5039,6 +5032,8 @@ function* batchRequests(
  */
 async function submitBatches(run: Run, batches: BatchState, refs: TranscriptRef[]) {
   const primary = run.judges[0]!;
+  const api = batchApiOf(primary);
+  let checked = api.check === undefined;
   const direct: TranscriptRef[] = [];
   const items = batchRequests(
     run,
@@ -5049,7 +5044,7 @@ async function submitBatches(run: Run, batches: BatchState, refs: TranscriptRef[
     cacheTtlOf(run.options),
   );
 
-  for (const chunk of splitIntoBatches(items)) {
+  for (const chunk of splitIntoBatches(items, batchLimitsOf(primary.config))) {
     if (run.controller.signal.aborted) break;
     const requests: BatchEntry['requests'] = {};
     for (const item of chunk) {
@@ -5060,38 +5055,38 @@ async function submitBatches(run: Run, batches: BatchState, refs: TranscriptRef[
     const entry: BatchEntry = {
       id: null,
       judge: primary.model,
+      provider: primary.provider,
       submitted_at: new Date().toISOString(),
       requests,
     };
-    batches.entries.push(entry);
-    batches.save(); // before the create call: a crash after it leaves a trace, not an unknown batch
-
     const sent = chunk.flatMap((item) => item.requests);
-    // A deadline over the whole answer, as for a message; Ctrl-C lets a create in flight finish.
-    const create = async () => {
-      const deadline = AbortSignal.timeout(timeoutMs(primary.config));
-      try {
-        return await anthropicClient(primary).messages.batches.create(
-          { requests: sent },
-          { signal: deadline },
-        );
-      } catch (error) {
-        throw classifyApiError(error, primary, deadline.aborted);
-      }
-    };
+    let recorded = false;
     try {
-      const batch = await withRetries(primary, create, run.controller.signal);
-      entry.id = batch.id;
+      // A server without a batch endpoint is refused before any transcript is sent to it.
+      if (!checked) {
+        await batchAttempt(run, (options) => api.check!(options));
+        checked = true;
+      }
+      // An uploaded file (OpenAI's) is no batch: nothing is paid for it, so it is not recorded.
+      let uploaded: string | undefined;
+      if (api.upload) {
+        uploaded = await batchAttempt(run, (options) => api.upload!(sent, options));
+      }
+      batches.entries.push(entry);
+      batches.save(); // before the create call: a crash after it leaves a trace, not an unknown batch
+      recorded = true;
+      entry.id = await batchAttempt(run, (options) => api.create(sent, uploaded, options));
     } catch (error) {
       if (!(error instanceof EvalError)) throw error;
-      if (!batchMayExist(error)) batches.remove(entry);
+      const mayExist = recorded && batchMayExist(error);
+      if (!mayExist) batches.remove(entry);
       if (error instanceof EvalInterruptedError) break;
       const refused = neverConnected(error);
       if (refused !== undefined) throw cannotReachApi(run, `${refused}; no batch was made`);
-      if (batchMayExist(error)) {
+      if (mayExist) {
         const count = Object.keys(requests).length;
         throw new EvalProviderError(
-          `${error.message}; the batch may exist: check the Console's batches for one of ` +
+          `${error.message}; the batch may exist: check ${api.listed} for one of ` +
             `${count} request(s) created at ${entry.submitted_at}, then delete its entry (id null) ` +
             `from ${batches.file} to submit them again`,
           { cause: error },
@@ -5105,6 +5100,28 @@ async function submitBatches(run: Run, batches: BatchState, refs: TranscriptRef[
     run.progress.log(`submitted batch ${entry.id}: ${count} request(s) to ${primary.model}`);
   }
   return direct;
+}
+
+/**
+ * One call that makes a batch (a check, an upload, a create), retried as `decide` says, with a
+ * deadline over the whole answer as for a message; Ctrl-C lets one in flight finish.
+ */
+async function batchAttempt<T>(
+  run: Run,
+  call: (options: { signal: AbortSignal }) => Promise<T>,
+): Promise<T> {
+  const primary = run.judges[0]!;
+  // wrapped: the retry layer reads an answer's rate limits off what a call returns (here none)
+  const attempt = async () => {
+    const deadline = AbortSignal.timeout(timeoutMs(primary.config));
+    try {
+      return { made: await call({ signal: deadline }) };
+    } catch (error) {
+      throw classifyApiError(error, primary, deadline.aborted);
+    }
+  };
+  const result = await withRetries(primary, attempt, run.controller.signal);
+  return result.made;
 }
 
 const BatchStateSchema = z.object({ version: z.literal(1), batches: z.array(BatchEntrySchema) });
@@ -5148,6 +5165,221 @@ class BatchState {
   }
 }
 
+/** A batch at a poll: ended or not, its counts, the files its results are in (OpenAI's). */
+type BatchStatus = {
+  ended: boolean;
+  counts?: Partial<BatchCounts>;
+  files: string[];
+  failure?: string; // why a batch ended without running its requests (failed, expired, cancelled)
+};
+
+/** A request's result: the answer's body, read by the judge's transport, or why there is none. */
+type BatchOutcome = { body: unknown; requestId?: string } | { failure: string };
+
+/** A results line, read: the custom_id it answers ('' when it names none) and its outcome. */
+type ReadResult = { custom_id: string; outcome: BatchOutcome };
+
+/**
+ * One provider's side of a batch. The flow above is shared: the state file, polls and their
+ * deadlines, settling each transcript, the chain; what differs is here.
+ */
+type BatchApi = {
+  where: string; // where a stopped run leaves its batches running
+  listed: string; // where a user checks for a batch that may exist
+  /** Refuses a server without a batch endpoint, before any transcript is sent to it. */
+  check?(options: { signal: AbortSignal }): Promise<void>;
+  /** Uploads the requests the create names (OpenAI's JSONL file); returns the file's id. */
+  upload?(requests: BatchRequest[], options: { signal: AbortSignal }): Promise<string>;
+  /** Creates the batch of `requests` (or of the uploaded file); returns its id. */
+  create(
+    requests: BatchRequest[],
+    uploaded: string | undefined,
+    options: { signal: AbortSignal },
+  ): Promise<string>;
+  retrieve(id: string, options: { signal: AbortSignal }): Promise<BatchStatus>;
+  /** The results of an ended batch, each line as it comes. */
+  results(
+    id: string,
+    status: BatchStatus,
+    options: { signal: AbortSignal },
+  ): AsyncIterable<ReadResult>;
+};
+
+/** The primary judge's batch calls, made once per judge. */
+const batchApiOf = cachedByObject((judge: Judge) =>
+  judge.provider === 'openai' ? openAiBatches(judge) : anthropicBatches(judge),
+);
+
+/** What a batch holds for one request, as it is sent: its size counts against the batch's limit. */
+function batchLine(config: JudgeConfig, request: BatchRequest): object {
+  if (config.provider !== 'openai') return request;
+  return {
+    custom_id: request.custom_id,
+    method: 'POST',
+    url: '/v1/chat/completions',
+    body: chatRequest(request.params, config),
+  };
+}
+
+/** Message Batches: the requests in the create call, the results streamed by batch id. */
+function anthropicBatches(judge: Judge): BatchApi {
+  const client = judge.client as Anthropic;
+  return {
+    where: 'at Anthropic',
+    listed: "the Console's batches",
+    create: async (requests, _uploaded, options) => {
+      const batch = await client.messages.batches.create({ requests }, options);
+      return batch.id;
+    },
+    retrieve: async (id, options) => {
+      const batch = await client.messages.batches.retrieve(id, {}, options);
+      const ended = batch.processing_status === 'ended';
+      return { ended, counts: batch.request_counts, files: [] };
+    },
+    results: async function* (id, _status, options) {
+      const lines = await client.messages.batches.results(id, {}, options);
+      for await (const line of lines) {
+        yield anthropicResult(line);
+      }
+    },
+  };
+}
+
+/** A Message Batches results line; it may be null, or not an object: then it names no custom_id. */
+function anthropicResult(line: unknown): ReadResult {
+  const read = (line ?? {}) as Partial<Anthropic.Messages.Batches.MessageBatchIndividualResponse>;
+  const custom_id = read.custom_id ?? '';
+  const result = read.result;
+  if (result?.type === 'succeeded') return { custom_id, outcome: { body: result.message } };
+  const error = result?.type === 'errored' ? result.error?.error : undefined;
+  const detail = error?.type ? `: ${error.type}: ${error.message}` : '';
+  return { custom_id, outcome: { failure: `${result?.type ?? 'without a result'}${detail}` } };
+}
+
+// a batch in one of these has ended: its output and error files hold every result it will give
+const OPENAI_ENDED = ['completed', 'failed', 'expired', 'cancelled'];
+
+/**
+ * OpenAI's Batch API: the requests uploaded as a JSONL file, the batch created from it, the results
+ * read from its output and error files. A server without it (Ollama, most local servers) answers
+ * 404: refused by a list call that sends no transcript.
+ */
+function openAiBatches(judge: Judge): BatchApi {
+  const client = judge.client as OpenAI;
+  const { NotFoundError, toFile } = loadOpenAiSdk();
+  const base = judge.transport.baseURL;
+  const refused = async <T>(call: string, made: Promise<T>): Promise<T> => {
+    try {
+      return await made;
+    } catch (error) {
+      if (!(error instanceof NotFoundError)) throw error;
+      throw new EvalConfigurationError(
+        `the server at ${base} has no Batch API (${call} answered HTTP 404); ` +
+          'run without --batch to judge through Chat Completions',
+        { cause: error },
+      );
+    }
+  };
+  return {
+    where: `at ${base}`,
+    listed: `the batches at ${base} (GET /batches)`,
+    check: async (options) => {
+      await refused('GET /batches', client.batches.list({ limit: 1 }, options));
+    },
+    upload: async (requests, options) => {
+      const lines = requests.map((request) => JSON.stringify(batchLine(judge.config, request)));
+      const content = Buffer.from(`${lines.join('\n')}\n`);
+      const file = await toFile(content, 'run-judge-batch.jsonl', { type: 'application/jsonl' });
+      const uploaded = await refused(
+        'POST /files',
+        client.files.create({ file, purpose: 'batch' }, options),
+      );
+      return uploaded.id;
+    },
+    create: async (_requests, uploaded, options) => {
+      const params = {
+        input_file_id: uploaded!,
+        endpoint: '/v1/chat/completions' as const,
+        completion_window: '24h' as const,
+      };
+      const batch = await refused('POST /batches', client.batches.create(params, options));
+      return batch.id;
+    },
+    retrieve: async (id, options) => {
+      const batch = await client.batches.retrieve(id, options);
+      const files = [batch.output_file_id, batch.error_file_id].filter(
+        (file): file is string => typeof file === 'string' && file !== '',
+      );
+      const status: BatchStatus = {
+        ended: OPENAI_ENDED.includes(batch.status),
+        counts: openAiCounts(batch.request_counts),
+        files,
+      };
+      if (batch.status !== 'completed' && status.ended) {
+        const first = batch.errors?.data?.[0];
+        const why = first ? `: ${first.code ?? 'error'}: ${first.message ?? ''}` : '';
+        status.failure = `${batch.status}${why}`;
+      }
+      return status;
+    },
+    results: async function* (_id, status, options) {
+      for (const file of status.files) {
+        const response = await client.files.content(file, options);
+        for await (const line of jsonLines(response)) {
+          yield openAiResult(line);
+        }
+      }
+    },
+  };
+}
+
+/** OpenAI's request_counts (total, completed, failed) as Message Batches count them. */
+function openAiCounts(counts: unknown): Partial<BatchCounts> | undefined {
+  if (!isRecord(counts)) return undefined;
+  const total = isCount(counts.total) ? counts.total : 0;
+  const succeeded = isCount(counts.completed) ? counts.completed : 0;
+  const errored = isCount(counts.failed) ? counts.failed : 0;
+  return { processing: Math.max(total - succeeded - errored, 0), succeeded, errored };
+}
+
+/**
+ * An output or error file line: a response (a chat completion when its status is 2xx) or an
+ * error (an expired or failed request). Anything else names no usable answer.
+ */
+function openAiResult(line: unknown): ReadResult {
+  const read = isRecord(line) ? line : {};
+  const custom_id = typeof read.custom_id === 'string' ? read.custom_id : '';
+  const response = isRecord(read.response) ? read.response : {};
+  const status = response.status_code;
+  if (isRecord(read.error)) {
+    const failure = `errored: ${read.error.code ?? 'error'}: ${read.error.message ?? ''}`;
+    return { custom_id, outcome: { failure } };
+  }
+  if (typeof status === 'number' && status >= 200 && status < 300) {
+    const requestId = typeof response.request_id === 'string' ? response.request_id : undefined;
+    return { custom_id, outcome: { body: response.body, requestId } };
+  }
+  const said = isRecord(response.body) && isRecord(response.body.error) ? response.body.error : {};
+  const detail = said.message === undefined ? '' : `: ${said.type ?? 'error'}: ${said.message}`;
+  return { custom_id, outcome: { failure: `errored: HTTP ${status ?? 'no status'}${detail}` } };
+}
+
+/** A JSONL body, each line parsed as it comes; a line cut off fails as a SyntaxError. */
+async function* jsonLines(response: Response): AsyncGenerator<unknown> {
+  const decoder = new TextDecoder();
+  let rest = '';
+  for await (const chunk of response.body ?? []) {
+    rest += decoder.decode(chunk, { stream: true });
+    const lines = rest.split('\n');
+    rest = lines.pop()!;
+    for (const line of lines) {
+      if (line.trim() !== '') yield JSON.parse(line);
+    }
+  }
+  rest += decoder.decode();
+  if (rest.trim() !== '') yield JSON.parse(rest);
+}
+
 // ---- 16. The dry-run, the summary and progress --------------------------------------------------
 
 const printedFor = (ref: TranscriptRef) =>
@@ -5180,7 +5412,6 @@ function dryRun(options: RunOptions, io: IO): number {
 
   // 2. With --batch: what would go in batches.
   if (options.batch) {
-    refuseBatchesWithout(judge);
     dryRunBatches(options, io, inputs, unscored, primary);
     return 0;
   }
@@ -5226,7 +5457,7 @@ function dryRunBatches(
   let printed = 'nothing was sent or written';
   let requests = 0;
   let batches = 0;
-  for (const batch of splitIntoBatches(items)) {
+  for (const batch of splitIntoBatches(items, batchLimitsOf(primary.config))) {
     if (batches === 0) {
       showPrompt(batch[0]!, io);
       printed = printedFor(batch[0]!.ref);

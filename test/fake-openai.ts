@@ -1,5 +1,6 @@
-// Loopback fake of OpenAI's Chat Completions API (and of the servers that speak it: Ollama, vLLM); tests drive it
-// through the real openai SDK. Its error bodies, rate-limit headers and usage are OpenAI's shapes.
+// Loopback fake of OpenAI's Chat Completions API (and of the servers that speak it: Ollama, vLLM), and of its Batch
+// API (files uploaded as multipart, batches created, polled, their output and error files read); tests drive it
+// through the real openai SDK. Its error bodies, rate-limit headers, usage and batch objects are OpenAI's shapes.
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -31,6 +32,31 @@ export type OpenAiReply =
   | { kind: 'raw'; status: number; body: string; headers?: Record<string, string> }
   | { kind: 'hang' }; // accept the request, never answer (until the client gives up or close())
 
+/** What the fake's Batch API gives for one request of a batch: by default a completion with a valid answer. */
+export type OpenAiBatchResult =
+  | { kind: 'completion'; text?: string; usage?: unknown }
+  | { kind: 'error'; code: string; message: string } // a line of the error file (expired, failed)
+  | { kind: 'http'; status: number; type: string; message: string } // a response that is an HTTP error
+  | { kind: 'missing' }; // in neither file
+
+export interface FakeOpenAiBatch {
+  id: string;
+  input_file_id: string;
+  endpoint: string;
+  completion_window: string;
+  /** The batch completes at its `endAfterPolls`-th retrieve; a test may change it (Infinity: never). */
+  endAfterPolls: number;
+  polls: number;
+  status: 'validating' | 'in_progress' | 'completed' | 'failed' | 'expired';
+  /** The uploaded lines, parsed. */
+  lines: { custom_id: string; method: string; url: string; body: any }[];
+  output_file_id?: string;
+  error_file_id?: string;
+  /** Once completed: the requests in the output file, and in the error file. */
+  completed: number;
+  failed: number;
+}
+
 export interface RecordedOpenAiRequest {
   method: string;
   path: string;
@@ -48,6 +74,15 @@ export interface FakeOpenAiOptions {
   /** Rate-limit headers on every answer and error, as OpenAI sends them. */
   rateLimit?: Record<'requests' | 'tokens', { limit: number; remaining: number; reset: string }>;
   responder?: (req: RecordedOpenAiRequest, index: number) => OpenAiReply | undefined;
+  /** The Batch API: false answers 404 on /v1/files and /v1/batches, as a local Ollama does. */
+  batch?:
+    | false
+    | {
+        /** Retrieves a batch answers in_progress before the one that completes it; default 1 (the first completes). */
+        pollsUntilEnded?: number;
+        /** Each request's result; undefined: a completion with a valid answer. */
+        result?: (customId: string, body: any) => OpenAiBatchResult | undefined;
+      };
 }
 
 // the shipped rubric's dimensions, for the default answer
@@ -59,6 +94,10 @@ const DIMENSIONS = (
 
 export class FakeOpenAi {
   readonly requests: RecordedOpenAiRequest[] = [];
+  /** Every batch created, in order (POST /v1/batches). */
+  readonly batches: FakeOpenAiBatch[] = [];
+  /** Every file uploaded or made, by id: its purpose and content. */
+  readonly files = new Map<string, { purpose: string; content: string }>();
   /** The base URL a judge entry names: the server's address with /v1. */
   readonly url: string;
   private readonly origin: string;
@@ -155,6 +194,11 @@ export class FakeOpenAi {
       body,
     };
     this.requests.push(recorded);
+    const route = recorded.path.split('?')[0]!;
+    if (/^\/v1\/(files|batches)(\/|$)/.test(route)) {
+      this.batchApi(recorded, route, text, res, n);
+      return;
+    }
 
     const reply =
       this.opts.responder?.(recorded, n - 1) ?? this.queue.shift() ?? this.gatekeeper(recorded);
@@ -189,6 +233,155 @@ export class FakeOpenAi {
       return;
     }
     res.writeHead(200, headers).end(JSON.stringify(this.completion(recorded, reply ?? {})));
+  }
+
+  /** The Batch API: upload a file (multipart), create a batch of it, retrieve it, read a file's content. */
+  private batchApi(
+    req: RecordedOpenAiRequest,
+    route: string,
+    text: string,
+    res: ServerResponse,
+    n: number,
+  ): void {
+    const headers = { 'content-type': 'application/json', 'x-request-id': `req_oai_${n}` };
+    const json = (status: number, value: unknown) =>
+      void res.writeHead(status, headers).end(JSON.stringify(value));
+    const notFound = (message: string) =>
+      json(404, { error: { message, type: 'invalid_request_error', param: null, code: null } });
+    if (this.opts.batch === false) {
+      // Ollama's answer to a path it does not serve
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('404 page not found');
+      return;
+    }
+    const refused = this.gatekeeper({ ...req, body: { model: this.opts.models?.[0] } });
+    if (refused?.kind === 'error') {
+      const error = {
+        message: refused.message,
+        type: refused.type,
+        param: null,
+        code: refused.code,
+      };
+      json(refused.status, { error });
+      return;
+    }
+
+    if (req.method === 'POST' && route === '/v1/files') {
+      const form = parseMultipart(text, String(req.headers['content-type']));
+      const id = `file-fake-${this.files.size + 1}`;
+      this.files.set(id, { purpose: form.purpose ?? '', content: form.file ?? '' });
+      json(200, {
+        id,
+        object: 'file',
+        bytes: Buffer.byteLength(form.file ?? ''),
+        created_at: 1_800_000_000,
+        filename: form.filename ?? 'file',
+        purpose: form.purpose,
+        status: 'processed',
+      });
+      return;
+    }
+    if (req.method === 'GET' && route === '/v1/batches') {
+      json(200, { object: 'list', data: [], first_id: null, last_id: null, has_more: false });
+      return;
+    }
+    if (req.method === 'POST' && route === '/v1/batches') {
+      const input = this.files.get(req.body?.input_file_id);
+      if (!input) return notFound(`No such File object: ${req.body?.input_file_id}`);
+      const batch: FakeOpenAiBatch = {
+        id: `batch_fake_${this.batches.length + 1}`,
+        input_file_id: req.body.input_file_id,
+        endpoint: req.body.endpoint,
+        completion_window: req.body.completion_window,
+        endAfterPolls: (this.opts.batch || {}).pollsUntilEnded ?? 1,
+        polls: 0,
+        status: 'validating',
+        completed: 0,
+        failed: 0,
+        lines: input.content
+          .split('\n')
+          .filter((line) => line !== '')
+          .map((line) => JSON.parse(line)),
+      };
+      this.batches.push(batch);
+      json(200, this.batchObject(batch));
+      return;
+    }
+    const [, batchId] = /^\/v1\/batches\/([^/]+)$/.exec(route) ?? [];
+    if (req.method === 'GET' && batchId !== undefined) {
+      const batch = this.batches.find((candidate) => candidate.id === batchId);
+      if (!batch) return notFound(`No batch found with id '${batchId}'.`);
+      batch.polls++;
+      if (batch.status !== 'completed' && batch.polls >= batch.endAfterPolls) this.complete(batch);
+      else if (batch.status === 'validating') batch.status = 'in_progress';
+      json(200, this.batchObject(batch));
+      return;
+    }
+    const [, fileId] = /^\/v1\/files\/([^/]+)\/content$/.exec(route) ?? [];
+    const file = fileId === undefined ? undefined : this.files.get(fileId);
+    if (req.method === 'GET' && file) {
+      res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(file.content);
+      return;
+    }
+    notFound(`Invalid URL (${req.method} ${route})`);
+  }
+
+  /** Ends a batch: each request's result goes to the output file or the error file, as scripted. */
+  private complete(batch: FakeOpenAiBatch): void {
+    const output: string[] = [];
+    const errors: string[] = [];
+    batch.lines.forEach((line, index) => {
+      const scripted = (this.opts.batch || {}).result?.(line.custom_id, line.body) ?? {
+        kind: 'completion',
+      };
+      const id = `batch_req_${index + 1}`;
+      if (scripted.kind === 'missing') return;
+      if (scripted.kind === 'error') {
+        const error = { code: scripted.code, message: scripted.message };
+        errors.push(JSON.stringify({ id, custom_id: line.custom_id, response: null, error }));
+        return;
+      }
+      if (scripted.kind === 'http') {
+        const error = { message: scripted.message, type: scripted.type, param: null, code: null };
+        const response = { status_code: scripted.status, request_id: `req_${id}`, body: { error } };
+        errors.push(JSON.stringify({ id, custom_id: line.custom_id, response, error: null }));
+        return;
+      }
+      const asked = { method: 'POST', path: line.url, headers: {}, body: line.body };
+      const body = this.completion(asked, { text: scripted.text, usage: scripted.usage });
+      const response = { status_code: 200, request_id: `req_${id}`, body };
+      output.push(JSON.stringify({ id, custom_id: line.custom_id, response, error: null }));
+    });
+    const save = (lines: string[]) => {
+      const id = `file-fake-${this.files.size + 1}`;
+      this.files.set(id, { purpose: 'batch_output', content: lines.map((l) => `${l}\n`).join('') });
+      return id;
+    };
+    if (output.length > 0) batch.output_file_id = save(output);
+    if (errors.length > 0) batch.error_file_id = save(errors);
+    batch.completed = output.length;
+    batch.failed = errors.length;
+    batch.status = 'completed';
+  }
+
+  private batchObject(batch: FakeOpenAiBatch) {
+    return {
+      id: batch.id,
+      object: 'batch',
+      endpoint: batch.endpoint,
+      errors: null,
+      input_file_id: batch.input_file_id,
+      completion_window: batch.completion_window,
+      status: batch.status,
+      output_file_id: batch.output_file_id ?? null,
+      error_file_id: batch.error_file_id ?? null,
+      created_at: 1_800_000_000,
+      request_counts: {
+        total: batch.lines.length,
+        completed: batch.completed,
+        failed: batch.failed,
+      },
+      metadata: null,
+    };
   }
 
   /** The server's own refusals: a missing or wrong key (401), a model it does not serve (404). */
@@ -250,4 +443,22 @@ export class FakeOpenAi {
       usage,
     };
   }
+}
+
+/** The fields of a multipart/form-data body (the file's content as text), and the file's name. */
+function parseMultipart(text: string, contentType: string): Record<string, string> {
+  const boundary = /boundary=(?:"([^"]+)"|([^;]+))/.exec(contentType);
+  const fields: Record<string, string> = {};
+  if (!boundary) return fields;
+  for (const part of text.split(`--${boundary[1] ?? boundary[2]}`)) {
+    const split = part.indexOf('\r\n\r\n');
+    if (split < 0) continue;
+    const head = part.slice(0, split);
+    const name = /name="([^"]*)"/.exec(head)?.[1];
+    if (name === undefined) continue;
+    fields[name] = part.slice(split + 4).replace(/\r\n$/, '');
+    const filename = /filename="([^"]*)"/.exec(head)?.[1];
+    if (filename !== undefined) fields.filename = filename;
+  }
+  return fields;
 }

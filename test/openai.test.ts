@@ -269,20 +269,6 @@ describe('an OpenAI judge: what stops the run, in one line', () => {
       result.stderr,
     );
   });
-
-  test('--batch with an OpenAI primary judge is refused before anything is sent', async (t) => {
-    const fake = await startOpenAi(t);
-    const ws = workspace(t, openAiEntry(fake.url));
-    for (const args of [['--batch'], ['--batch', '--dry-run']]) {
-      const result = await run(ws, args);
-      assert.equal(result.code, 2, result.stderr);
-      assert.match(
-        result.stderr,
-        /--batch sends Anthropic Message Batches, but the primary judge gpt-test is "provider": "openai"/,
-      );
-    }
-    assert.equal(fake.requests.length, 0);
-  });
 });
 
 describe('a keyless local server (Ollama, vLLM)', () => {
