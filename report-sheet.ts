@@ -4,6 +4,7 @@
 // the transcripts and a seed; `writeScoringPlan` reads the inputs, checks the folder, then writes.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { parse as parseCsv } from 'csv-parse/sync';
 import {
   EvalInputError,
   comparePairs,
@@ -11,25 +12,36 @@ import {
   csvLine,
   guardCell,
   humanScoreFiles,
+  loadPlanManifest,
   loadRubric,
   loadTaskFiles,
   loadTranscript,
   pairKey,
+  pairLabel,
   promptValues,
+  readHumanScores,
   readTranscripts,
   PLAN_FILE,
   replaceFileDurably,
-  rubricDimensions,
   scoreColumns,
   sha256,
   transcriptImages,
+  unguard,
   writablePath,
 } from './run-judge.ts';
-import type { PlanManifest, ReferenceKey, Rubric, Task, TranscriptRef } from './run-judge.ts';
+import type {
+  PlanManifest,
+  ReferenceKey,
+  Rubric,
+  Task,
+  Transcript,
+  TranscriptImage,
+  TranscriptRef,
+} from './run-judge.ts';
 import { groupBy, mulberry32 } from './report-analysis.ts';
 import { holdsScores, readTranscriptBytes } from './report-inputs.ts';
 import { scoringPage } from './scoring-page.ts';
-import type { PageTranscript } from './scoring-page.ts';
+import type { PageTranscript, PageTurn } from './scoring-page.ts';
 
 type Pair = { task_id: string; model: string };
 
@@ -42,6 +54,7 @@ export type PlanOptions = {
   sample?: string;
   overlap?: string;
   seed?: string;
+  showSystemPrompt?: boolean;
   out: string;
   transcripts: string;
   tasks: string;
@@ -49,11 +62,23 @@ export type PlanOptions = {
   rubric: string;
 };
 
+/** What `sheet --update` reads besides the plan's folder: where the inputs are now. */
+export type UpdateOptions = Pick<
+  PlanOptions,
+  'out' | 'transcripts' | 'tasks' | 'referenceKeys' | 'rubric'
+>;
+
+/** Where the plan's commands say what they did (stdout) and warn (stderr). */
+export type PlanIO = { stdout: NodeJS.WritableStream; stderr: NodeJS.WritableStream };
+
+type PlanRule = NonNullable<PlanManifest['rule']>;
+type Assignment = PlanManifest['assignments'][number];
+
 /**
  * `sheet --scorers`: the plan, its sheets and pages in `--out`, what was assigned on stdout. Every
  * argument and input is checked, and every sheet already there, before the first file is written.
  */
-export function writeScoringPlan(options: PlanOptions, stdout: NodeJS.WritableStream): void {
+export function writeScoringPlan(options: PlanOptions, io: PlanIO): void {
   // 1. The arguments, before anything is read.
   const scorers = parseScorers(options.scorers);
   const overlap = parseOverlap(options.overlap, scorers.length);
@@ -70,66 +95,415 @@ export function writeScoringPlan(options: PlanOptions, stdout: NodeJS.WritableSt
     );
   }
   const plan = planScoring(refs, { scorers, size, overlap, seed });
+  const rule: PlanRule = {
+    scorers,
+    sample: options.sample,
+    overlap,
+    seed,
+    show_system_prompt: options.showSystemPrompt === true,
+  };
 
   // 3. Each chosen transcript's hash and its page's content; all read before anything is written.
+  const shown = pageTranscripts(plan.chosen, options, rubric, rule.show_system_prompt);
+
+  // 4. Each scorer's sheet and page, and the plan itself, so the gate can tell a sheet lost or a
+  // row deleted from one still to fill in.
+  const files = new Map<string, string>();
+  const assignments: Assignment[] = [];
+  for (const [scorer, assigned] of plan.assignments) {
+    const rows = assigned.map((ref) => {
+      const page = shown.get(pairKey(ref.task_id, ref.model))!;
+      assignments.push(assignmentOf(scorer, page));
+      return { task_id: ref.task_id, model: ref.model, transcript_sha256: page.transcript_sha256 };
+    });
+    const sheet = scoringSheet(rows, rubric, scorer);
+    files.set(sheetFile(options.out, scorer), sheet);
+    const page = pageOf(scorer, parseSheet(sheet), shown, rule, options.out, rubric);
+    files.set(pageFile(options.out, scorer), page);
+  }
+  files.set(path.join(options.out, PLAN_FILE), manifestText(rule, assignments));
+
+  // 5. Nothing is written while any sheet there holds a score, or a CSV there is not in this plan.
+  checkOutFolder(options.out, scorers);
+
+  // 6. Each file whole or not at all (a temporary file renamed).
+  writeFiles(options.out, files);
+
+  // 7. What was assigned, and what the sample could not cover.
+  io.stdout.write(planSummary(plan, refs.length, options, seed));
+  for (const warning of coverageWarnings(refs, plan.chosen)) {
+    io.stderr.write(`report: warning: ${warning}\n`);
+  }
+}
+
+/**
+ * `sheet --update`: the plan brought up to date with the transcripts, task files and rubric now.
+ * An assignment whose inputs changed since it was issued gets its row emptied with the new hash;
+ * a transcript the plan's rule now takes gets new assignments; a removed transcript's rows are kept
+ * (orphaned). Every other row stays byte for byte; every page is written again, holding its sheet.
+ */
+export function updateScoringPlan(options: UpdateOptions, io: PlanIO): void {
+  // 1. The plan, the rubric, the transcripts now, and each sheet as it is (checked as the gate
+  // reads it, so a bad cell is named before anything is written).
+  const manifestFile = path.join(options.out, PLAN_FILE);
+  if (!fs.existsSync(manifestFile)) {
+    throw new EvalInputError(
+      `--update: ${manifestFile} not found: make the plan first with ` +
+        `\`report.ts sheet --scorers alice,bob --out ${options.out}\``,
+    );
+  }
+  const manifest = loadPlanManifest(manifestFile);
+  const rubric = loadRubric(options.rubric);
+  const refs = readTranscripts(options.transcripts);
+  const refOf = new Map(refs.map((ref) => [pairKey(ref.task_id, ref.model), ref]));
+  const scorers = [
+    ...new Set([
+      ...(manifest.rule?.scorers ?? []),
+      ...manifest.assignments.map((entry) => entry.scorer),
+    ]),
+  ];
+  const rule: PlanRule = manifest.rule ?? {
+    scorers,
+    overlap: 1,
+    seed: 0,
+    show_system_prompt: false,
+  };
+  const sheets = new Map(
+    scorers.map((scorer) => [scorer, readPlanSheet(options.out, scorer, rubric)]),
+  );
+
+  // 2. Which transcripts the rule takes now; the new ones among them get scorers below.
+  const planned = new Set(manifest.assignments.map((entry) => pairKey(entry.task_id, entry.model)));
+  let fresh: TranscriptRef[] = [];
+  if (manifest.rule !== undefined && refs.length > 0) {
+    const size = Math.min(refs.length, ruleSize(manifest.rule.sample, refs.length));
+    const now = planScoring(refs, {
+      scorers: rule.scorers,
+      size,
+      overlap: rule.overlap,
+      seed: rule.seed,
+    });
+    fresh = now.chosen.filter((ref) => !planned.has(pairKey(ref.task_id, ref.model)));
+  }
+  const kept = manifest.assignments.filter((entry) =>
+    refOf.has(pairKey(entry.task_id, entry.model)),
+  );
+  const needed = [...new Set(kept.map((entry) => pairKey(entry.task_id, entry.model)))];
+  const current = pageTranscripts(
+    [...needed.map((key) => refOf.get(key)!), ...fresh],
+    options,
+    rubric,
+    rule.show_system_prompt,
+  );
+
+  // 3. Each assignment: orphaned, edited since issued (its row emptied), lost (its row added back),
+  // or as it was.
+  const said = { edited: [] as string[], restored: [] as string[], orphaned: [] as string[] };
+  const assignments: Assignment[] = [];
+  for (const entry of manifest.assignments) {
+    const label = `${entry.scorer}: ${pairLabel(entry)}`;
+    const page = current.get(pairKey(entry.task_id, entry.model));
+    if (page === undefined) {
+      said.orphaned.push(label);
+      assignments.push(entry);
+      continue;
+    }
+    const sheet = sheets.get(entry.scorer)!;
+    const index = sheet.records.findIndex((record) => isRowOf(record, entry));
+    if (index < 0) {
+      sheet.records.push(blankRecord(sheet, entry.scorer, page));
+      said.restored.push(label);
+    } else {
+      const hash = (sheet.records[index]!.cells!.transcript_sha256 ?? '').trim().toLowerCase();
+      const issued = entry.inputs_sha256 ?? page.inputs_sha256;
+      if (hash !== page.transcript_sha256 || issued !== page.inputs_sha256) {
+        sheet.records[index] = blankRecord(sheet, entry.scorer, page);
+        said.edited.push(label);
+      }
+    }
+    assignments.push(assignmentOf(entry.scorer, page));
+  }
+
+  // 4. The new transcripts, each to the scorers with the least work.
+  const loads = new Map(rule.scorers.map((scorer) => [scorer, 0]));
+  for (const entry of kept) {
+    loads.set(entry.scorer, (loads.get(entry.scorer) ?? 0) + 1);
+  }
+  const random = mulberry32(rule.seed + planned.size);
+  const given = assignScorers(fresh, rule.scorers, rule.overlap, random, loads);
+  const added = new Map<string, string[]>();
+  for (const [scorer, refsGiven] of given) {
+    for (const ref of refsGiven) {
+      const page = current.get(pairKey(ref.task_id, ref.model))!;
+      sheets.get(scorer)!.records.push(blankRecord(sheets.get(scorer)!, scorer, page));
+      assignments.push(assignmentOf(scorer, page));
+      const label = pairLabel(ref);
+      added.set(label, [...(added.get(label) ?? []), scorer]);
+    }
+  }
+
+  // 5. Every sheet, every page (holding its sheet's scores), the plan; each file whole.
+  const files = new Map<string, string>();
+  for (const [scorer, sheet] of sheets) {
+    files.set(sheet.file, sheetText(sheet));
+    files.set(
+      pageFile(options.out, scorer),
+      pageOf(scorer, sheet, current, rule, options.out, rubric),
+    );
+  }
+  files.set(manifestFile, manifestText(manifest.rule, assignments));
+  writeFiles(options.out, files);
+
+  // 6. What changed.
+  const lines = [`update: ${assignments.length} assignment(s) in ${options.out}`];
+  const list = (names: string[]) => (names.length === 0 ? 'none' : names.join(', '));
+  lines.push(`  edited since issued, scores emptied: ${list(said.edited)}`);
+  const addedLabels = [...added].map((entry) => `${entry[0]} for ${entry[1].join(', ')}`);
+  lines.push(`  new transcripts assigned: ${list(addedLabels)}`);
+  if (said.restored.length > 0) {
+    lines.push(`  rows missing from their sheet, added back empty: ${list(said.restored)}`);
+  }
+  lines.push(`  orphaned (transcript removed; rows kept): ${list(said.orphaned)}`);
+  lines.push(
+    `  pages written again: ${scorers.map((scorer) => pageFile(options.out, scorer)).join(', ')}`,
+  );
+  io.stdout.write(`${lines.join('\n')}\n`);
+  if (manifest.rule === undefined) {
+    io.stderr.write(
+      `report: warning: ${manifestFile} predates --update and holds no sampling rule: no new ` +
+        'transcript was assigned\n',
+    );
+  }
+}
+
+/** A sheet of the plan's folder, with every row as its bytes; a lost sheet starts empty. */
+function readPlanSheet(out: string, scorer: string, rubric: Rubric): Sheet {
+  const file = sheetFile(out, scorer);
+  if (!fs.existsSync(file)) {
+    return Object.assign(parseSheet(scoringSheet([], rubric, scorer)), { file });
+  }
+  readHumanScores(file, rubric);
+  const sheet = Object.assign(parseSheet(fs.readFileSync(file, 'utf8')), { file });
+  const missing = [...scoreColumns(rubric), 'transcript_sha256'].filter((column) => {
+    return !sheet.header.includes(column);
+  });
+  if (missing.length > 0) {
+    throw new EvalInputError(
+      `${file}: no column ${missing.join(', ')}: the sheet does not match the plan and the rubric ` +
+        'now; plan again in another --out',
+    );
+  }
+  return sheet;
+}
+
+/** The assignment as plan.json records it: who, which transcript, and what the page showed. */
+function assignmentOf(scorer: string, page: PageTranscript): Assignment {
+  const { task_id, model } = page.ref;
+  return { scorer, task_id, model, inputs_sha256: page.inputs_sha256 };
+}
+
+/** plan.json: the rule to plan again by, and every assignment. */
+function manifestText(rule: PlanRule | undefined, assignments: Assignment[]): string {
+  const manifest: PlanManifest = { rule, assignments };
+  return `${JSON.stringify(manifest, null, 2)}\n`;
+}
+
+/** `--sample` as the plan's rule gave it, for the number of transcripts there are now. */
+function ruleSize(sample: string | undefined, total: number): number {
+  if (sample !== undefined && /^\d+$/.test(sample)) {
+    return Number(sample);
+  }
+  return sampleSize(sample, total);
+}
+
+const sheetFile = (out: string, scorer: string) => path.join(out, `${scorer}.csv`);
+const pageFile = (out: string, scorer: string) => path.join(out, `${scorer}.html`);
+
+/** The folder, then each file whole or not at all (a temporary file renamed). */
+function writeFiles(out: string, files: Map<string, string>): void {
+  writablePath(out, () => fs.mkdirSync(out, { recursive: true }));
+  for (const [file, content] of files) {
+    writablePath(file, () => replaceFileDurably(file, content));
+  }
+}
+
+// ---- The pages: what each transcript shows, and each scorer's page -----------------------------
+
+/** Each transcript's page content and hashes, read once (task files once a task). */
+function pageTranscripts(
+  refs: TranscriptRef[],
+  dirs: { tasks: string; referenceKeys: string },
+  rubric: Rubric,
+  showSystemPrompt: boolean,
+): Map<string, PageTranscript> {
   const shown = new Map<string, PageTranscript>();
   const taskFiles = new Map<string, { task: Task; referenceKey: ReferenceKey }>();
-  for (const ref of plan.chosen) {
+  for (const ref of refs) {
     let files = taskFiles.get(ref.task_id);
     if (files === undefined) {
-      files = loadTaskFiles(options, ref.task_id);
+      files = loadTaskFiles(dirs, ref.task_id);
       taskFiles.set(ref.task_id, files);
     }
     const hash = sha256(readTranscriptBytes(ref));
     const transcript = loadTranscript(ref);
     const values = promptValues(files.task, files.referenceKey, transcript, rubric);
     const images = transcriptImages(transcript, ref.path);
-    shown.set(pairKey(ref.task_id, ref.model), { ref, transcript_sha256: hash, values, images });
+    // What the judge is shown, so an edit of any of it (task, key, transcript, rubric) is seen.
+    const inputs = sha256(JSON.stringify([values, images]));
+    const turns = transcriptTurns(transcript, images, showSystemPrompt);
+    const page = { ref, transcript_sha256: hash, inputs_sha256: inputs, values, turns };
+    shown.set(pairKey(ref.task_id, ref.model), page);
   }
-
-  // 4. Each scorer's sheet and page.
-  const files = new Map<string, string>();
-  for (const [scorer, assigned] of plan.assignments) {
-    const rows = assigned.map((ref) => {
-      return {
-        task_id: ref.task_id,
-        model: ref.model,
-        transcript_sha256: shown.get(pairKey(ref.task_id, ref.model))!.transcript_sha256,
-      };
-    });
-    const sheet = scoringSheet(rows, rubric, scorer);
-    const pageOrder = shuffled(assigned, mulberry32(seed + scorers.indexOf(scorer) + 1));
-    const transcripts = pageOrder.map((ref) => shown.get(pairKey(ref.task_id, ref.model))!);
-    files.set(path.join(options.out, `${scorer}.csv`), sheet);
-    const page = scoringPage({ scorer, rubric, sheet, rows, transcripts });
-    files.set(path.join(options.out, `${scorer}.html`), page);
-  }
-  // The plan itself, so the gate can tell a sheet lost or a row deleted from one still to fill in.
-  files.set(path.join(options.out, PLAN_FILE), planManifest(plan));
-
-  // 5. Nothing is written while any sheet there holds a score, or a CSV there is not in this plan.
-  checkOutFolder(options.out, scorers);
-
-  // 6. Each file whole or not at all (a temporary file renamed).
-  writablePath(options.out, () => fs.mkdirSync(options.out, { recursive: true }));
-  for (const [file, content] of files) {
-    writablePath(file, () => replaceFileDurably(file, content));
-  }
-
-  // 7. What was assigned.
-  stdout.write(planSummary(plan, refs.length, options, seed));
+  return shown;
 }
 
-/** The plan's assignments as the gate reads them back (`readPlanManifest` in run-judge.ts). */
-function planManifest(plan: Plan<Pair>): string {
-  const assignments: PlanManifest['assignments'] = [];
-  for (const [scorer, assigned] of plan.assignments) {
-    for (const ref of assigned) {
-      assignments.push({ scorer, task_id: ref.task_id, model: ref.model });
+/** The transcript's messages as the page shows them: labelled, images in their turn. */
+function transcriptTurns(
+  transcript: Transcript,
+  images: TranscriptImage[],
+  showSystemPrompt: boolean,
+): PageTurn[] {
+  const turns: PageTurn[] = [];
+  if (transcript.problem_statement !== undefined && transcript.problem_statement.trim() !== '') {
+    turns.push({
+      who: 'Problem (as given to the student)',
+      text: transcript.problem_statement,
+      images: [],
+    });
+  }
+  let next = 0;
+  for (const message of transcript.messages) {
+    const own: TranscriptImage[] = [];
+    let text: string;
+    if (typeof message.content === 'string') {
+      text = message.content;
+    } else {
+      const parts = message.content.map((block) => {
+        if ('text' in block) return block.text;
+        own.push(images[next]!);
+        next++;
+        return own.at(-1)!.label;
+      });
+      text = parts.join('\n');
+    }
+    // The system prompt tells the tutors apart: hidden unless asked for (--show-system-prompt).
+    if (message.role === 'system' && !showSystemPrompt) {
+      if (turns.at(-1)?.hidden !== true) {
+        turns.push({ who: 'System prompt', text: '', images: [], hidden: true });
+      }
+      continue;
+    }
+    const who = TURN_LABELS[message.role];
+    turns.push({ who, text: text.trim(), images: own });
+  }
+  return turns;
+}
+
+const TURN_LABELS = {
+  user: 'Student',
+  assistant: 'Tutor',
+  system: 'System prompt (given to the tutor)',
+};
+
+/** One scorer's page: its sheet's rows (their scores embedded), its transcripts in a seeded order. */
+function pageOf(
+  scorer: string,
+  sheet: Sheet,
+  shown: Map<string, PageTranscript>,
+  rule: PlanRule,
+  out: string,
+  rubric: Rubric,
+): string {
+  const rows = sheet.records
+    .filter((record) => record.cells !== undefined)
+    .map((record) => {
+      const cells: Record<string, string> = {};
+      for (const column of sheet.header) {
+        cells[column] = unguard(record.cells![column] ?? '');
+      }
+      return cells;
+    });
+  const onPage = rows
+    .map((cells, row) => ({ row, page: shown.get(pairKey(cells.task_id!, cells.model!)) }))
+    .filter((entry) => entry.page !== undefined)
+    .sort((a, b) => comparePairs(a.page!.ref, b.page!.ref));
+  const random = mulberry32(rule.seed + rule.scorers.indexOf(scorer) + 1);
+  const transcripts = shuffled(onPage, random).map((entry) => {
+    return Object.assign({}, entry.page!, { row: entry.row });
+  });
+  // Answers in the browser are kept per plan folder and scorer, so a page written again finds them.
+  const storageKey = sha256(JSON.stringify([path.resolve(out), rule.scorers, rule.seed])).slice(
+    0,
+    16,
+  );
+  return scoringPage({ scorer, rubric, storageKey, header: sheet.header, rows, transcripts });
+}
+
+// ---- A sheet on disk, row by row as its bytes ---------------------------------------------------
+
+/** A sheet's header line, its rows each as its own bytes (line end included) and their cells. */
+type Sheet = { file: string; head: string; header: string[]; eol: string; records: SheetRecord[] };
+
+/** A row as written (`raw`), and its cells by column; a blank line has none. */
+type SheetRecord = { raw: string; cells?: Record<string, string> };
+
+/** A sheet's text split into records (quoted line breaks kept inside), each parsed. */
+function parseSheet(text: string): Sheet {
+  const raws: string[] = [];
+  let start = 0;
+  let quoted = false;
+  for (let i = 0; i < text.length; i++) {
+    if (text[i] === '"') {
+      quoted = !quoted;
+    } else if (text[i] === '\n' && !quoted) {
+      raws.push(text.slice(start, i + 1));
+      start = i + 1;
     }
   }
-  const manifest: PlanManifest = { assignments };
-  return `${JSON.stringify(manifest, null, 2)}\n`;
+  if (start < text.length) {
+    raws.push(text.slice(start));
+  }
+  const head = raws.shift() ?? '';
+  const header = parseCsv(head, { bom: true })[0] ?? [];
+  const records = raws.map((raw) => {
+    if (raw.trim() === '') {
+      return { raw };
+    }
+    const values: string[] = parseCsv(raw, { relax_column_count: true })[0] ?? [];
+    const cells = Object.fromEntries(header.map((column, i) => [column, values[i] ?? '']));
+    return { raw, cells };
+  });
+  return { file: '', head, header, eol: head.endsWith('\r\n') ? '\r\n' : '\n', records };
+}
+
+/** The sheet's text: its header and rows as they are, a last line without its end given one. */
+function sheetText(sheet: Sheet): string {
+  const raws = [sheet.head, ...sheet.records.map((record) => record.raw)];
+  return raws
+    .map((raw, i) => (i < raws.length - 1 && !raw.endsWith('\n') ? raw + sheet.eol : raw))
+    .join('');
+}
+
+/** Whether a sheet row is this assignment's (its cells guarded as the sheet writes them). */
+function isRowOf(record: SheetRecord, pair: Pair): boolean {
+  if (record.cells === undefined) return false;
+  return (
+    unguard(record.cells.task_id ?? '') === pair.task_id &&
+    unguard(record.cells.model ?? '') === pair.model
+  );
+}
+
+/** A row to score in this sheet's columns and line ends: the transcript and its hash, no score. */
+function blankRecord(sheet: Sheet, scorer: string, page: PageTranscript): SheetRecord {
+  const values: Record<string, string> = {
+    task_id: page.ref.task_id,
+    model: page.ref.model,
+    scorer,
+    transcript_sha256: page.transcript_sha256,
+  };
+  const line = csvLine(sheet.header.map((column) => guardCell(values[column] ?? '')));
+  const raw = line.slice(0, -1) + sheet.eol;
+  return parseSheet(sheet.head + raw).records[0]!;
 }
 
 // ---- The plan: pure functions of the transcripts, the scorers and a seed -----------------------
@@ -201,15 +575,18 @@ export function stratifiedSample<T extends Pair>(
 
 /**
  * Each transcript to `overlap` different scorers, each time those with the least work (the least
- * recently given one first), so that the scorers' loads stay within one of each other.
+ * recently given one first), so that the scorers' loads stay within one of each other (of what
+ * `loads` says they have already, when given).
  */
 export function assignScorers<T extends Pair>(
   chosen: T[],
   scorers: string[],
   overlap: number,
   random: () => number,
+  loads?: Map<string, number>,
 ): Map<string, T[]> {
-  const load = new Map(scorers.map((scorer) => [scorer, 0]));
+  // A plan brought up to date starts from the work each scorer has already.
+  const load = new Map(scorers.map((scorer) => [scorer, loads?.get(scorer) ?? 0]));
   const lastGiven = new Map(scorers.map((scorer) => [scorer, -1]));
   const assigned = new Map<string, T[]>(scorers.map((scorer) => [scorer, []]));
   const preference = shuffled(scorers, random);
@@ -247,32 +624,32 @@ function shuffled<T>(items: readonly T[], random: () => number): T[] {
 // ---- The sheet ----------------------------------------------------------------------------------
 
 /**
- * A sheet people fill in, blind to the judge: the judge CSV's columns, then `scorer` when one is
- * named, then `transcript_sha256` when the rows carry it; a row per transcript, the scores empty.
+ * A sheet people fill in, blind to the judge: the judge CSV's columns, then (a plan's sheet, its
+ * rows hashed) `unsure`, then `scorer` when one is named, then `transcript_sha256`; a row per
+ * transcript, the scores empty.
  */
 export function scoringSheet(refs: SheetRef[], rubric: Rubric, scorer?: string): string {
-  const hashed = refs.length > 0 && refs.every((ref) => ref.transcript_sha256 !== undefined);
+  const hashed = scorer !== undefined && refs.every((ref) => ref.transcript_sha256 !== undefined);
   const header = scoreColumns(rubric);
+  if (hashed) {
+    header.push('unsure');
+  }
   if (scorer !== undefined) {
     header.push('scorer');
   }
   if (hashed) {
     header.push('transcript_sha256');
   }
-  const emptyScores = rubricDimensions(rubric).map(() => '');
-
   const rows = refs.map((ref) => {
-    const row = [ref.task_id, ref.model, ...emptyScores, ''];
-    if (scorer !== undefined) {
-      row.push(scorer);
-    }
-    if (hashed) {
-      row.push(ref.transcript_sha256!);
-    }
+    const values: Record<string, string> = {
+      task_id: ref.task_id,
+      model: ref.model,
+      scorer: scorer ?? '',
+      transcript_sha256: ref.transcript_sha256 ?? '',
+    };
     // Guarded like the judge CSV: people open the sheet in a spreadsheet, where =cmd() would run.
-    return row.map(guardCell);
+    return header.map((column) => guardCell(values[column] ?? ''));
   });
-
   return [header, ...rows].map(csvLine).join('');
 }
 
@@ -413,7 +790,7 @@ function planSummary(
     const groups = [...groupBy(plan.chosen, key)].sort((a, b) => compareText(a[0], b[0]));
     return groups.map((group) => `${group[0]} ${group[1].length}`).join(', ');
   };
-  lines.push(`  per model: ${counts((ref) => ref.model)}`);
+  lines.push(`  per tutor (model): ${counts((ref) => ref.model)}`);
   lines.push(`  per task: ${counts((ref) => ref.task_id)}`);
 
   const overlapping = plan.overlap > 1 ? plan.chosen.length : 0;
@@ -421,4 +798,28 @@ function planSummary(
     `  scored by more than one scorer (for the human ceiling): ${overlapping} transcripts`,
   );
   return `${lines.join('\n')}\n`;
+}
+
+/**
+ * A tutor or task the sample leaves out, named: stratification spreads the sample as evenly as the
+ * transcripts allow, but a sample smaller than the tutors or tasks cannot hold them all.
+ */
+export function coverageWarnings(refs: Pair[], chosen: Pair[]): string[] {
+  const warnings: string[] = [];
+  const strata = [
+    { kind: 'tutor (model)', kinds: 'tutors', key: (ref: Pair) => ref.model },
+    { kind: 'task', kinds: 'tasks', key: (ref: Pair) => ref.task_id },
+  ];
+  for (const stratum of strata) {
+    const all = [...new Set(refs.map(stratum.key))].sort(compareText);
+    const taken = new Set(chosen.map(stratum.key));
+    const left = all.filter((name) => !taken.has(name));
+    if (left.length === 0) continue;
+    warnings.push(
+      `the sample of ${chosen.length} leaves out ${left.length} of the ${all.length} ` +
+        `${stratum.kinds}, ${stratum.kind} ${left.join(', ')}: none of their transcripts is ` +
+        `scored by people; raise --sample (at least ${all.length} to cover every one)`,
+    );
+  }
+  return warnings;
 }

@@ -36,7 +36,7 @@ import type { AnalysisAudit, AnalysisOptions, Report, Scores } from './report-an
 import { writeHtmlPage } from './report-html.ts';
 import { judgeInputs, readAuditLog } from './report-inputs.ts';
 import type { Audit, JudgeRun } from './report-inputs.ts';
-import { scoringSheet, writeScoringPlan } from './report-sheet.ts';
+import { scoringSheet, updateScoringPlan, writeScoringPlan } from './report-sheet.ts';
 import type { PlanOptions } from './report-sheet.ts';
 
 /** Where the report writes and which environment it checks: run-judge's IO. `env` may be left out
@@ -98,6 +98,15 @@ function buildCli(io: ReportIO, result: { status: number }): Command {
     .option('--sample <n|p%>', 'score a sample stratified by model and task (default: all)')
     .option('--overlap <k>', 'scorers per chosen transcript (default 1)')
     .option('--seed <s>', 'the seed of the sample and the assignment (default 0)')
+    .option(
+      '--show-system-prompt',
+      "show the tutor's system prompt on the pages (hidden by default: it tells the tutors apart)",
+    )
+    .option(
+      '--update',
+      "bring the plan in --out up to date after edits: edited transcripts' rows emptied, new " +
+        "ones assigned by the plan's rule, removed ones kept as orphaned; every other row kept",
+    )
     .option(
       '--out <dir>',
       "the plan's folder: <scorer>.csv and <scorer>.html",
@@ -168,6 +177,10 @@ function buildCli(io: ReportIO, result: { status: number }): Command {
       String(DEFAULT_MARGIN),
     )
     .option(
+      '--exclude-unsure',
+      'leave out of every figure the human rows their scorer marked unsure',
+    )
+    .option(
       '--transcripts <dir>',
       'transcripts folder: for --html, and to find stale human rows',
       DEFAULTS.transcripts,
@@ -186,27 +199,52 @@ function buildCli(io: ReportIO, result: { status: number }): Command {
   return cli;
 }
 
-type SheetOptions = Omit<PlanOptions, 'scorers'> & { scorers?: string; scorer?: string };
+type SheetOptions = Omit<PlanOptions, 'scorers'> & {
+  scorers?: string;
+  scorer?: string;
+  update?: boolean;
+};
 
-/** `sheet`: with --scorers, the plan written to --out; without, the blank sheet on stdout. */
+/** `sheet`: with --scorers, the plan written to --out; with --update, the plan there brought up to
+ * date; without either, the blank sheet on stdout. */
 function printSheet(options: SheetOptions, command: Command, io: ReportIO): void {
+  if (options.update === true) {
+    // The plan's rule is in its plan.json: a flag that would change it is refused, not ignored.
+    const ruleFlag = ['scorers', 'scorer', 'sample', 'overlap', 'seed', 'showSystemPrompt'].find(
+      (name) => command.getOptionValueSource(name) === 'cli',
+    );
+    if (ruleFlag !== undefined) {
+      throw new EvalInputError(
+        `--update keeps the plan's own rule (in its plan.json): ${flagOf(ruleFlag)} cannot ` +
+          'change it; ' +
+          'plan again in another --out to change it',
+      );
+    }
+    updateScoringPlan(options, io);
+    return;
+  }
   if (options.scorers !== undefined) {
     if (options.scorer !== undefined) {
       throw new EvalInputError('--scorer and --scorers: give one (--scorers names the plan)');
     }
-    writeScoringPlan({ ...options, scorers: options.scorers }, io.stdout);
+    writeScoringPlan(Object.assign({}, options, { scorers: options.scorers }), io);
     return;
   }
 
-  const planOnly = ['sample', 'overlap', 'seed', 'out'].find((name) => {
+  const planOnly = ['sample', 'overlap', 'seed', 'out', 'showSystemPrompt'].find((name) => {
     return command.getOptionValueSource(name) === 'cli';
   });
   if (planOnly !== undefined) {
-    throw new EvalInputError(`--${planOnly} needs --scorers (the plan's scorers)`);
+    throw new EvalInputError(`${flagOf(planOnly)} needs --scorers (the plan's scorers)`);
   }
   const transcripts = readTranscripts(options.transcripts);
   const rubric = loadRubric(options.rubric);
   io.stdout.write(scoringSheet(transcripts, rubric, options.scorer));
+}
+
+/** An option's flag as typed, from commander's name for it (showSystemPrompt: --show-system-prompt). */
+function flagOf(name: string): string {
+  return `--${name.replace(/[A-Z]/g, (letter) => `-${letter.toLowerCase()}`)}`;
 }
 
 type AgreementOptions = {
@@ -220,6 +258,7 @@ type AgreementOptions = {
   margin: string;
   html?: string;
   transcripts: string;
+  excludeUnsure?: boolean;
 };
 
 /** `agreement`: the report on stdout in the format asked for; with --html, the page too. Returns
@@ -249,7 +288,9 @@ function printAgreement(options: AgreementOptions, io: ReportIO): number {
   });
   const judgeCsvs = judges.map((judge) => judge.scores);
   const checks = { judgeCsvs, transcripts: options.transcripts };
-  const humans = readHumanScores(options.humanScores, rubric, checks);
+  const read = readHumanScores(options.humanScores, rubric, checks);
+  // A scorer's "unsure" counts like any score unless asked otherwise.
+  const humans = read.filter((row) => options.excludeUnsure !== true || row.unsure !== true);
 
   // 3. The analysis of the first judge; with more, every judge on the transcripts all of them
   // scored; with --min-kappa, the gate on the first judge's figures.

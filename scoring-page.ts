@@ -1,58 +1,60 @@
 // scoring-page.ts: one scorer's blind scoring page (`<out>/<scorer>.html`, written with the
-// sheets): each assigned transcript with what the judge is shown (the task, the private reference
-// notes, the transcript, the rubric), a form per transcript saved in the browser as it is filled,
-// and a button that downloads the scorer's sheet filled in. Self-contained: inline style and
-// script, nothing fetched, no judge score. Every text is escaped; the data rides as JSON with `<`
-// escaped.
-import { FORMULA_START, allowedScores, csvLine, guardCell, pairKey, sha256 } from './run-judge.ts';
+// sheets): each assigned transcript, its turns as labelled messages (the tutor's system prompt
+// hidden unless the plan shows it), then the task's expected behaviours and the private reference
+// notes, folded; a form per transcript (scores, notes, unsure) saved in the browser as it is
+// filled; and a button that downloads the scorer's whole sheet, every row of it. The page holds its
+// sheet's scores as written and can import the sheet again, so a download never blanks a score the
+// sheet holds. Self-contained: inline style and script, nothing fetched, no judge score. Every text
+// is escaped (the script sets text as text); the data rides as JSON with `<` escaped.
+import { FORMULA_START, allowedScores, rubricDimensions } from './run-judge.ts';
 import type { Rubric, TranscriptImage, TranscriptRef } from './run-judge.ts';
 import { escapeHtml } from './html-escape.ts';
 
-/** One transcript as its page shows it: the prompt's pieces (`promptValues`) and its images. */
+/** One message as the page shows it: who, the text, its images; `hidden` for a system prompt kept back. */
+export type PageTurn = { who: string; text: string; images: TranscriptImage[]; hidden?: boolean };
+
+/** One transcript as its page shows it: the prompt's pieces (`promptValues`) and its turns. */
 export type PageTranscript = {
   ref: TranscriptRef;
   transcript_sha256: string;
+  inputs_sha256: string;
   values: Record<string, string>;
-  images: TranscriptImage[];
+  turns: PageTurn[];
 };
 
-/** What one scorer's page is made of: the sheet (its rows in sheet order) and the page's order. */
+/** What one scorer's page is made of: the sheet (its columns, its rows' cells unguarded) and the
+ * page's transcripts, each with the index of its sheet row. */
 export type PageInput = {
   scorer: string;
   rubric: Rubric;
-  sheet: string;
-  rows: { task_id: string; model: string; transcript_sha256: string }[];
-  transcripts: PageTranscript[];
+  storageKey: string;
+  header: string[];
+  rows: Record<string, string>[];
+  transcripts: (PageTranscript & { row: number })[];
 };
 
 /** The page: a list of the transcripts, one shown at a time with its form, and the download. */
 export function scoringPage(input: PageInput): string {
-  // 1. The data the script needs: the sheet's fixed cells, already guarded and quoted by csvLine.
-  const rowOf = new Map(input.rows.map((row, i) => [pairKey(row.task_id, row.model), i]));
+  // 1. The data the script needs: the sheet's columns and rows, and what the rubric allows.
   const data = {
     scorer: input.scorer,
-    plan: sha256(`${input.sheet}\n${JSON.stringify(input.rubric)}`).slice(0, 16),
+    plan: input.storageKey,
     formula: FORMULA_START.source,
-    header: input.sheet.slice(0, input.sheet.indexOf('\n') + 1),
-    dimensions: input.rubric.dimensions.map((dimension) => dimension.name),
-    rows: input.rows.map((row) => {
-      return {
-        before: csvCells([row.task_id, row.model]),
-        after: csvCells([input.scorer, row.transcript_sha256]),
-      };
-    }),
+    header: input.header,
+    dimensions: rubricDimensions(input.rubric),
+    rows: input.rows,
   };
 
   // 2. A section per transcript, in the page's order, each with its form.
   const count = input.transcripts.length;
   const sections = input.transcripts.map((transcript, i) => {
-    const row = rowOf.get(pairKey(transcript.ref.task_id, transcript.ref.model))!;
-    return transcriptSection(transcript, input.rubric, i, count, row);
+    return transcriptSection(transcript, input.rubric, i, count);
   });
   const list = input.transcripts.map((transcript, i) => {
     const label = `${i + 1}. task ${transcript.ref.task_id}`;
     return `<li><a href="#t${i}" data-index="${i}">${escapeHtml(label)}</a></li>`;
   });
+  const digits = [...new Set(input.rubric.dimensions.flatMap(allowedScores))].sort((a, b) => a - b);
 
   // 3. The page.
   const scorer = escapeHtml(input.scorer);
@@ -65,8 +67,12 @@ export function scoringPage(input: PageInput): string {
 <header><h1>Blind scoring: ${scorer}</h1>
 <p id="left" role="status">${count} of ${count} left</p>
 <button type="button" id="download">Download ${scorer}.csv</button>
+<label class="import">Import ${scorer}.csv <input type="file" id="import" accept=".csv,text/csv"></label>
+<p id="unsaved" class="warning" hidden>Answers not downloaded yet</p>
+<p id="import-status" role="status" hidden></p>
 <p class="hint">Your answers stay in this browser as you go. When done, download ${scorer}.csv
-and send it back: it takes the place of the blank ${scorer}.csv of the plan.</p>
+and save it over the ${scorer}.csv of the plan: it holds every row of the sheet. Keys: ${escapeHtml(digits.join(', '))}
+score the dimension in focus (else the first left open).</p>
 <p id="storage" class="warning" hidden>This browser does not keep your answers: download your CSV
 before you close the page.</p>
 </header>
@@ -78,40 +84,42 @@ before you close the page.</p>
 `;
 }
 
-/** Cells as the sheet writes them (guarded, quoted), without the line's end. */
-function csvCells(cells: string[]): string {
-  return csvLine(cells.map(guardCell)).slice(0, -1);
-}
-
-/** One transcript: what the judge reads on the left, the rubric as a form on the right. */
+/** One transcript: the task and the transcript, the folded notes, then the rubric as a form. */
 function transcriptSection(
-  transcript: PageTranscript,
+  transcript: PageTranscript & { row: number },
   rubric: Rubric,
   index: number,
   count: number,
-  row: number,
 ): string {
   const values = transcript.values;
-  const images = transcript.images.map((image) => {
-    const source = `data:${image.source.media_type};base64,${image.source.data}`;
-    const label = escapeHtml(image.label);
-    const img = `<img alt="${label}" src="${escapeHtml(source)}">`;
-    return `<figure>${img}<figcaption>${label}</figcaption></figure>`;
+  const turns = transcript.turns.map((turn) => {
+    if (turn.hidden === true) {
+      return `<p class="hidden-turn">The tutor's system prompt is hidden: it would tell the tutors apart.</p>`;
+    }
+    const images = turn.images.map((image) => {
+      const source = `data:${image.source.media_type};base64,${image.source.data}`;
+      const label = escapeHtml(image.label);
+      const img = `<img alt="${label}" src="${escapeHtml(source)}">`;
+      return `<figure>${img}<figcaption>${label}</figcaption></figure>`;
+    });
+    const role = turn.who === 'Student' ? 'student' : turn.who === 'Tutor' ? 'tutor' : 'other';
+    return `<div class="turn ${role}"><p class="who">${escapeHtml(turn.who)}</p><pre>${escapeHtml(turn.text)}</pre>${images.join('')}</div>`;
   });
 
   const reading = `<div class="reading">
-<h3>Task context</h3>
+<h3>Task</h3>
 <dl><dt>Task</dt><dd>${escapeHtml(values.task_id!)}</dd>
 <dt>Topic</dt><dd>${escapeHtml(values.topic!)}</dd>
 <dt>Student level</dt><dd>${escapeHtml(values.student_level!)}</dd></dl>
 ${textBlock('Problem statement', values.problem_statement!)}
-${textBlock('Expected tutor behaviours', values.expected_behaviors!)}
-<h3>Private reference notes <small>(never shown to the tutor)</small></h3>
+<h3>Transcript</h3>
+<div class="turns">${turns.join('\n')}</div>
+<details class="reference"><summary>Expected tutor behaviours</summary>
+${textBlock('Expected tutor behaviours', values.expected_behaviors!)}</details>
+<details class="reference"><summary>Private reference notes <small>(never shown to the tutor; read them after the transcript)</small></summary>
 ${textBlock('Proof skeleton', values.proof_skeleton!)}
 ${textBlock('Common misconceptions', values.common_misconceptions!)}
-${textBlock('Red flags', values.red_flags!)}
-<h3>Transcript</h3>
-<pre class="transcript-text">${escapeHtml(values.transcript!)}</pre>${images.join('')}
+${textBlock('Red flags', values.red_flags!)}</details>
 </div>`;
 
   const dimensions = rubric.dimensions.map((dimension) => {
@@ -123,8 +131,9 @@ ${textBlock('Red flags', values.red_flags!)}
     return `<fieldset><legend>${escapeHtml(dimension.name)}</legend>
 <p class="description">${escapeHtml(dimension.description)}</p>${levels.join('')}</fieldset>`;
   });
-  const form = `<form class="scores" data-row="${row}" autocomplete="off"><h3>Rubric and your scores</h3>
+  const form = `<form class="scores" data-row="${transcript.row}" autocomplete="off"><h3>Rubric and your scores</h3>
 ${dimensions.join('\n')}
+<label class="unsure"><input type="checkbox" name="unsure"> Unsure about these scores</label>
 <label class="notes">Notes<textarea name="notes" rows="4"></textarea></label></form>`;
 
   const heading = `Transcript ${index + 1} of ${count} · task ${transcript.ref.task_id}`;
@@ -146,11 +155,13 @@ padding:8px 20px;background:#fff;border-bottom:1px solid #ccc}
 header h1{font-size:18px;margin:0}
 header p{margin:0}
 #left{font-weight:bold}
+.import{font-size:13px}
 .hint{font-size:13px;color:#444;flex:1 1 300px}
-.warning{color:#991b1b;flex-basis:100%}
+.warning{color:#991b1b;font-weight:bold}
+#import-status{font-size:13px;flex-basis:100%}
 button{font:inherit;padding:4px 12px;cursor:pointer}
 .layout{display:grid;grid-template-columns:190px minmax(0,1fr);gap:20px;padding:12px 20px}
-nav ol{list-style:none;padding:0;margin:0;position:sticky;top:64px}
+nav ol{list-style:none;padding:0;margin:0;position:sticky;top:120px}
 nav a{display:block;padding:3px 6px;border-radius:4px;color:#1d4ed8;text-decoration:none}
 nav a[aria-current=true]{background:#dbeafe;font-weight:bold}
 nav a.done::after,h2 .state.done::after{content:" ✓";color:#15803d}
@@ -165,24 +176,43 @@ dt{color:#444}
 dd{margin:0}
 pre{white-space:pre-wrap;overflow-wrap:anywhere;font:13px/1.45 ui-monospace,monospace;
 background:#f3f4f6;padding:6px 8px;margin:2px 0}
-.transcript-text{background:#fffbeb}
+.turns{display:flex;flex-direction:column;gap:10px}
+.turn{border-radius:8px;padding:4px 10px 8px;max-width:92%}
+.turn pre{background:none;padding:0;font:14px/1.5 system-ui,sans-serif}
+.turn .who{font-size:12px;font-weight:bold;text-transform:uppercase;letter-spacing:.04em;margin:2px 0}
+.turn.student{background:#eff6ff;border:1px solid #bfdbfe;align-self:flex-start}
+.turn.student .who{color:#1e40af}
+.turn.tutor{background:#fffbeb;border:1px solid #fde68a;align-self:flex-end}
+.turn.tutor .who{color:#92400e}
+.turn.other{background:#f3f4f6;border:1px solid #ddd}
+.hidden-turn{font-size:13px;color:#555;font-style:italic;margin:0}
+details.reference{margin:12px 0 0;border-top:1px solid #ddd;padding-top:6px}
+details.reference summary{cursor:pointer;font-weight:bold}
 img{max-width:100%}
-form{background:#fff;border:1px solid #ddd;padding:4px 14px 12px;position:sticky;top:64px;
-max-height:calc(100vh - 90px);overflow:auto}
+form{background:#fff;border:1px solid #ddd;padding:4px 14px 12px;position:sticky;top:120px;
+max-height:calc(100vh - 140px);overflow:auto}
 fieldset{border:1px solid #ddd;margin:8px 0;padding:4px 10px 8px}
+fieldset:focus-within{border-color:#2563eb;box-shadow:0 0 0 2px #bfdbfe}
 legend{font-weight:bold}
 .description{font-size:13px;color:#333;margin:2px 0 6px}
 .level{display:grid;grid-template-columns:auto auto 1fr;gap:6px;align-items:start;font-size:13px;
 padding:3px;border-radius:4px}
 .level:has(input:checked){background:#dbeafe}
+.unsure{display:block;margin:8px 0}
 .notes{display:block;font-weight:bold}
 textarea{display:block;width:100%;box-sizing:border-box;font:inherit}
 .steps{display:flex;justify-content:space-between}
-@media (max-width:900px){header{position:static}.layout{grid-template-columns:1fr}
+@media (max-width:900px){header{padding:6px 10px;gap:4px 10px}.hint{display:none}
+header h1{font-size:15px}.layout{grid-template-columns:1fr;padding:8px 10px}
 .columns{grid-template-columns:1fr}nav ol{position:static;display:flex;flex-wrap:wrap;gap:4px}
-form{position:static;max-height:none}}`;
+form{position:static;max-height:none}.turn{max-width:100%}}`;
 
-/** The page's behaviour: answers kept in localStorage per scorer and plan, one transcript shown. */
+/**
+ * The page's behaviour. The sheet's rows are the download's rows, in their order: a row on the page
+ * takes its form's answer, any other row (a removed transcript's) is kept as the sheet has it.
+ * A form starts from its sheet row; answers kept in localStorage (per plan folder and scorer, each
+ * by transcript and hash) fill in over it, never blanking a score. Importing a sheet does the same.
+ */
 const PAGE_SCRIPT = String.raw`(() => {
   const data = JSON.parse(document.getElementById('plan-data').textContent);
   const formula = new RegExp(data.formula);
@@ -190,12 +220,18 @@ const PAGE_SCRIPT = String.raw`(() => {
   const sections = Array.from(document.querySelectorAll('section.transcript'));
   const forms = sections.map((section) => section.querySelector('form.scores'));
   const links = Array.from(document.querySelectorAll('nav a'));
-  const formOfRow = new Map(forms.map((form) => [Number(form.dataset.row), form]));
+  const pairOf = (cells) => cells.task_id + '\n' + cells.model;
+  const idOf = (cells) => pairOf(cells) + '\n' + cells.transcript_sha256;
+  const formOfPair = new Map(forms.map((form) => [pairOf(data.rows[Number(form.dataset.row)]), form]));
+  const cellsOf = (form) => data.rows[Number(form.dataset.row)];
+  let rows = data.rows.map((cells) => Object.assign({}, cells));
 
   let saved = {};
+  let downloaded = null;
   let storable = true;
   try {
     saved = JSON.parse(localStorage.getItem(key) || '{}') || {};
+    downloaded = localStorage.getItem(key + ':downloaded');
   } catch (error) {
     storable = false;
   }
@@ -206,21 +242,60 @@ const PAGE_SCRIPT = String.raw`(() => {
       const value = form.elements.namedItem(name).value;
       if (value !== '') scores[name] = value;
     }
-    return { scores: scores, notes: form.elements.namedItem('notes').value };
+    const notes = form.elements.namedItem('notes').value;
+    return { scores: scores, notes: notes, unsure: form.elements.namedItem('unsure').checked };
   };
   const complete = (form) => Object.keys(answerOf(form).scores).length === data.dimensions.length;
 
-  const restore = (form) => {
-    const answer = saved[form.dataset.row];
-    if (!answer) return;
-    for (const input of form.querySelectorAll('input[type=radio]')) {
-      input.checked = answer.scores !== undefined && answer.scores[input.name] === input.value;
+  // Fills in what the answer holds; a score it lacks leaves the form's as it is.
+  const fill = (form, answer) => {
+    for (const name of data.dimensions) {
+      const value = answer.scores && answer.scores[name];
+      const input = Array.from(form.elements.namedItem(name)).find((radio) => radio.value === value);
+      if (input) input.checked = true;
     }
-    form.elements.namedItem('notes').value = answer.notes || '';
+    if (answer.notes) form.elements.namedItem('notes').value = answer.notes;
+    if (answer.unsure !== undefined) form.elements.namedItem('unsure').checked = answer.unsure;
+  };
+  const answerOfCells = (cells) => {
+    const scores = {};
+    for (const name of data.dimensions) {
+      if ((cells[name] || '').trim() !== '') scores[name] = cells[name].trim();
+    }
+    const unsure = (cells.unsure || '').trim().toLowerCase() === 'yes';
+    return { scores: scores, notes: cells.notes || '', unsure: unsure };
+  };
+
+  const cell = (text) => {
+    const guarded = formula.test(text) ? "'" + text : text;
+    return /[",\r\n]/.test(guarded) ? '"' + guarded.replace(/"/g, '""') + '"' : guarded;
+  };
+  const lineOf = (cells) => data.header.map((column) => cell(cells[column] || '')).join(',') + '\n';
+  const formCells = (form) => {
+    const answer = answerOf(form);
+    const cells = Object.assign({}, cellsOf(form));
+    for (const name of data.dimensions) cells[name] = answer.scores[name] || '';
+    cells.notes = answer.notes;
+    if (data.header.includes('unsure')) cells.unsure = answer.unsure ? 'yes' : '';
+    return cells;
+  };
+  // Every row of the sheet, in its order; a form whose row the sheet lacks goes last.
+  const sheet = () => {
+    const used = new Set();
+    const lines = rows.map((cells) => {
+      const form = formOfPair.get(pairOf(cells));
+      if (!form) return lineOf(cells);
+      used.add(form);
+      return lineOf(formCells(form));
+    });
+    for (const form of forms) {
+      if (!used.has(form)) lines.push(lineOf(formCells(form)));
+    }
+    return data.header.join(',') + '\n' + lines.join('');
   };
 
   const save = (form) => {
-    saved[form.dataset.row] = answerOf(form);
+    saved[idOf(cellsOf(form))] = answerOf(form);
     if (!storable) return;
     try {
       localStorage.setItem(key, JSON.stringify(saved));
@@ -230,6 +305,11 @@ const PAGE_SCRIPT = String.raw`(() => {
     }
   };
 
+  let written = '';
+  const unsaved = () => {
+    const now = sheet();
+    return now !== written && now !== downloaded;
+  };
   const update = () => {
     let left = 0;
     forms.forEach((form, i) => {
@@ -242,6 +322,7 @@ const PAGE_SCRIPT = String.raw`(() => {
     status.textContent = left === 0
       ? 'All ' + forms.length + ' scored: download your CSV'
       : left + ' of ' + forms.length + ' left';
+    document.getElementById('unsaved').hidden = !unsaved();
   };
 
   let current = 0;
@@ -256,23 +337,15 @@ const PAGE_SCRIPT = String.raw`(() => {
     window.scrollTo(0, 0);
   };
 
-  const cell = (text) => {
-    const guarded = formula.test(text) ? "'" + text : text;
-    return /[",\r\n]/.test(guarded) ? '"' + guarded.replace(/"/g, '""') + '"' : guarded;
-  };
-  const sheet = () => {
-    const lines = data.rows.map((row, i) => {
-      const answer = answerOf(formOfRow.get(i));
-      const scores = data.dimensions.map((name) => answer.scores[name] || '');
-      return [row.before, scores.join(','), cell(answer.notes), row.after].join(',') + '\n';
-    });
-    return data.header + lines.join('');
-  };
-
+  // Each form from its sheet row (what was written), then the browser's answers over it.
   forms.forEach((form) => {
-    // A reload may restore other choices than those saved: the saved answers rule.
     form.reset();
-    restore(form);
+    fill(form, answerOfCells(cellsOf(form)));
+  });
+  written = sheet();
+  forms.forEach((form) => {
+    const answer = saved[idOf(cellsOf(form))];
+    if (answer) fill(form, answer);
     const changed = () => {
       save(form);
       update();
@@ -281,6 +354,7 @@ const PAGE_SCRIPT = String.raw`(() => {
     form.addEventListener('change', changed);
     form.addEventListener('submit', (event) => event.preventDefault());
   });
+
   links.forEach((link, i) => link.addEventListener('click', (event) => {
     event.preventDefault();
     show(i);
@@ -292,13 +366,133 @@ const PAGE_SCRIPT = String.raw`(() => {
     button.addEventListener('click', () => show(current + 1));
   });
   document.getElementById('download').addEventListener('click', () => {
+    const text = sheet();
     const link = document.createElement('a');
-    link.href = URL.createObjectURL(new Blob([sheet()], { type: 'text/csv' }));
+    link.href = URL.createObjectURL(new Blob([text], { type: 'text/csv' }));
     link.download = data.scorer + '.csv';
     document.body.append(link);
     link.click();
     link.remove();
     setTimeout(() => URL.revokeObjectURL(link.href), 60000);
+    downloaded = text;
+    try {
+      localStorage.setItem(key + ':downloaded', text);
+    } catch (error) {
+      // Not kept: the warning comes back after a reload, which is the safe side.
+    }
+    update();
+  });
+
+  // A CSV's records (RFC 4180: quoted cells may hold commas, quotes and line breaks).
+  const parseCsv = (text) => {
+    const records = [];
+    let record = [];
+    let field = '';
+    let quoted = false;
+    text = text.replace(/^\uFEFF/, '');
+    for (let i = 0; i < text.length; i++) {
+      const c = text[i];
+      if (quoted) {
+        if (c === '"' && text[i + 1] === '"') {
+          field += '"';
+          i++;
+        } else if (c === '"') {
+          quoted = false;
+        } else {
+          field += c;
+        }
+      } else if (c === '"') {
+        quoted = true;
+      } else if (c === ',') {
+        record.push(field);
+        field = '';
+      } else if (c === '\n' || c === '\r') {
+        if (c === '\r' && text[i + 1] === '\n') i++;
+        record.push(field);
+        records.push(record);
+        record = [];
+        field = '';
+      } else {
+        field += c;
+      }
+    }
+    if (field !== '' || record.length > 0) {
+      record.push(field);
+      records.push(record);
+    }
+    return records.filter((cells) => cells.some((value) => value.trim() !== ''));
+  };
+  const unguard = (text) => text.replace(/^'/, '');
+
+  // The sheet imported: its rows become the download's, its scores fill in the forms.
+  document.getElementById('import').addEventListener('change', async (event) => {
+    const file = event.target.files[0];
+    if (!file) return;
+    const status = document.getElementById('import-status');
+    status.hidden = false;
+    const records = parseCsv(await file.text());
+    const header = records.length > 0 ? records[0] : [];
+    if (!header.includes('task_id') || !header.includes('model')) {
+      status.textContent = file.name + ': not a sheet (no task_id and model columns); nothing imported';
+      return;
+    }
+    const imported = records.slice(1).map((values) => {
+      const cells = {};
+      header.forEach((column, i) => {
+        cells[column] = unguard(values[i] || '');
+      });
+      return cells;
+    });
+    let taken = 0;
+    let older = 0;
+    const kept = [];
+    for (const cells of imported) {
+      const form = formOfPair.get(pairOf(cells));
+      if (!form) {
+        kept.push(cells);
+        continue;
+      }
+      const hash = (cells.transcript_sha256 || '').trim().toLowerCase();
+      if (hash !== '' && hash !== cellsOf(form).transcript_sha256) {
+        older++;
+      } else {
+        fill(form, answerOfCells(cells));
+        save(form);
+        taken++;
+      }
+      kept.push(cellsOf(form));
+    }
+    rows = kept;
+    update();
+    let said = file.name + ': ' + taken + ' row(s) taken';
+    if (older > 0) said += '; ' + older + ' row(s) scored an older text of their transcript, left open';
+    status.textContent = said;
+  });
+
+  // Keys: a digit scores the dimension in focus, else the first left open, then moves on.
+  document.addEventListener('keydown', (event) => {
+    if (!/^[0-9]$/.test(event.key) || event.ctrlKey || event.metaKey || event.altKey) return;
+    const target = event.target;
+    if (target && (target.tagName === 'TEXTAREA' || (target.tagName === 'INPUT' && target.type !== 'radio' && target.type !== 'checkbox'))) return;
+    const fieldsets = Array.from(sections[current].querySelectorAll('fieldset'));
+    let at = fieldsets.findIndex((fieldset) => fieldset.contains(document.activeElement));
+    if (at < 0) at = fieldsets.findIndex((fieldset) => !fieldset.querySelector('input:checked'));
+    if (at < 0) return;
+    const radio = Array.from(fieldsets[at].querySelectorAll('input[type=radio]')).find((input) => input.value === event.key);
+    if (!radio) return;
+    event.preventDefault();
+    radio.checked = true;
+    radio.dispatchEvent(new Event('change', { bubbles: true }));
+    const next = fieldsets[at + 1];
+    const focus = next ? next.querySelector('input:checked') || next.querySelector('input') : radio;
+    focus.focus();
+  });
+
+  // Leaving with answers not downloaded asks first.
+  window.addEventListener('beforeunload', (event) => {
+    if (!unsaved()) return;
+    event.preventDefault();
+    event.returnValue = '';
   });
 
   if (!storable) document.getElementById('storage').hidden = false;

@@ -165,6 +165,7 @@ describe('the blind scoring page in headless Chromium', () => {
         row.model!,
         ...own.scores.map(String),
         own.notes,
+        '',
         'alice',
         hashes[i]!,
       ];
@@ -271,7 +272,7 @@ describe('the blind scoring page in headless Chromium', () => {
     });
     assert.equal(await withPayload.count(), 1);
     await page.locator(`nav a[href="#${await withPayload.getAttribute('id')}"]`).click();
-    const transcript = await withPayload.locator('pre.transcript-text').textContent();
+    const transcript = await withPayload.locator('.turns').textContent();
     assert.ok(transcript?.includes(PAYLOAD), 'the payload is text');
     assert.equal(await page.evaluate(() => (window as { __ran?: string }).__ran), undefined);
     assert.equal(await page.locator('img').count(), 0);
@@ -306,7 +307,7 @@ describe('the blind scoring page in headless Chromium', () => {
     const img = page.locator('figure img');
     assert.equal(await img.getAttribute('alt'), '[image 1]');
     assert.equal(await img.evaluate((element) => (element as HTMLImageElement).naturalWidth), 1);
-    assert.ok((await page.locator('pre.transcript-text').textContent())?.includes('[image 1]'));
+    assert.ok((await page.locator('.turn.student').last().textContent())?.includes('[image 1]'));
     await scoreShown(page, () => 0);
     assert.equal(await page.locator('#left').textContent(), 'All 1 scored: download your CSV');
     const rows = readHumanScores((await download(page, scorer)).file, rubric);
@@ -351,5 +352,255 @@ describe('the blind scoring page in headless Chromium', () => {
     const result = await judge(['--human-scores', sheet]);
     assert.equal(result.code, 0, result.stderr);
     assert.equal(fake.requests.length, run.pairs.length, 'every transcript judged');
+  });
+});
+
+describe('the page in daily use: blind by default, keys, unsure, leaving, --update and import', () => {
+  let dir: string;
+  let browser: BrowserContext;
+  let rubric: ReturnType<typeof loadRubric>;
+  const shots = process.env.RJ_SCREENSHOTS; // a folder to keep the screenshots in, to look at
+
+  before(async () => {
+    dir = fs.mkdtempSync(path.join(fs.realpathSync(os.tmpdir()), 'rj-daily-'));
+    browser = await launchChromium(dir, { acceptDownloads: true });
+    browser.setDefaultTimeout(10_000);
+  });
+  after(async () => {
+    await browser?.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** A workspace of 2 tutors × 2 tasks and a plan for `scorers` in its folder `human`. */
+  async function planned(t: TestContext, scorers: string, ...args: string[]) {
+    const ws = makeWorkspace({ models: 2, tasks: ['proof01', 'proof02'] });
+    t.after(() => ws.remove());
+    rubric = loadRubric(ws.rubric);
+    const out = path.join(ws.dir, 'human');
+    const paths = ['--transcripts', ws.transcripts, '--tasks', ws.tasks, '--out', out];
+    const more = ['--reference-keys', ws.referenceKeys, '--rubric', ws.rubric];
+    const sheet = (...extra: string[]) => runReport(['sheet', ...paths, ...more, ...extra]);
+    const result = await sheet('--scorers', scorers, ...args);
+    assert.equal(result.code, 0, result.stderr);
+    return { ws, out, sheet };
+  }
+
+  async function open(t: TestContext, file: string, width = 1400): Promise<Page> {
+    const page = await browser.newPage();
+    t.after(() => page.close());
+    await page.setViewportSize({ width, height: 900 });
+    await page.goto(pathToFileURL(file).href, { waitUntil: 'load' });
+    await page.evaluate(() => localStorage.clear());
+    await page.reload({ waitUntil: 'load' });
+    return page;
+  }
+
+  const shown = (page: Page) => page.locator('section.transcript:not([hidden])');
+
+  async function download(page: Page): Promise<string> {
+    const started = page.waitForEvent('download');
+    await page.locator('#download').click();
+    const file = path.join(dir, `download-${Date.now()}-${Math.random()}.csv`);
+    await (await started).saveAs(file);
+    return file;
+  }
+
+  /** The sheet's rows as the gate reads them, by model/task. */
+  const rowsOf = (file: string) => {
+    const rows = readHumanScores(file, rubric);
+    return new Map(rows.map((row) => [`${row.model}/${row.task_id}`, row]));
+  };
+
+  test('blind by default: no system prompt, the transcript before the folded reference notes, turns as Student and Tutor messages; seen at 1400 and 400 px', async (t) => {
+    const { ws, out, sheet } = await planned(t, 'alice');
+    const page = await open(t, path.join(out, 'alice.html'));
+    const html = fs.readFileSync(path.join(out, 'alice.html'), 'utf8');
+    assert.ok(!html.includes('You are a math tutor'), 'no system prompt anywhere in the page');
+    assert.ok(!html.includes('test-tag m0'), 'nor the tag the test tutors carry there');
+    const section = shown(page);
+    assert.equal(await section.locator('.hidden-turn').count(), 1);
+    const whos = await section.locator('.turn .who').allTextContents();
+    assert.deepEqual([...new Set(whos)].sort(), [
+      'Problem (as given to the student)',
+      'Student',
+      'Tutor',
+    ]);
+    const order = await section.evaluate((element) => {
+      const turns = element.querySelector('.turns')!;
+      const notes = element.querySelector('details.reference')!;
+      return turns.compareDocumentPosition(notes) & Node.DOCUMENT_POSITION_FOLLOWING;
+    });
+    assert.ok(order, 'the transcript comes before the notes');
+    assert.equal(await section.locator('details.reference[open]').count(), 0, 'folded');
+    assert.equal(
+      await section.locator('details.reference').last().locator('h4').first().isVisible(),
+      false,
+    );
+    await section.locator('details.reference summary').last().click();
+    assert.equal(
+      await section.locator('details.reference').last().locator('h4').first().isVisible(),
+      true,
+    );
+
+    for (const width of [1400, 400]) {
+      await page.setViewportSize({ width, height: 900 });
+      await page.evaluate(() => window.scrollTo(0, document.body.scrollHeight));
+      const box = await page.locator('#left').boundingBox();
+      assert.ok(
+        box !== null && box.y >= 0 && box.y + box.height <= 900,
+        `progress in view at ${width} px`,
+      );
+      const fits = await page.evaluate(
+        () => document.documentElement.scrollWidth <= window.innerWidth,
+      );
+      assert.ok(fits, `nothing wider than the window at ${width} px`);
+      if (shots !== undefined) {
+        await page.evaluate(() => window.scrollTo(0, 0));
+        await page.screenshot({ path: path.join(shots, `page-${width}.png`), fullPage: true });
+      }
+    }
+
+    const other = path.join(ws.dir, 'shown');
+    // A later --out wins: the same inputs planned into another folder.
+    const shownPlan = await sheet('--out', other, '--scorers', 'alice', '--show-system-prompt');
+    assert.equal(shownPlan.code, 0, shownPlan.stderr);
+    const withPrompt = fs.readFileSync(path.join(other, 'alice.html'), 'utf8');
+    assert.ok(withPrompt.includes('You are a math tutor'), '--show-system-prompt keeps it');
+    assert.ok(withPrompt.includes('System prompt (given to the tutor)'));
+  });
+
+  test('digits choose the scores, unsure is recorded, leaving with answers not downloaded asks first', async (t) => {
+    const { out } = await planned(t, 'alice');
+    const page = await open(t, path.join(out, 'alice.html'));
+    await page.locator('h1').click(); // a person's first click; then only keys
+    for (const [i] of rubric.dimensions.entries()) {
+      await page.keyboard.press(String(i % 3));
+    }
+    const checked = await shown(page)
+      .locator('input[type=radio]:checked')
+      .evaluateAll((inputs) => {
+        return inputs.map((input) => (input as HTMLInputElement).value);
+      });
+    assert.deepEqual(
+      checked,
+      rubric.dimensions.map((_, i) => String(i % 3)),
+    );
+    assert.equal(await page.locator('#left').textContent(), '3 of 4 left');
+    await page.keyboard.press('9'); // no such score: nothing changes
+    assert.equal(
+      await shown(page).locator('input[type=radio]:checked').count(),
+      rubric.dimensions.length,
+    );
+    await shown(page).locator('input[name=unsure]').check();
+    assert.equal(
+      await page.locator('#unsaved').isVisible(),
+      true,
+      'says the answers are not downloaded',
+    );
+
+    const file = await download(page);
+    assert.equal(await page.locator('#unsaved').isVisible(), false);
+    const rows = readHumanScores(file, rubric);
+    assert.equal(rows.filter((one) => one.unsure === true).length, 1);
+    const header = fs.readFileSync(file, 'utf8').split('\n')[0]!;
+    assert.ok(header.split(',').includes('unsure'));
+    assert.equal(rows.filter((one) => isComplete(one, rubric)).length, 1);
+
+    // One more answer, not downloaded: closing the page asks first.
+    await shown(page).locator('button.next').click();
+    await page.keyboard.press('1');
+    const asked = new Promise<string>((resolve) => {
+      page.once('dialog', (dialog) => {
+        resolve(dialog.type());
+        void dialog.accept();
+      });
+    });
+    await page.close({ runBeforeUnload: true });
+    assert.equal(await asked, 'beforeunload');
+  });
+
+  test('edit → --update → the page shows the new text and only that row open; its download holds every row, the orphaned one too', async (t) => {
+    const { ws, out, sheet } = await planned(t, 'alice');
+    const html = path.join(out, 'alice.html');
+    const page = await open(t, html);
+    for (let i = 0; i < 4; i++) {
+      for (const dimension of rubric.dimensions) {
+        await shown(page).locator(`input[name="${dimension.name}"][value="2"]`).check();
+      }
+      await shown(page).locator('textarea').fill(`note ${i}, "quoted"`);
+      if (i < 3) await shown(page).locator('button.next').click();
+    }
+    const sheetFile = path.join(out, 'alice.csv');
+    fs.copyFileSync(await download(page), sheetFile);
+    const scored = rowsOf(sheetFile);
+
+    const edited = path.join(ws.transcripts, 'm01', 'proof02.json');
+    const transcript = JSON.parse(fs.readFileSync(edited, 'utf8'));
+    transcript.messages[2].content = 'STUDENT-EDITED where do I begin?';
+    fs.writeFileSync(edited, JSON.stringify(transcript));
+    fs.rmSync(path.join(ws.transcripts, 'm02', 'proof01.json'));
+    const updated = await sheet('--update');
+    assert.equal(updated.code, 0, updated.stderr);
+    assert.match(updated.stdout, /scores emptied: alice: m01\/proof02$/m);
+    assert.match(
+      updated.stdout,
+      /orphaned \(transcript removed; rows kept\): alice: m02\/proof01$/m,
+    );
+
+    // A fresh browser's view: only what the page itself holds.
+    const again = await open(t, html);
+    assert.equal(await page.isClosed(), false);
+    assert.equal(
+      await again.locator('section.transcript').count(),
+      3,
+      'the removed one is not shown',
+    );
+    assert.equal(await again.locator('#left').textContent(), '1 of 3 left');
+    assert.ok(
+      (await shown(again).textContent())!.includes('STUDENT-EDITED'),
+      'opens at the open one, its new text',
+    );
+    const after = rowsOf(await download(again));
+    assert.equal(after.size, 4, 'every row of the sheet');
+    for (const [key, row] of after) {
+      if (key === 'm01/proof02') {
+        assert.deepEqual(row.scores, {});
+      } else {
+        assert.deepEqual(row.scores, scored.get(key)!.scores, key);
+        assert.equal(row.notes, scored.get(key)!.notes, key);
+      }
+    }
+  });
+
+  test('a sheet filled in by hand, the page written before: imported, the page shows every score and downloads them', async (t) => {
+    const { out } = await planned(t, 'bob');
+    const sheetFile = path.join(out, 'bob.csv');
+    const lines = fs.readFileSync(sheetFile, 'utf8').split('\n');
+    const header = lines[0]!.split(',');
+    const filled = lines.slice(1, -1).map((line, i) => {
+      const cells = line.split(',');
+      for (const dimension of rubric.dimensions)
+        cells[header.indexOf(dimension.name)] = String(i % 3);
+      cells[header.indexOf('notes')] = `"by hand, ${i}"`;
+      return cells.join(',');
+    });
+    fs.writeFileSync(sheetFile, `${[lines[0], ...filled].join('\r\n')}\r\n`); // as a spreadsheet saves it
+    const byHand = rowsOf(sheetFile);
+
+    const page = await open(t, path.join(out, 'bob.html'));
+    assert.equal(
+      await page.locator('#left').textContent(),
+      '4 of 4 left',
+      'the page was written blank',
+    );
+    await page.locator('#import').setInputFiles(sheetFile);
+    await page.locator('#import-status').filter({ hasText: 'taken' }).waitFor();
+    assert.equal(await page.locator('#import-status').textContent(), 'bob.csv: 4 row(s) taken');
+    assert.equal(await page.locator('#left').textContent(), 'All 4 scored: download your CSV');
+    const downloaded = rowsOf(await download(page));
+    assert.deepEqual(
+      [...downloaded].map(([key, row]) => [key, row.scores, row.notes]),
+      [...byHand].map(([key, row]) => [key, row.scores, row.notes]),
+    );
   });
 });

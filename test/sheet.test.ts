@@ -167,7 +167,7 @@ describe('the assignment: each chosen transcript to K scorers, the work within o
 });
 
 describe('report.ts sheet --scorers: one sheet and one page per scorer in --out', () => {
-  test("each sheet: the judge CSV's columns, scorer, each transcript file's sha256; the summary says who has what", async (t) => {
+  test("each sheet: the judge CSV's columns, unsure, scorer, each transcript file's sha256; the summary says who has what", async (t) => {
     const ws = workspace(t, 2, 3);
     const result = await plan(ws, '--scorers', 'alice, bob ,carol', '--overlap', '2');
     assert.equal(result.code, 0, result.stderr);
@@ -176,7 +176,7 @@ describe('report.ts sheet --scorers: one sheet and one page per scorer in --out'
     const files = ['alice', 'bob', 'carol'].flatMap((name) => [`${name}.csv`, `${name}.html`]);
     assert.deepEqual(names, [...files, 'plan.json'].sort());
 
-    const header = [...scoreColumns(rubric), 'scorer', 'transcript_sha256'];
+    const header = [...scoreColumns(rubric), 'unsure', 'scorer', 'transcript_sha256'];
     const seen = new Map<string, string[]>();
     for (const scorer of ['alice', 'bob', 'carol']) {
       const file = path.join(ws.out, `${scorer}.csv`);
@@ -189,7 +189,11 @@ describe('report.ts sheet --scorers: one sheet and one page per scorer in --out'
         assert.equal(row.transcript_sha256, sha256(bytes));
         assert.equal(row.scorer, scorer);
         const scores = rubric.dimensions.map((dimension) => row[dimension.name]);
-        assert.deepEqual(new Set([...scores, row.notes]), new Set(['']), 'nothing filled');
+        assert.deepEqual(
+          new Set([...scores, row.notes, row.unsure]),
+          new Set(['']),
+          'nothing filled',
+        );
         const key = `${row.model}/${row.task_id}`;
         seen.set(key, [...(seen.get(key) ?? []), scorer]);
       }
@@ -406,6 +410,191 @@ describe('report.ts sheet --scorers: one sheet and one page per scorer in --out'
       read.map((row) => row.model),
       ['=cmd', 'm02'],
       'the reader takes the guard off',
+    );
+  });
+});
+
+describe('sheet --update: the plan after edits, every other row byte for byte', () => {
+  /** A sheet's lines (the header first), split where a row ends. */
+  const linesOf = (file: string) => fs.readFileSync(file, 'utf8').split(/(?<=\n)/);
+
+  /** Fills a scorer's rows: every dimension 1, a note naming the row. */
+  function score(file: string): void {
+    const lines = linesOf(file);
+    const header = lines[0]!.trim().split(',');
+    const filled = lines.slice(1).map((line) => {
+      const cells = line.trim().split(',');
+      for (const dimension of rubric.dimensions) {
+        cells[header.indexOf(dimension.name)] = '1';
+      }
+      cells[header.indexOf('notes')] = `"read, ${cells[1]}/${cells[0]}"`;
+      return `${cells.join(',')}\n`;
+    });
+    fs.writeFileSync(file, lines[0] + filled.join(''));
+  }
+
+  const update = (ws: Workspace & { out: string }, ...args: string[]) => {
+    const paths = ['--transcripts', ws.transcripts, '--tasks', ws.tasks];
+    const more = ['--reference-keys', ws.referenceKeys, '--rubric', ws.rubric, '--out', ws.out];
+    return runReport(['sheet', '--update', ...paths, ...more, ...args]);
+  };
+
+  test('an edited transcript: its rows emptied with the new hash, its text on the pages, every other row as it was', async (t) => {
+    const ws = workspace(t, 2, 2);
+    assert.equal((await plan(ws, '--scorers', 'alice,bob', '--overlap', '2')).code, 0);
+    const sheets = ['alice', 'bob'].map((name) => path.join(ws.out, `${name}.csv`));
+    sheets.forEach(score);
+    const before = sheets.map(linesOf);
+    const edited = path.join(ws.transcripts, 'm01', 'proof02.json');
+    const transcript = JSON.parse(fs.readFileSync(edited, 'utf8'));
+    transcript.messages[2].content = 'STUDENT-EDITED so where do I start?';
+    fs.writeFileSync(edited, JSON.stringify(transcript));
+
+    const result = await update(ws);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(
+      result.stdout,
+      /edited since issued, scores emptied: alice: m01\/proof02, bob: m01\/proof02$/m,
+    );
+    assert.match(result.stdout, /new transcripts assigned: none$/m);
+    assert.match(result.stdout, /orphaned \(transcript removed; rows kept\): none$/m);
+    for (const [i, file] of sheets.entries()) {
+      const after = linesOf(file);
+      assert.equal(after.length, before[i]!.length);
+      for (const [j, line] of after.entries()) {
+        if (!line.startsWith('m01,proof02') && !line.startsWith('proof02,m01')) {
+          assert.equal(line, before[i]![j], `${file} line ${j + 1} byte for byte`);
+        }
+      }
+      const rows = readHumanScores(file, rubric, { transcripts: ws.transcripts });
+      const row = rows.find((one) => one.model === 'm01' && one.task_id === 'proof02')!;
+      assert.deepEqual(row.scores, {});
+      assert.equal(row.notes, '');
+      assert.equal(row.transcript_sha256, sha256(fs.readFileSync(edited)));
+      assert.equal(row.stale, undefined, 'the new hash');
+      assert.equal(rows.filter((one) => isComplete(one, rubric)).length, 3);
+      const page = fs.readFileSync(file.replace(/\.csv$/, '.html'), 'utf8');
+      assert.ok(page.includes('STUDENT-EDITED'), 'the page shows the text now');
+    }
+  });
+
+  test('an edited task file: the rows of its transcripts emptied, the others kept', async (t) => {
+    const ws = workspace(t, 2, 2);
+    assert.equal((await plan(ws, '--scorers', 'alice')).code, 0);
+    const sheet = path.join(ws.out, 'alice.csv');
+    score(sheet);
+    const taskFile = path.join(ws.tasks, 'proof01.json');
+    const task = JSON.parse(fs.readFileSync(taskFile, 'utf8'));
+    task.topic = 'another topic';
+    fs.writeFileSync(taskFile, JSON.stringify(task));
+
+    const result = await update(ws);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stdout, /scores emptied: alice: m01\/proof01, alice: m02\/proof01$/m);
+    const rows = readHumanScores(sheet, rubric);
+    const open = rows.filter((row) => !isComplete(row, rubric)).map(label);
+    assert.deepEqual(open.sort(), ['m01/proof01', 'm02/proof01']);
+
+    const again = await update(ws);
+    assert.match(again.stdout, /scores emptied: none$/m, 'issued anew: nothing to empty twice');
+  });
+
+  test('a new transcript the rule takes: assigned to as many scorers as the overlap, said with them; a removed one: kept, orphaned', async (t) => {
+    const ws = workspace(t, 2, 2);
+    const args = ['--scorers', 'alice,bob,carol', '--overlap', '2'];
+    assert.equal((await plan(ws, ...args)).code, 0);
+    const sheets = ['alice', 'bob', 'carol'].map((name) => path.join(ws.out, `${name}.csv`));
+    sheets.forEach(score);
+    const before = new Map(sheets.map((file) => [file, fs.readFileSync(file, 'utf8')]));
+    fs.mkdirSync(path.join(ws.transcripts, 'm03'));
+    const copied = JSON.parse(
+      fs.readFileSync(path.join(ws.transcripts, 'm01', 'proof01.json'), 'utf8'),
+    );
+    copied.metadata.model = 'm03';
+    fs.writeFileSync(path.join(ws.transcripts, 'm03', 'proof01.json'), JSON.stringify(copied));
+    fs.rmSync(path.join(ws.transcripts, 'm02', 'proof02.json'));
+
+    const result = await update(ws);
+    assert.equal(result.code, 0, result.stderr);
+    const added = /new transcripts assigned: m03\/proof01 for (\w+), (\w+)$/m.exec(result.stdout);
+    assert.ok(added, result.stdout);
+    assert.match(
+      result.stdout,
+      /orphaned \(transcript removed; rows kept\): \w+: m02\/proof02, \w+: m02\/proof02$/m,
+    );
+    for (const file of sheets) {
+      const scorer = path.basename(file, '.csv');
+      const text = fs.readFileSync(file, 'utf8');
+      assert.ok(text.startsWith(before.get(file)!), `${scorer}: every row kept, byte for byte`);
+      const rows = readHumanScores(file, rubric);
+      const got = rows.some((row) => row.model === 'm03');
+      assert.equal(got, scorer === added[1] || scorer === added[2], scorer);
+    }
+    const manifest = JSON.parse(fs.readFileSync(path.join(ws.out, 'plan.json'), 'utf8'));
+    assert.equal(manifest.assignments.length, 10, '8 kept (2 orphaned), 2 new');
+  });
+
+  test('a sample: a new transcript only if the rule now takes it; coverage per tutor and task printed', async (t) => {
+    const ws = workspace(t, 2, 2);
+    const first = await plan(ws, '--scorers', 'alice', '--sample', '2');
+    assert.equal(first.code, 0, first.stderr);
+    assert.match(first.stdout, /per tutor \(model\): m01 1, m02 1$/m);
+    const result = await update(ws);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stdout, /new transcripts assigned: none$/m);
+  });
+
+  test('refused: no plan in --out, or a flag that would change the rule; nothing written', async (t) => {
+    const ws = workspace(t, 1, 2);
+    const none = await update(ws);
+    assert.equal(none.code, 2);
+    assert.match(none.stderr, /plan\.json not found: make the plan first/);
+    assert.equal(fs.existsSync(ws.out), false);
+    assert.equal((await plan(ws, '--scorers', 'alice')).code, 0);
+    const before = snapshot(ws.out);
+    const changed = await update(ws, '--sample', '1');
+    assert.equal(changed.code, 2);
+    assert.match(changed.stderr, /--update keeps the plan's own rule .*--sample cannot change it/);
+    assert.deepEqual(snapshot(ws.out), before);
+  });
+});
+
+describe('what a sample covers, and the unsure mark', () => {
+  test('a 30% sample of 8 tasks of 3 tutors: per-task counts printed, the task left out named in a warning', async (t) => {
+    const ws = workspace(t, 3, 8);
+    const result = await plan(ws, '--scorers', 'alice', '--sample', '30%');
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stdout, /^plan: 7 of 24 transcripts/m);
+    assert.match(result.stdout, /per tutor \(model\): m01 \d, m02 \d, m03 \d$/m);
+    const perTask = /per task: (.*)$/m.exec(result.stdout)![1]!;
+    assert.equal(perTask.split(', ').length, 7);
+    assert.match(
+      result.stderr,
+      /^report: warning: the sample of 7 leaves out 1 of the 8 tasks, task proof\d\d: none of their transcripts is scored by people; raise --sample \(at least 8 to cover every one\)$/m,
+    );
+    fs.rmSync(ws.out, { recursive: true });
+    const covered = await plan(ws, '--scorers', 'alice', '--sample', '8');
+    assert.equal(covered.stderr, '', 'a sample as large as the tasks covers them all');
+  });
+
+  test('unsure: yes is read as unsure, empty or no as sure; anything else is refused naming the cell', (t) => {
+    const dir = tempDir(t);
+    const file = path.join(dir, 'alice.csv');
+    const header = [...scoreColumns(rubric), 'unsure', 'scorer'].join(',');
+    const scores = rubric.dimensions.map(() => '1').join(',');
+    fs.writeFileSync(
+      file,
+      `${header}\nproof01,m01,${scores},,Yes,alice\nproof02,m01,${scores},,,alice\n`,
+    );
+    const rows = readHumanScores(file, rubric);
+    assert.deepEqual(
+      rows.map((row) => row.unsure),
+      [true, undefined],
+    );
+    fs.writeFileSync(file, `${header}\nproof01,m01,${scores},,maybe,alice\n`);
+    assert.throws(
+      () => readHumanScores(file, rubric),
+      /line 2: unsure: "maybe" is not yes, no or empty/,
     );
   });
 });
