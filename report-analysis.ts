@@ -348,6 +348,93 @@ function modelFigures(model: string, matched: Matched[], dimension: Dimension) {
   };
 }
 
+/**
+ * Judges against each other, on transcripts every one of them scored (`judged[j]` the rows of judge
+ * j, the first the reference): per dimension, each judge's kappa with the people minus the first
+ * judge's, its interval paired on the same resamples, and its agreement with the first judge
+ * (exact, kappa; one pair a transcript). Null for the first judge itself.
+ */
+export function judgesAgainstEachOther(judged: Scored[][], humans: HumanRow[], rubric: Rubric) {
+  // 1. The transcripts: those with a complete human row and a row of every judge, in the order
+  // analyse meets them, so a judge's resamples here are those of its own interval.
+  const complete = comparableHumanRows(humans, rubric);
+  const rowsOf = judged.map(
+    (rows) => new Map(rows.map((row) => [pairKey(row.task_id, row.model), row])),
+  );
+  const transcripts: { judges: Scored[]; humans: HumanRow[] }[] = [];
+  for (const [key, rows] of groupBy(complete, (row) => pairKey(row.task_id, row.model))) {
+    const judges = rowsOf.map((of) => of.get(key));
+    if (judges.every((row) => row !== undefined)) {
+      transcripts.push({ judges: judges as Scored[], humans: rows });
+    }
+  }
+
+  // 2. Per dimension: (human, judge j) counts for every judge, then (first, judge j) for the rest.
+  const perDimension = rubric.dimensions.map((dimension) => {
+    const scale = scaleOf(allowedScores(dimension));
+    const k = scale.k;
+    const cells = k * k;
+    const withFirstAt = judged.length * cells;
+    const units = unitSums(withFirstAt + (judged.length - 1) * cells);
+    for (const transcript of transcripts) {
+      const row = new Float64Array(units.width);
+      const humanAt = transcript.humans.map((human) =>
+        position(scale, human.scores[dimension.name]!),
+      );
+      const judgeAt = transcript.judges.map((judge) =>
+        position(scale, judge.scores[dimension.name]!),
+      );
+      judgeAt.forEach((at, j) => {
+        judgeCounts(row, j * cells, humanAt, at, k);
+        if (j > 0) {
+          judgeCounts(row, withFirstAt + (j - 1) * cells, [judgeAt[0]!], at, k);
+        }
+      });
+      addUnit(units, row);
+    }
+
+    const kappaOf = (sums: Float64Array, at: number) => kappaOfCounts(sums, at, k);
+    const diffOf = (j: number) => (sums: Float64Array) => {
+      const first = kappaOf(sums, 0);
+      const other = kappaOf(sums, j * cells);
+      return first === null || other === null ? null : other - first;
+    };
+    const others = judged.slice(1).map((_, i) => i + 1);
+    const statistics = others.flatMap((j) => {
+      return [diffOf(j), (sums: Float64Array) => kappaOf(sums, withFirstAt + (j - 1) * cells)];
+    });
+    const intervals = bootstrapIntervals(units, statistics);
+    const all = totals(units);
+    return judged.map((_, j) => {
+      if (j === 0) {
+        return { kappa_diff_from_first: null, agreement_with_first: null };
+      }
+      const diff = intervals[2 * (j - 1)]!;
+      const withFirst = intervals[2 * (j - 1) + 1]!;
+      const agreementFigures = countsAgreement(all, withFirstAt + (j - 1) * cells, k);
+      return {
+        kappa_diff_from_first: {
+          kappa_diff: diffOf(j)(all),
+          ci95: diff.ci95,
+          undefined_resamples: diff.undefined_resamples,
+          resamples: diff.resamples,
+        },
+        agreement_with_first: {
+          n: agreementFigures.n,
+          exact: agreementFigures.exact,
+          kappa: agreementFigures.kappa,
+          kappa_ci95: withFirst.ci95,
+          undefined_resamples: withFirst.undefined_resamples,
+          resamples: withFirst.resamples,
+        },
+      };
+    });
+  });
+
+  // 3. Per judge, its dimensions in the rubric's order.
+  return judged.map((_, j) => perDimension.map((judges) => judges[j]!));
+}
+
 /** Adds each (human, judge) pair of a transcript to the counts at `at` (row: the human). */
 function judgeCounts(row: Float64Array, at: number, humans: number[], judge: number, k: number) {
   for (const human of humans) {

@@ -29,6 +29,7 @@ import {
   estimate,
   fewNote,
   figure,
+  judgesAgainstEachOther,
   reportCells,
   verdictWords,
 } from './report-analysis.ts';
@@ -168,13 +169,17 @@ function buildCli(io: ReportIO, result: { status: number }): Command {
       ).choices(['kappa', 'lower']),
     )
     .option(
-      '--html <file>',
-      'also write the report as one self-contained HTML page, with every transcript',
+      '--gate-judge <name>',
+      'with several --scores, --min-kappa gates this judge only (default: every judge given)',
     )
     .option(
       '--margin <kappa>',
       'the non-inferiority margin of the verdicts: as good when the gap to the human ceiling is not below -margin',
       String(DEFAULT_MARGIN),
+    )
+    .option(
+      '--html <file>',
+      'also write the report as one self-contained HTML page, with every transcript',
     )
     .option(
       '--exclude-unsure',
@@ -256,6 +261,7 @@ type AgreementOptions = {
   minKappa: string[];
   on?: 'kappa' | 'lower';
   margin: string;
+  gateJudge?: string;
   html?: string;
   transcripts: string;
   excludeUnsure?: boolean;
@@ -306,7 +312,15 @@ function printAgreement(options: AgreementOptions, io: ReportIO): number {
     report.comparison = compareJudges(runs, humans, rubric, analysisOptions);
   }
   if (thresholds.size > 0) {
-    report.gate = gate(report, thresholds, on);
+    // Every judge given is gated on what its own report says, or the one --gate-judge names.
+    const gated = gatedJudges(runs, options.gateJudge).map((run) => {
+      if (run === first) {
+        return { name: run.judge.name, report };
+      }
+      const own = analyse(run.rows, humans, rubric, analysisAudit(run.audit), analysisOptions);
+      return { name: run.judge.name, report: own };
+    });
+    report.gate = gate(gated, thresholds, on);
   }
 
   // 4. The report as aligned tables, as Markdown (the gate's verdict last), or as one JSON object;
@@ -317,7 +331,7 @@ function printAgreement(options: AgreementOptions, io: ReportIO): number {
     io.stdout.write(formatReport(report, options.format === 'markdown', on));
   }
   if (report.gate?.passed === false) {
-    io.stderr.write(`report: ${gateVerdict(report.gate, on)}\n`);
+    io.stderr.write(`report: ${gateVerdict(report.gate, on, runs.length > 1)}\n`);
   }
 
   // 5. With --html, the page, with every transcript, and where it went.
@@ -337,6 +351,21 @@ function printAgreement(options: AgreementOptions, io: ReportIO): number {
     io.stderr.write(`report: wrote the page to ${options.html}\n`);
   }
   return report.gate?.passed === false ? 1 : 0;
+}
+
+/** The judges --min-kappa gates: the one --gate-judge names, else every one given. */
+function gatedJudges(runs: JudgeRun[], name: string | undefined): JudgeRun[] {
+  if (name === undefined) {
+    return runs;
+  }
+  const named = runs.filter((run) => run.judge.name === name);
+  if (named.length === 0) {
+    const names = runs.map((run) => run.judge.name).join(', ');
+    throw new EvalInputError(
+      `--gate-judge ${name}: no judge of that name; the judges are ${names}`,
+    );
+  }
+  return named;
 }
 
 /** --margin as a kappa difference: a number from 0 to 2 (kappa runs from -1 to 1). */
@@ -391,11 +420,15 @@ export function compareJudges(
   }
   const humansCompared = complete.filter((row) => common.has(keyOf(row)));
 
-  // 2. Each judge's figures on them, and what a transcript cost it.
-  return runs.map((run) => {
-    const rows = run.rows.filter((row) => common.has(keyOf(row)));
+  // 2. Each judge's figures on them, against the first judge's on the same resamples, and what a
+  // transcript cost it.
+  const rowsOf = runs.map((run) => run.rows.filter((row) => common.has(keyOf(row))));
+  const againstFirst = judgesAgainstEachOther(rowsOf, humansCompared, rubric);
+  return runs.map((run, j) => {
+    const rows = rowsOf[j]!;
     const report = analyse(rows, humansCompared, rubric, analysisAudit(run.audit, common), options);
-    const dimensions = report.dimensions.map((dimension) => {
+    const dimensions = report.dimensions.map((dimension, d) => {
+      const vsFirst = againstFirst[j]![d]!;
       return {
         name: dimension.name,
         n: dimension.judge_vs_human.n,
@@ -405,6 +438,8 @@ export function compareJudges(
         gap_to_ceiling: dimension.gap_to_ceiling,
         leniency: dimension.leniency,
         self_consistency: dimension.self_consistency,
+        kappa_diff_from_first: vsFirst.kappa_diff_from_first,
+        agreement_with_first: vsFirst.agreement_with_first,
       };
     });
     return {
@@ -443,10 +478,11 @@ function analysisAudit(audit: Audit, keys?: Set<string>): AnalysisAudit {
   return { judges: Object.fromEntries(audit.rows_by_judge), samples };
 }
 
-/** The CI gate's outcome: the dimensions whose figure is below its threshold, or unknown. */
+/** The CI gate's outcome: the dimensions whose figure is below its threshold, or unknown, each
+ * with the judge it is of. */
 export type Gate = {
   passed: boolean;
-  failures: { dimension: string; figure: number | null; threshold: number }[];
+  failures: { judge: string; dimension: string; figure: number | null; threshold: number }[];
 };
 
 /** `--min-kappa x` and `--min-kappa dimension=x` as a threshold per dimension, the named ones over
@@ -486,26 +522,32 @@ export function gateThresholds(values: string[], rubric: Rubric): Map<string, nu
   return thresholds;
 }
 
-/** Each dimension with a threshold against the first judge's kappa (or its interval's lower end). */
-export function gate(report: Report, thresholds: Map<string, number>, on: 'kappa' | 'lower'): Gate {
+/** Each dimension with a threshold against each gated judge's kappa (or its interval's lower end). */
+export function gate(
+  judges: { name: string; report: Report }[],
+  thresholds: Map<string, number>,
+  on: 'kappa' | 'lower',
+): Gate {
   const failures: Gate['failures'] = [];
-  for (const dimension of report.dimensions) {
-    const threshold = thresholds.get(dimension.name);
-    if (threshold === undefined) {
-      continue;
-    }
-    const judge = dimension.judge_vs_human;
-    const figure = on === 'lower' ? (judge.kappa_ci95?.[0] ?? null) : judge.kappa;
-    // Within 1e-9 of it is at it: floating-point noise must not fail a kappa that equals it.
-    if (figure === null || figure < threshold - 1e-9) {
-      failures.push({ dimension: dimension.name, figure, threshold });
+  for (const judge of judges) {
+    for (const dimension of judge.report.dimensions) {
+      const threshold = thresholds.get(dimension.name);
+      if (threshold === undefined) {
+        continue;
+      }
+      const figures = dimension.judge_vs_human;
+      const figure = on === 'lower' ? (figures.kappa_ci95?.[0] ?? null) : figures.kappa;
+      // Within 1e-9 of it is at it: floating-point noise must not fail a kappa that equals it.
+      if (figure === null || figure < threshold - 1e-9) {
+        failures.push({ judge: judge.name, dimension: dimension.name, figure, threshold });
+      }
     }
   }
   return { passed: failures.length === 0, failures };
 }
 
 /** The gate's verdict in one line, each failure with its figure and threshold. */
-export function gateVerdict(result: Gate, on: 'kappa' | 'lower'): string {
+export function gateVerdict(result: Gate, on: 'kappa' | 'lower', named = false): string {
   const what = on === 'lower' ? "kappa's 95% CI lower end" : 'kappa';
   if (result.passed) {
     return `gate passed: ${what} at or above its threshold on every dimension checked`;
@@ -513,7 +555,9 @@ export function gateVerdict(result: Gate, on: 'kappa' | 'lower'): string {
   const failures = result.failures.map((failure) => {
     // Six decimals at most, trailing zeros dropped: 0.79963 must not print as its threshold 0.8.
     const figure = failure.figure === null ? 'unknown' : String(Number(failure.figure.toFixed(6)));
-    return `${failure.dimension} ${what} ${figure} (threshold ${failure.threshold})`;
+    const failed = `${failure.dimension} ${what} ${figure} (threshold ${failure.threshold})`;
+    // The judge named where several were given: one judge's line stays as it was.
+    return named ? `${failure.judge} ${failed}` : failed;
   });
   return `gate failed: ${failures.join('; ')}`;
 }
@@ -541,7 +585,7 @@ export function formatReport(
     parts.push(table(comparisonCells(report.comparison)));
   }
   if (report.gate !== undefined) {
-    parts.push(gateVerdict(report.gate, on));
+    parts.push(gateVerdict(report.gate, on, report.comparison !== undefined));
   }
   return `${parts.join('\n\n')}\n`;
 }
@@ -570,6 +614,8 @@ function comparisonCells(comparison: JudgeComparison[]): string[][] {
     'kappa [95% CI]',
     'gap to ceiling [95% CI]',
     'leniency [95% CI]',
+    "kappa minus the first's [95% CI]",
+    'with the first: kappa / exact',
     'samples unanimous / mean range',
     'cost per transcript',
   ];
@@ -578,6 +624,8 @@ function comparisonCells(comparison: JudgeComparison[]): string[][] {
       const figures = judge.dimensions[i]!;
       const gap = figures.gap_to_ceiling;
       const samples = figures.self_consistency;
+      const diff = figures.kappa_diff_from_first;
+      const withFirst = figures.agreement_with_first;
       const cost = judge.cost_usd_per_transcript;
       return [
         dimension.name,
@@ -587,6 +635,10 @@ function comparisonCells(comparison: JudgeComparison[]): string[][] {
           ? '-'
           : `${estimate(gap.kappa_diff, gap.ci95, figures.ceiling_n)} ${verdictWords(gap)}`,
         estimate(figures.leniency.mean_diff, figures.leniency.ci95, figures.n),
+        diff === null ? '-' : estimate(diff.kappa_diff, diff.ci95, figures.n),
+        withFirst === null
+          ? '-'
+          : `${estimate(withFirst.kappa, withFirst.kappa_ci95, withFirst.n)} / ${figure(withFirst.exact)}`,
         samples === null ? '-' : `${figure(samples.unanimous)} / ${figure(samples.mean_range)}`,
         cost === null ? 'unknown' : `$${cost.toFixed(4)}`,
       ];

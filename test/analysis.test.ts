@@ -6,7 +6,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
 
-const { agreement, analyse, intervalAlpha, reportCells } = await import('../report-analysis.ts');
+const { agreement, analyse, intervalAlpha, judgesAgainstEachOther, reportCells } =
+  await import('../report-analysis.ts');
 type Rubric = import('../run-judge.ts').Rubric;
 type HumanRow = import('../run-judge.ts').HumanRow;
 type ScoreRow = import('../run-judge.ts').ScoreRow;
@@ -628,6 +629,74 @@ describe('verdicts as a non-inferiority reading at margin 0.1 (issue 23), agains
       const run = spawnSync('/usr/bin/python3', [script], { encoding: 'utf8' });
       assert.equal(run.status, 0, run.stderr);
       assert.deepEqual(JSON.parse(run.stdout), VERDICTS);
+    },
+  );
+});
+
+describe('judges against each other, juries and self-preference (issue 23), against numpy and scikit-learn', () => {
+  type JudgeSet = {
+    tutor_families: Record<string, string>;
+    judge_families: Record<string, string>;
+    judges: Record<string, [string, string, number][]>;
+    humans: [string, string, string, number][];
+  };
+  const set = JSON.parse(
+    fs.readFileSync(path.join(import.meta.dirname, 'reference', 'judge-sets.json'), 'utf8'),
+  ) as JudgeSet;
+  const rubric = rubricOf({ x: [0, 1, 2, 3] });
+  const humans = set.humans.map(([model, task, scorer, x]) => humanRow(model, task, scorer, { x }));
+  const rowsOf = (name: string) => {
+    return set.judges[name]!.map(([model, task, x]) => judgeRow(model, task, { x }));
+  };
+  const names = Object.keys(set.judges);
+  // Printed by `/usr/bin/python3 test/reference/judges-reference.py`, copied here.
+  const JUDGES = {
+    against_first: {
+      gpt: {
+        kappa_diff: 0.040635064909403495,
+        ci95: [-0.028426155531727115, 0.12466939962972756],
+        exact: 0.5833333333333334,
+        kappa: 0.8154657293497364,
+        kappa_ci95: [0.7167807410903941, 0.8853046594982079],
+      },
+      llama: {
+        kappa_diff: -0.014439272517875024,
+        ci95: [-0.09442320738214949, 0.06921125863857136],
+        exact: 0.4666666666666667,
+        kappa: 0.7369546621043628,
+        kappa_ci95: [0.6119402985074627, 0.8306451612903226],
+      },
+    },
+  };
+
+  test("each judge's kappa minus the first's, paired on the same resamples; its agreement with the first", () => {
+    const against = judgesAgainstEachOther(names.map(rowsOf), humans, rubric);
+    assert.deepEqual(against[0], [{ kappa_diff_from_first: null, agreement_with_first: null }]);
+    names.slice(1).forEach((name, i) => {
+      const expected = JUDGES.against_first[name as 'gpt' | 'llama'];
+      const [figures] = against[i + 1]!;
+      const diff = figures!.kappa_diff_from_first!;
+      near(diff.kappa_diff, expected.kappa_diff, `${name} kappa diff`);
+      near(diff.ci95![0], expected.ci95[0]!, `${name} diff lower`);
+      near(diff.ci95![1], expected.ci95[1]!, `${name} diff upper`);
+      const withFirst = figures!.agreement_with_first!;
+      assert.equal(withFirst.n, 60);
+      near(withFirst.exact, expected.exact, `${name} exact with the first`);
+      near(withFirst.kappa, expected.kappa, `${name} kappa with the first`);
+      near(withFirst.kappa_ci95![0], expected.kappa_ci95[0]!, `${name} kappa lower`);
+      near(withFirst.kappa_ci95![1], expected.kappa_ci95[1]!, `${name} kappa upper`);
+    });
+  });
+
+  const available = fs.existsSync('/usr/bin/python3');
+  test(
+    'the constants above are what the script prints (where numpy and scikit-learn are installed)',
+    { skip: available ? false : 'no /usr/bin/python3' },
+    () => {
+      const script = path.join(import.meta.dirname, 'reference', 'judges-reference.py');
+      const run = spawnSync('/usr/bin/python3', [script], { encoding: 'utf8' });
+      assert.equal(run.status, 0, run.stderr);
+      assert.deepEqual(JSON.parse(run.stdout), JUDGES);
     },
   );
 });

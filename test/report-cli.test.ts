@@ -260,6 +260,8 @@ describe('judges side by side: --scores more than once, on the transcripts all o
       'gap_to_ceiling',
       'leniency',
       'self_consistency',
+      'kappa_diff_from_first',
+      'agreement_with_first',
     ]);
     assert.deepEqual(
       first.dimensions.map((dimension: { name: string }) => dimension.name),
@@ -298,9 +300,9 @@ describe('judges side by side: --scores more than once, on the transcripts all o
     assert.equal(code, 0);
     assert.match(stdout, /judges side by side, on the 4 transcript\(s\)/);
     const dimension = DIMENSIONS[0]!;
-    const opus = `^${dimension} +opus +1\\.00 \\[too few\\] +0\\.00 \\[too few\\] undetermined +0\\.00 \\[too few\\] +1\\.00 / 0\\.00 +\\$0\\.0250$`;
+    const opus = `^${dimension} +opus +1\\.00 \\[too few\\] +0\\.00 \\[too few\\] undetermined +0\\.00 \\[too few\\] +- +- +1\\.00 / 0\\.00 +\\$0\\.0250$`;
     assert.match(stdout, new RegExp(opus, 'm'));
-    const sonnet = `^${dimension} +sonnet +0\\.80 \\[[^\\]]+\\] † +-0\\.20 \\[[^\\]]+\\] † undetermined \\(~\\d+ more\\) +0\\.25 \\[[^\\]]+\\] † +- +unknown$`;
+    const sonnet = `^${dimension} +sonnet +0\\.80 \\[[^\\]]+\\] † +-0\\.20 \\[[^\\]]+\\] † undetermined \\(~\\d+ more\\) +0\\.25 \\[[^\\]]+\\] † +-0\\.20 \\[[^\\]]+\\] † +0\\.\\d\\d [^/]+ / 0\\.\\d\\d +- +unknown$`;
     assert.match(stdout, new RegExp(sonnet, 'm'));
   });
 
@@ -315,6 +317,34 @@ describe('judges side by side: --scores more than once, on the transcripts all o
 
     const one = JSON.parse((await run([...base, '--scores', opus, '--log', opusLog])).stdout);
     assert.ok(!('comparison' in one));
+  });
+
+  test('--min-kappa gates every judge given, each on its own report, naming it; --gate-judge one', async (t) => {
+    const { args } = setUp(t);
+    // On its own rows sonnet's kappa is 0.8 (p6 has no human row); opus's, with p5 off by two,
+    // 1 - 8/12.8 = 0.375 (observed 2 pairs x 4; expected from the margins (2, 4, 4), (4, 4, 2)).
+    const every = await run([...args, '--min-kappa', '0.7', '--format', 'json']);
+    assert.equal(every.code, 1);
+    const failures = JSON.parse(every.stdout).gate.failures;
+    assert.deepEqual(
+      failures.map((failure: { judge: string }) => failure.judge),
+      DIMENSIONS.map(() => 'opus'),
+    );
+    assert.match(
+      every.stderr,
+      new RegExp(`^report: gate failed: opus ${DIMENSIONS[0]} kappa 0\\.375 `),
+    );
+
+    const sonnetOnly = await run([...args, '--min-kappa', '0.7', '--gate-judge', 'sonnet']);
+    assert.equal(sonnetOnly.code, 0, sonnetOnly.stderr);
+    assert.match(sonnetOnly.stdout, /\ngate passed: kappa at or above its threshold/);
+
+    const nobody = await run([...args, '--min-kappa', '0.7', '--gate-judge', 'gpt']);
+    assert.equal(nobody.code, 2);
+    assert.match(
+      nobody.stderr,
+      mentioning('--gate-judge gpt', 'no judge of that name', 'opus, sonnet'),
+    );
   });
 
   test("any judge's CSV given as the human scores is refused, the second's too", async (t) => {
