@@ -435,6 +435,30 @@ export function judgesAgainstEachOther(judged: Scored[][], humans: HumanRow[], r
   return judged.map((_, j) => perDimension.map((judges) => judges[j]!));
 }
 
+/** A jury's rows: on each transcript every judge scored, per dimension the median of their
+ * scores; of an even count, the lower of the two middle ones (a score the scale allows). */
+export function juryRows(judged: Scored[][], rubric: Rubric): Scored[] {
+  const first = judged[0] ?? [];
+  const others = judged.slice(1).map((rows) => {
+    return new Map(rows.map((row) => [pairKey(row.task_id, row.model), row]));
+  });
+  const rows: Scored[] = [];
+  for (const row of first) {
+    const members = others.map((of) => of.get(pairKey(row.task_id, row.model)));
+    if (members.some((member) => member === undefined)) {
+      continue;
+    }
+    const all = [row, ...(members as Scored[])];
+    const scores: Scores = {};
+    for (const name of rubricDimensions(rubric)) {
+      const sorted = all.map((member) => member.scores[name]!).sort(byNumber);
+      scores[name] = sorted[Math.floor((sorted.length - 1) / 2)]!;
+    }
+    rows.push({ task_id: row.task_id, model: row.model, scores });
+  }
+  return rows;
+}
+
 /** Adds each (human, judge) pair of a transcript to the counts at `at` (row: the human). */
 function judgeCounts(row: Float64Array, at: number, humans: number[], judge: number, k: number) {
   for (const human of humans) {

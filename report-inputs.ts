@@ -123,6 +123,21 @@ export type AuditRow = {
   before_human_scoring: boolean;
 };
 
+/** The audit of a judge without a log of its own (a jury): nothing recorded. */
+export function noAudit(): Audit {
+  return {
+    rows: new Map(),
+    rows_by_judge: new Map(),
+    fallback_rows: new Map(),
+    rubric_sha256: [],
+    prompt_template_sha256: [],
+    last_judged: null,
+    total_cost_usd: null,
+    human_scoring: null,
+    before_human_scoring_rows: 0,
+  };
+}
+
 /** Each transcript's last scored entry in the log, and what the page header says of the run. */
 export function readAuditLog(log: string, rubric?: Rubric, scored?: ScoreRow[]): Audit {
   // 1. Every line; the last scored one of each transcript makes its row. With the rubric, a row's

@@ -30,12 +30,13 @@ import {
   fewNote,
   figure,
   judgesAgainstEachOther,
+  juryRows,
   reportCells,
   verdictWords,
 } from './report-analysis.ts';
 import type { AnalysisAudit, AnalysisOptions, Report, Scores } from './report-analysis.ts';
 import { writeHtmlPage } from './report-html.ts';
-import { judgeInputs, readAuditLog } from './report-inputs.ts';
+import { judgeInputs, noAudit, readAuditLog } from './report-inputs.ts';
 import type { Audit, JudgeRun } from './report-inputs.ts';
 import { scoringSheet, updateScoringPlan, writeScoringPlan } from './report-sheet.ts';
 import type { PlanOptions } from './report-sheet.ts';
@@ -173,6 +174,10 @@ function buildCli(io: ReportIO, result: { status: number }): Command {
       'with several --scores, --min-kappa gates this judge only (default: every judge given)',
     )
     .option(
+      '--jury',
+      'with several --scores, add the judge "jury": per transcript the median of their scores',
+    )
+    .option(
       '--margin <kappa>',
       'the non-inferiority margin of the verdicts: as good when the gap to the human ceiling is not below -margin',
       String(DEFAULT_MARGIN),
@@ -262,6 +267,7 @@ type AgreementOptions = {
   on?: 'kappa' | 'lower';
   margin: string;
   gateJudge?: string;
+  jury?: boolean;
   html?: string;
   transcripts: string;
   excludeUnsure?: boolean;
@@ -308,12 +314,20 @@ function printAgreement(options: AgreementOptions, io: ReportIO): number {
     analysisAudit(first.audit),
     analysisOptions,
   );
-  if (runs.length > 1) {
-    report.comparison = compareJudges(runs, humans, rubric, analysisOptions);
+  const compared: ComparedRun[] = [...runs];
+  if (options.jury === true) {
+    if (runs.length < 2) {
+      throw new EvalInputError('--jury needs two or more judges: give --scores more than once');
+    }
+    compared.push(juryOf(runs, rubric));
+  }
+  if (compared.length > 1) {
+    report.comparison = compareJudges(compared, humans, rubric, analysisOptions);
   }
   if (thresholds.size > 0) {
-    // Every judge given is gated on what its own report says, or the one --gate-judge names.
-    const gated = gatedJudges(runs, options.gateJudge).map((run) => {
+    // Every judge given (and the jury) is gated on what its own report says, or the one
+    // --gate-judge names.
+    const gated = gatedJudges(compared, options.gateJudge).map((run) => {
       if (run === first) {
         return { name: run.judge.name, report };
       }
@@ -331,7 +345,7 @@ function printAgreement(options: AgreementOptions, io: ReportIO): number {
     io.stdout.write(formatReport(report, options.format === 'markdown', on));
   }
   if (report.gate?.passed === false) {
-    io.stderr.write(`report: ${gateVerdict(report.gate, on, runs.length > 1)}\n`);
+    io.stderr.write(`report: ${gateVerdict(report.gate, on, compared.length > 1)}\n`);
   }
 
   // 5. With --html, the page, with every transcript, and where it went.
@@ -354,7 +368,7 @@ function printAgreement(options: AgreementOptions, io: ReportIO): number {
 }
 
 /** The judges --min-kappa gates: the one --gate-judge names, else every one given. */
-function gatedJudges(runs: JudgeRun[], name: string | undefined): JudgeRun[] {
+function gatedJudges(runs: ComparedRun[], name: string | undefined): ComparedRun[] {
   if (name === undefined) {
     return runs;
   }
@@ -402,10 +416,29 @@ export type FullReport = Report & { comparison?: JudgeComparison[]; gate?: Gate 
 
 export type JudgeComparison = ReturnType<typeof compareJudges>[number];
 
+/** A judge compared: one given by --scores, or the jury of those (`members`, in the order given). */
+type ComparedRun = JudgeRun & { members?: JudgeRun[] };
+
+/** The jury of the judges given (--jury): per transcript they all scored and dimension, the median
+ * of their scores (of an even count the lower middle one). */
+export function juryOf(runs: JudgeRun[], rubric: Rubric): ComparedRun {
+  const names = runs.map((run) => run.judge.name);
+  if (names.includes('jury')) {
+    throw new EvalInputError(
+      '--jury adds a judge named "jury": name the judge of --scores otherwise',
+    );
+  }
+  const rows = juryRows(
+    runs.map((run) => run.rows),
+    rubric,
+  ).map((row) => ({ ...row, notes: '' }));
+  return { judge: { name: 'jury', scores: '', log: '' }, rows, audit: noAudit(), members: runs };
+}
+
 /** Every judge on the same transcripts: those all of them scored and people scored completely (and
  * not stale: the transcript unchanged since). */
 export function compareJudges(
-  runs: JudgeRun[],
+  runs: ComparedRun[],
   humans: HumanRow[],
   rubric: Rubric,
   options: AnalysisOptions = { margin: DEFAULT_MARGIN },
@@ -442,22 +475,31 @@ export function compareJudges(
         agreement_with_first: vsFirst.agreement_with_first,
       };
     });
-    return {
+    const entry = {
       name: run.judge.name,
-      scores: run.judge.scores,
-      log: run.judge.log,
+      scores: run.members === undefined ? run.judge.scores : null,
+      log: run.members === undefined ? run.judge.log : null,
       n_transcripts: common.size,
-      cost_usd_per_transcript: costPerTranscript(run.audit, common),
+      cost_usd_per_transcript: costPerTranscript(run, common),
       dimensions,
     };
+    if (run.members === undefined) {
+      return entry;
+    }
+    return Object.assign(entry, { members: run.members.map((member) => member.judge.name) });
   });
 }
 
-/** The mean cost of the rows' last scored entries; null when any is unknown, or there are none. */
-function costPerTranscript(audit: Audit, keys: Set<string>): number | null {
+/** The mean cost of the rows' last scored entries; null when any is unknown, or there are none.
+ * A jury's is the sum of its members'. */
+function costPerTranscript(run: ComparedRun, keys: Set<string>): number | null {
+  if (run.members !== undefined) {
+    const costs = run.members.map((member) => costPerTranscript(member, keys));
+    return costs.includes(null) ? null : costs.reduce((total, cost) => total! + cost!, 0);
+  }
   let total = 0;
   for (const key of keys) {
-    const cost = audit.rows.get(key)?.cost_usd ?? null;
+    const cost = run.audit.rows.get(key)?.cost_usd ?? null;
     if (cost === null) {
       return null;
     }

@@ -8,6 +8,8 @@ import { describe, test } from 'node:test';
 
 const { agreement, analyse, intervalAlpha, judgesAgainstEachOther, reportCells } =
   await import('../report-analysis.ts');
+const { compareJudges, juryOf } = await import('../report.ts');
+const { noAudit } = await import('../report-inputs.ts');
 type Rubric = import('../run-judge.ts').Rubric;
 type HumanRow = import('../run-judge.ts').HumanRow;
 type ScoreRow = import('../run-judge.ts').ScoreRow;
@@ -667,6 +669,24 @@ describe('judges against each other, juries and self-preference (issue 23), agai
         kappa_ci95: [0.6119402985074627, 0.8306451612903226],
       },
     },
+    juries: {
+      'opus,gpt': {
+        kappa: 0.8654708520179373,
+        kappa_ci95: [0.786215698787492, 0.924777117384844],
+        leniency: -0.1,
+        leniency_ci95: [-0.225, 0.03333333333333333],
+        kappa_diff_from_first: 0.05542718389566659,
+        exact_with_first: 0.8166666666666667,
+      },
+      'opus,gpt,llama': {
+        kappa: 0.8510158013544018,
+        kappa_ci95: [0.7610294117647058, 0.916285299698627],
+        leniency: 0.15,
+        leniency_ci95: [0.016666666666666666, 0.2916666666666667],
+        kappa_diff_from_first: 0.040972133232131114,
+        exact_with_first: 0.75,
+      },
+    },
   };
 
   test("each judge's kappa minus the first's, paired on the same resamples; its agreement with the first", () => {
@@ -687,6 +707,38 @@ describe('judges against each other, juries and self-preference (issue 23), agai
       near(withFirst.kappa_ci95![1], expected.kappa_ci95[1]!, `${name} kappa upper`);
     });
   });
+
+  const runOf = (name: string) => {
+    return {
+      judge: { name, scores: `${name}.csv`, log: '' },
+      rows: rowsOf(name),
+      audit: noAudit(),
+    };
+  };
+  for (const [members, expected] of Object.entries(JUDGES.juries)) {
+    test(`a jury of ${members.split(',').length} (${members}): the median, lower middle of an even count, and every figure a judge gets`, () => {
+      const runs = members.split(',').map(runOf);
+      const jury = juryOf(runs, rubric);
+      assert.deepEqual(
+        jury.members!.map((member) => member.judge.name),
+        members.split(','),
+      );
+      const comparison = compareJudges([...runs, jury], humans, rubric);
+      const entry = comparison.at(-1)!;
+      assert.equal(entry.name, 'jury');
+      assert.deepEqual((entry as { members?: string[] }).members, members.split(','));
+      const [figures] = entry.dimensions;
+      near(figures!.kappa, expected.kappa, 'jury kappa');
+      near(figures!.kappa_ci95![0], expected.kappa_ci95[0]!, 'jury kappa lower');
+      near(figures!.kappa_ci95![1], expected.kappa_ci95[1]!, 'jury kappa upper');
+      near(figures!.leniency.mean_diff, expected.leniency, 'jury leniency');
+      near(figures!.leniency.ci95![0], expected.leniency_ci95[0]!, 'jury leniency lower');
+      near(figures!.leniency.ci95![1], expected.leniency_ci95[1]!, 'jury leniency upper');
+      near(figures!.kappa_diff_from_first!.kappa_diff, expected.kappa_diff_from_first, 'vs first');
+      near(figures!.agreement_with_first!.exact, expected.exact_with_first, 'exact with first');
+      assert.ok(figures!.gap_to_ceiling !== null, 'the gap to the ceiling too');
+    });
+  }
 
   const available = fs.existsSync('/usr/bin/python3');
   test(

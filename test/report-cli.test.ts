@@ -347,6 +347,38 @@ describe('judges side by side: --scores more than once, on the transcripts all o
     );
   });
 
+  test('--jury adds the judge "jury": members in the order given, every figure, cost the sum or null', async (t) => {
+    const { args, humans, opus, opusLog } = setUp(t);
+    const { code, stdout } = await run([...args, '--jury', '--format', 'json']);
+    assert.equal(code, 0);
+    const comparison = JSON.parse(stdout).comparison;
+    const jury = comparison.at(-1);
+    assert.deepEqual(
+      [jury.name, jury.members, jury.scores, jury.log],
+      ['jury', ['opus', 'sonnet'], null, null],
+    );
+    assert.equal(jury.cost_usd_per_transcript, null, "sonnet's p3 cost is unknown");
+    assert.deepEqual(Object.keys(jury.dimensions[0]), Object.keys(comparison[0].dimensions[0]));
+    // Of two, the lower: opus (0, 1, 2, 1) and sonnet (0, 2, 2, 1) give opus's scores, kappa 1.
+    assert.equal(jury.dimensions[0].kappa, 1);
+    const table = await run([...args, '--jury']);
+    assert.match(table.stdout, new RegExp(`^${DIMENSIONS[0]} +jury +1\\.00`, 'm'));
+
+    const alone = await run([
+      '--scores',
+      opus,
+      '--log',
+      opusLog,
+      '--human-scores',
+      humans,
+      '--rubric',
+      RUBRIC_FILE,
+      '--jury',
+    ]);
+    assert.equal(alone.code, 2);
+    assert.match(alone.stderr, mentioning('--jury needs two or more judges'));
+  });
+
   test("any judge's CSV given as the human scores is refused, the second's too", async (t) => {
     const { opus, sonnet, opusLog } = setUp(t);
     const args = ['--scores', opus, '--scores', sonnet, '--log', opusLog, '--rubric', RUBRIC_FILE];

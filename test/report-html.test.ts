@@ -14,6 +14,7 @@ const { escapeHtml } = await import('../html-escape.ts');
 const pageModule = await import('../report-html.ts');
 const { axisTicks, byDisagreement, confusionGrid, disagreement } = pageModule;
 const { forestPanels, forestPlot, renderHtml, rubricLevels, runFacts } = pageModule;
+const { noAudit } = await import('../report-inputs.ts');
 const { transcriptEntries, transcriptId, withoutBlankColumns } = pageModule;
 const { loadRubric } = await import('../run-judge.ts');
 type ScoreRow = import('../run-judge.ts').ScoreRow;
@@ -457,18 +458,7 @@ describe('renderHtml: the report as one self-contained page', () => {
       total_cost_usd: 0.25,
       human_scoring: '{"complete":5,"incomplete":1}; 2 row(s) judged before human scoring',
     });
-    const empty = {
-      rows: new Map(),
-      rows_by_judge: new Map(),
-      fallback_rows: new Map(),
-      rubric_sha256: [],
-      prompt_template_sha256: [],
-      last_judged: null,
-      total_cost_usd: null,
-      human_scoring: null,
-      before_human_scoring_rows: 0,
-    };
-    assert.deepEqual(runFacts(empty), unknownRun(), 'an old log or none: all unknown');
+    assert.deepEqual(runFacts(noAudit()), unknownRun(), 'an old log or none: all unknown');
   });
 
   test('the run: each judge with its rows and fallbacks; what the log does not say is "unknown"', () => {

@@ -42,4 +42,26 @@ for name in NAMES[1:]:
         "kappa": sklearn_kappa(pairs, K),
         "kappa_ci95": interval(UNITS, lambda units: kappa(between(units, NAMES[0], name), K))[0],
     }
+
+# Juries: per transcript the median of the members' scores, of an even count the lower middle one.
+def with_jury(units, members):
+    jury = lambda judges: sorted(judges[name] for name in members)[(len(members) - 1) // 2]
+    return [(tutor, dict(judges, jury=jury(judges)), hs) for tutor, judges, hs in units]
+
+
+def leniency(units, name):
+    return float(np.mean([judges[name] - np.mean(hs) for _, judges, hs in units]))
+
+
+out["juries"] = {}
+for members in (NAMES[:2], NAMES):
+    units = with_jury(UNITS, members)
+    out["juries"][",".join(members)] = {
+        "kappa": sklearn_kappa(with_people(units, "jury"), K),
+        "kappa_ci95": interval(units, lambda drawn: kappa(with_people(drawn, "jury"), K))[0],
+        "leniency": leniency(units, "jury"),
+        "leniency_ci95": interval(units, lambda drawn: leniency(drawn, "jury"))[0],
+        "kappa_diff_from_first": sklearn_kappa(with_people(units, "jury"), K) - sklearn_kappa(with_people(units, NAMES[0]), K),
+        "exact_with_first": float(np.mean([a == b for a, b in between(units, NAMES[0], "jury")])),
+    }
 print(json.dumps(out, indent=1))
