@@ -18,7 +18,9 @@ import {
   pairKey,
   readCsvFile,
   readJudgeCsv,
+  readRegularFile,
   transcriptToText,
+  unreadableReason,
 } from './run-judge.ts';
 import type { Rubric, ScoreRow, TranscriptRef } from './run-judge.ts';
 import type { Scores } from './report-analysis.ts';
@@ -239,10 +241,11 @@ function auditEntries(log: string): { entry: AuditLine; line: number }[] {
 
   let content: string;
   try {
-    content = fs.readFileSync(log, 'utf8');
+    content = readRegularFile(log).toString('utf8');
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    const reason = code === 'EISDIR' ? 'a folder, not an audit log (.jsonl)' : String(error);
+    const reason =
+      code === 'EISDIR' ? 'a folder, not an audit log (.jsonl)' : unreadableReason(log, error);
     throw new EvalInputError(`--log ${log}: ${reason}`, { cause: error });
   }
 

@@ -3578,7 +3578,7 @@ export function readJudgeCsv(file: string, rubric: Rubric): ScoreRow[] {
   const columns = csvColumns(rubricDimensions(rubric));
   let content: Buffer;
   try {
-    content = fs.readFileSync(file);
+    content = readRegularFile(file);
   } catch (error) {
     throw new EvalInputError(`${file}: ${unreadableReason(file, error)}`, { cause: error });
   }
@@ -4086,9 +4086,11 @@ function checkHumanScoringDone(options: RunOptions, rubric: Rubric, stderr: Stre
   const gated = !spotCheck && options.beforeHumanScoring !== true;
 
   let rows: HumanRow[] = [];
+  let state: HumanScoring;
   try {
     const checks = { judgeCsvs: [options.output], transcripts: options.transcripts };
     rows = exists ? readHumanScores(source, rubric, checks) : [];
+    state = humanScoringState(source, rows, rubric); // reads the plan, plan.json
   } catch (error) {
     // A scorer's typo must not stop a run the gate does not apply to; its lines say so.
     if (gated || !(error instanceof EvalError)) throw error;
@@ -4096,7 +4098,6 @@ function checkHumanScoringDone(options: RunOptions, rubric: Rubric, stderr: Stre
     return 'unreadable';
   }
 
-  const state = humanScoringState(source, rows, rubric);
   if (!gated || state === 'complete') return state;
 
   const anyway = 'or pass --before-human-scoring to run anyway';
@@ -4445,7 +4446,7 @@ export function readCsvFile<R = string[]>(
   options: { columns?: (header: string[]) => string[] } = {},
 ): { record: R; info: { lines: number } }[] {
   try {
-    const content = fs.readFileSync(file);
+    const content = readRegularFile(file);
     if (!isUtf8(content)) {
       throw new EvalInputError(`${file}: not valid UTF-8 text; save it as UTF-8`);
     }
@@ -5852,7 +5853,7 @@ function loadValidated<S extends z.ZodType>(
 export function loadJson(file: string, ErrorClass: typeof EvalError = EvalInputError): unknown {
   let content: string;
   try {
-    content = fs.readFileSync(file, 'utf8');
+    content = readRegularFile(file).toString('utf8');
   } catch (error) {
     throw new ErrorClass(`${file}: ${unreadableReason(file, error)}`, { cause: error });
   }
@@ -5863,14 +5864,31 @@ export function loadJson(file: string, ErrorClass: typeof EvalError = EvalInputE
   }
 }
 
+const NOT_REGULAR = 'ENOTREGULAR';
+
+/**
+ * A file's bytes; a FIFO, a device or a socket is refused before it is read (a read could block
+ * for ever), with an error whose code `unreadableReason` words.
+ */
+export function readRegularFile(file: string): Buffer {
+  const stat = fs.statSync(file, { throwIfNoEntry: false });
+  if (stat && !stat.isFile() && !stat.isDirectory()) {
+    throw Object.assign(new Error(`${file}: not a regular file`), { code: NOT_REGULAR });
+  }
+  return fs.readFileSync(file);
+}
+
 /** Why a file could not be read, in words that say what to do. */
-function unreadableReason(file: string, error: unknown): string {
+export function unreadableReason(file: string, error: unknown): string {
   const code = (error as NodeJS.ErrnoException).code;
   if (code === 'ENOENT') {
     return `file not found${relativeHint(file)}`;
   }
   if (code === 'EISDIR') {
     return 'a folder, not a file: name the file';
+  }
+  if (code === NOT_REGULAR) {
+    return 'not a regular file (a FIFO, a device or a socket), which could block a read: name a file';
   }
   return String(error);
 }
@@ -6033,11 +6051,13 @@ function safeJson(value: unknown): string | undefined {
  */
 function readIfExists(file: string): string | undefined {
   try {
-    return fs.readFileSync(file, 'utf8');
+    return readRegularFile(file).toString('utf8');
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return undefined;
-    throw new EvalConfigurationError(`${file}: cannot be read (${code})`);
+    const reason =
+      code === NOT_REGULAR ? unreadableReason(file, error) : `cannot be read (${code})`;
+    throw new EvalConfigurationError(`${file}: ${reason}`);
   }
 }
 
