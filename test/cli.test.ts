@@ -969,7 +969,8 @@ describe('concurrency: at most --concurrency requests in flight, rows written as
   ];
   for (const [concurrency, models] of cases) {
     test(`--concurrency ${concurrency} on ${models * 3} transcripts: ${concurrency} in flight at most (and reached); every row`, async (t) => {
-      const latencyMs = 40;
+      // Reached only if `concurrency` requests go out within one latency: 250 ms, so a loaded machine sends them in time.
+      const latencyMs = concurrency > 1 ? 250 : 40;
       const { fake, ws, run } = await setup(t, { latencyMs }, { models });
       const result = await run(['--concurrency', String(concurrency)]);
       assert.equal(result.code, 0, result.stderr);
