@@ -370,7 +370,7 @@ async function runJudge(
   const judges = await createJudges(models, io.env, options.fallback, clock);
 
   // 3. Take the output: the lock, the CSV (a torn last line cut off), the audit log.
-  const output = openOutput(options, inputs.rubric);
+  const output = openOutput(options, inputs.rubric, inputs.selected);
   const summary = newSummary(inputs.selected.length, judges);
   const progress = new Progress(io.stderr, summary, clock);
   const run: Run = {
@@ -866,11 +866,15 @@ type AuditLog = {
  * Takes the lock, opens the CSV (repairing a torn last
  * line) and the audit log; refuses paths it cannot write.
  */
-function openOutput(options: RunOptions, rubric: Rubric) {
+function openOutput(options: RunOptions, rubric: Rubric, selected: TranscriptRef[]) {
   const lockFile = `${options.output}.lock`;
   for (const file of [options.output, options.log, lockFile]) {
     checkOutputFile(file); // before anything is created
   }
+  const inputs = runInputs(options, selected);
+  refuseOverwritingInput(options.output, '--output', inputs);
+  refuseOverwritingInput(options.log, '--log', inputs);
+  refuseOverwritingInput(options.log, '--log', [{ flag: '--output', file: options.output }]);
 
   const undo = [writablePath(lockFile, () => acquireLock(options.output))];
   const close = () => {
@@ -894,6 +898,35 @@ function openOutput(options: RunOptions, rubric: Rubric) {
     return { scoreFile, log, commit: new GroupCommit(), close };
   } catch (error) {
     close();
+    throw error;
+  }
+}
+
+/** The files a run reads, each with the flag that names it: no output may be one of them. */
+function runInputs(
+  options: RunOptions,
+  selected: TranscriptRef[],
+): { flag: string; file: string }[] {
+  const inputs = [
+    { flag: '--rubric', file: options.rubric },
+    { flag: '--models', file: options.models },
+    { flag: '--human-scores', file: path.join(options.humanScores, PLAN_FILE) },
+  ];
+  for (const file of sheetsIfListable(options.humanScores)) {
+    inputs.push({ flag: '--human-scores', file });
+  }
+  for (const ref of selected) {
+    inputs.push({ flag: '--transcripts', file: ref.path });
+  }
+  return inputs;
+}
+
+/** The human sheets, or none when the path cannot be listed (the gate says why, if it matters). */
+export function sheetsIfListable(source: string): string[] {
+  try {
+    return humanScoreFiles(source);
+  } catch (error) {
+    if (error instanceof EvalError) return [];
     throw error;
   }
 }
@@ -4500,15 +4533,6 @@ function fileSha256(file: string): string | undefined {
   }
 }
 
-/** A path's stat, or undefined when there is none to be had (absent, a file in its path...). */
-function statOf(file: string): fs.Stats | undefined {
-  try {
-    return fs.statSync(file);
-  } catch {
-    return undefined;
-  }
-}
-
 // ---- 15. Message Batches: the same judgements at half the price, asynchronously -----------------
 
 /**
@@ -5864,6 +5888,27 @@ export function loadJson(file: string, ErrorClass: typeof EvalError = EvalInputE
   }
 }
 
+/**
+ * Refuses an output that is one of the inputs (the same file, by device and inode, whatever the
+ * path says): writing it would destroy what was read.
+ */
+export function refuseOverwritingInput(
+  output: string,
+  flag: string,
+  inputs: { flag: string; file: string }[],
+): void {
+  const out = statOf(output);
+  if (out === undefined) return;
+  for (const input of inputs) {
+    const stat = statOf(input.file);
+    if (stat === undefined || stat.dev !== out.dev || stat.ino !== out.ino) continue;
+    throw new EvalConfigurationError(
+      `${flag} ${output} is the ${input.flag} file ${input.file}, which is read: writing it would ` +
+        'destroy it; choose another file',
+    );
+  }
+}
+
 const NOT_REGULAR = 'ENOTREGULAR';
 
 /**
@@ -6058,6 +6103,15 @@ function readIfExists(file: string): string | undefined {
     const reason =
       code === NOT_REGULAR ? unreadableReason(file, error) : `cannot be read (${code})`;
     throw new EvalConfigurationError(`${file}: ${reason}`);
+  }
+}
+
+/** A path's stat, or undefined when there is none to be had (absent, a file in its path...). */
+function statOf(file: string): fs.Stats | undefined {
+  try {
+    return fs.statSync(file);
+  } catch {
+    return undefined;
   }
 }
 
