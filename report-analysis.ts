@@ -24,10 +24,16 @@ export type Scores = ScoreRow['scores'];
 
 /** What the analysis takes of the audit log (report.ts's `analysisAudit` makes it of report-inputs'
  * `Audit`): rows scored per judge, and the samples of each transcript judged k times. */
-export type AnalysisAudit = { judges: Record<string, number>; samples: Scores[][] };
+export type AnalysisAudit = {
+  judges: Record<string, number>;
+  samples: Scores[][];
+  /** The family of the judge that scored the rows, as its answers record it; null: unknown. */
+  family?: string | null;
+};
 
-/** What the reading of the figures takes: the non-inferiority margin of the gap (kappa units). */
-export type AnalysisOptions = { margin: number };
+/** What the reading of the figures takes: the non-inferiority margin of the gap (kappa units), and
+ * each tutor's family (its models.json entry's), for self-preference. */
+export type AnalysisOptions = { margin: number; tutorFamilies?: Map<string, string> };
 
 export const DEFAULT_MARGIN = 0.1;
 
@@ -85,8 +91,62 @@ export function analyse(
     dimensions,
     models,
     ranking: modelRanking(models, rubric),
+    self_preference: selfPreference(matched, rubric, audit.family ?? null, options.tutorFamilies),
     judges: audit.judges,
   };
+}
+
+/**
+ * Self-preference: per dimension, the judge's leniency (its score minus the transcript's human
+ * mean) over matched transcripts of tutors of its own family, over the others, and own minus
+ * other, with a bootstrap interval over transcripts. Null when the judge's family is unknown, or
+ * no matched tutor shares it, or none differs.
+ */
+function selfPreference(
+  matched: Matched[],
+  rubric: Rubric,
+  family: string | null,
+  tutorFamilies: Map<string, string> | undefined,
+) {
+  if (family === null || tutorFamilies === undefined) {
+    return null;
+  }
+  const own = matched.map((transcript) => tutorFamilies.get(transcript.judge.model) === family);
+  if (!own.includes(true) || !own.includes(false)) {
+    return null;
+  }
+
+  const dimensions = rubric.dimensions.map((dimension) => {
+    // Each transcript's sums: its leniency and a count, at 0 and 1 when own, at 2 and 3 when not.
+    const units = unitSums(4);
+    matched.forEach((transcript, i) => {
+      const humanScores = transcript.humans.map((row) => row.scores[dimension.name]!);
+      const row = new Float64Array(4);
+      const at = own[i] ? 0 : 2;
+      row[at] = transcript.judge.scores[dimension.name]! - sum(humanScores) / humanScores.length;
+      row[at + 1] = 1;
+      addUnit(units, row);
+    });
+    const ownOf = (sums: Float64Array) => (sums[1]! > 0 ? sums[0]! / sums[1]! : null);
+    const otherOf = (sums: Float64Array) => (sums[3]! > 0 ? sums[2]! / sums[3]! : null);
+    const diffOf = (sums: Float64Array) => {
+      const ownLeniency = ownOf(sums);
+      const otherLeniency = otherOf(sums);
+      return ownLeniency === null || otherLeniency === null ? null : ownLeniency - otherLeniency;
+    };
+    const all = totals(units);
+    const interval = bootstrapIntervals(units, [diffOf])[0]!;
+    return {
+      name: dimension.name,
+      own_n: all[1]!,
+      other_n: all[3]!,
+      own_leniency: ownOf(all),
+      other_leniency: otherOf(all),
+      diff: diffOf(all),
+      ci95: interval.ci95,
+    };
+  });
+  return { family, dimensions };
 }
 
 export type Report = ReturnType<typeof analyse>;

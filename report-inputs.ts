@@ -112,6 +112,8 @@ export type Audit = {
 /** What the log says of one row: its transcript's last scored entry. */
 export type AuditRow = {
   judge: string;
+  /** The family of the judge whose answer gave the scores, as the log records it; null: not said. */
+  family: string | null;
   /** Scored by a judge after another judge's failed attempts: a fallback of the chain. */
   fallback: boolean;
   /** Each sample's scores with --samples k > 1, else none. */
@@ -207,6 +209,7 @@ function auditRow(entry: AuditLine, judge: string): AuditRow {
   const scoring = (entry.answers ?? []).filter((answer) => answer.scores);
   return {
     judge,
+    family: scoring.find((answer) => typeof answer.family === 'string')?.family ?? null,
     fallback: others.length > 0,
     samples: entry.sample_scores ?? [],
     cost_usd: entry.cost_usd ?? null,
@@ -292,6 +295,7 @@ const AuditLineSchema = z.object({
   answers: z
     .array(
       z.object({
+        family: z.string().nullish(),
         thinking: z.string().nullish(),
         scores: z.record(z.string(), z.number()).nullish(),
       }),

@@ -12,6 +12,7 @@ import {
   EvalInputError,
   checkOutputFile,
   isEntryModule,
+  loadModelsConfig,
   loadRubric,
   nearestKeyHint,
   pairKey,
@@ -170,8 +171,9 @@ function buildCli(io: ReportIO, result: { status: number }): Command {
       ).choices(['kappa', 'lower']),
     )
     .option(
-      '--gate-judge <name>',
-      'with several --scores, --min-kappa gates this judge only (default: every judge given)',
+      '--models <file>',
+      "models.json: each tutor's family (its entry's family, else its provider), for self-preference " +
+        `(default: ${DEFAULTS.models} when it exists)`,
     )
     .option(
       '--jury',
@@ -185,6 +187,10 @@ function buildCli(io: ReportIO, result: { status: number }): Command {
     .option(
       '--html <file>',
       'also write the report as one self-contained HTML page, with every transcript',
+    )
+    .option(
+      '--gate-judge <name>',
+      'with several --scores, --min-kappa gates this judge only (default: every judge given)',
     )
     .option(
       '--exclude-unsure',
@@ -268,6 +274,7 @@ type AgreementOptions = {
   margin: string;
   gateJudge?: string;
   jury?: boolean;
+  models?: string;
   html?: string;
   transcripts: string;
   excludeUnsure?: boolean;
@@ -311,7 +318,7 @@ function printAgreement(options: AgreementOptions, io: ReportIO): number {
     first.rows,
     humans,
     rubric,
-    analysisAudit(first.audit),
+    analysisAudit(first),
     analysisOptions,
   );
   const compared: ComparedRun[] = [...runs];
@@ -331,7 +338,7 @@ function printAgreement(options: AgreementOptions, io: ReportIO): number {
       if (run === first) {
         return { name: run.judge.name, report };
       }
-      const own = analyse(run.rows, humans, rubric, analysisAudit(run.audit), analysisOptions);
+      const own = analyse(run.rows, humans, rubric, analysisAudit(run), analysisOptions);
       return { name: run.judge.name, report: own };
     });
     report.gate = gate(gated, thresholds, on);
@@ -459,7 +466,7 @@ export function compareJudges(
   const againstFirst = judgesAgainstEachOther(rowsOf, humansCompared, rubric);
   return runs.map((run, j) => {
     const rows = rowsOf[j]!;
-    const report = analyse(rows, humansCompared, rubric, analysisAudit(run.audit, common), options);
+    const report = analyse(rows, humansCompared, rubric, analysisAudit(run, common), options);
     const dimensions = report.dimensions.map((dimension, d) => {
       const vsFirst = againstFirst[j]![d]!;
       return {
@@ -482,6 +489,7 @@ export function compareJudges(
       n_transcripts: common.size,
       cost_usd_per_transcript: costPerTranscript(run, common),
       dimensions,
+      self_preference: report.self_preference,
     };
     if (run.members === undefined) {
       return entry;
@@ -510,14 +518,59 @@ function costPerTranscript(run: ComparedRun, keys: Set<string>): number | null {
 
 /** What the analysis reads of the log: rows per judge (a plain object built from the Map, so any
  * name is an own key) and the samples of the rows in `keys` (all rows without). */
-function analysisAudit(audit: Audit, keys?: Set<string>): AnalysisAudit {
+function analysisAudit(run: ComparedRun, keys?: Set<string>): AnalysisAudit {
   const samples: Scores[][] = [];
-  for (const [key, row] of audit.rows) {
+  for (const [key, row] of run.audit.rows) {
     if (row.samples.length > 1 && (keys === undefined || keys.has(key))) {
       samples.push(row.samples);
     }
   }
-  return { judges: Object.fromEntries(audit.rows_by_judge), samples };
+  const judges = Object.fromEntries(run.audit.rows_by_judge);
+  return { judges, samples, family: judgeFamily(run, keys) };
+}
+
+/** A judge's family: the one most of its rows' answers record (the first seen of a tie); a jury's
+ * the one all its members share; null when the log does not say, or a jury's members differ. */
+function judgeFamily(run: ComparedRun, keys?: Set<string>): string | null {
+  if (run.members !== undefined) {
+    const families = new Set(run.members.map((member) => judgeFamily(member, keys)));
+    return families.size === 1 ? [...families][0]! : null;
+  }
+  const counts = new Map<string, number>();
+  for (const [key, row] of run.audit.rows) {
+    if (row.family !== null && (keys === undefined || keys.has(key))) {
+      counts.set(row.family, (counts.get(row.family) ?? 0) + 1);
+    }
+  }
+  let family: string | null = null;
+  for (const [name, count] of counts) {
+    if (family === null || count > counts.get(family)!) {
+      family = name;
+    }
+  }
+  return family;
+}
+
+/** Each tutor's family, from the `models` entries of models.json: its `family`, else its
+ * `provider`. Without --models and without the default file, there are none (and no
+ * self-preference); a file --models names must exist. */
+function tutorFamilies(named: string | undefined): Map<string, string> {
+  const families = new Map<string, string>();
+  const file = named ?? DEFAULTS.models;
+  if (named === undefined && !fs.existsSync(file)) {
+    return families;
+  }
+  for (const entry of loadModelsConfig(file).models ?? []) {
+    if (typeof entry !== 'object' || entry === null) {
+      continue;
+    }
+    const model = entry as { name?: unknown; family?: unknown; provider?: unknown };
+    const family = typeof model.family === 'string' ? model.family : model.provider;
+    if (typeof model.name === 'string' && typeof family === 'string') {
+      families.set(model.name, family);
+    }
+  }
+  return families;
 }
 
 /** The CI gate's outcome: the dimensions whose figure is below its threshold, or unknown, each
@@ -621,6 +674,10 @@ export function formatReport(
     parts.push(notes);
   }
   parts.push(table(cells.models));
+  if (report.self_preference !== null) {
+    parts.push(`self-preference of the judge (family ${report.self_preference.family}):`);
+    parts.push(table(selfPreferenceCells(report.self_preference)));
+  }
   if (report.comparison !== undefined) {
     const n = report.comparison[0]?.n_transcripts ?? 0;
     parts.push(`judges side by side, on the ${n} transcript(s) all of them and people scored:`);
@@ -630,6 +687,29 @@ export function formatReport(
     parts.push(gateVerdict(report.gate, on, report.comparison !== undefined));
   }
   return `${parts.join('\n\n')}\n`;
+}
+
+/** Self-preference per dimension: leniency on the judge's own family's tutors and on the rest. */
+function selfPreferenceCells(preference: NonNullable<Report['self_preference']>): string[][] {
+  const header = [
+    'dimension',
+    'own n',
+    'other n',
+    'own leniency',
+    'other leniency',
+    'own - other [95% CI]',
+  ];
+  const rows = preference.dimensions.map((dimension) => {
+    return [
+      dimension.name,
+      String(dimension.own_n),
+      String(dimension.other_n),
+      figure(dimension.own_leniency),
+      figure(dimension.other_leniency),
+      estimate(dimension.diff, dimension.ci95, Math.min(dimension.own_n, dimension.other_n)),
+    ];
+  });
+  return [header, ...rows];
 }
 
 /** How to read the verdicts (the margin) and the marks, said under the table that uses them. */

@@ -687,6 +687,41 @@ describe('judges against each other, juries and self-preference (issue 23), agai
         exact_with_first: 0.75,
       },
     },
+    self_preference: {
+      opus: {
+        family: 'anthropic',
+        own_n: 20,
+        other_n: 40,
+        own_leniency: 0.725,
+        other_leniency: -0.2125,
+        diff: 0.9375,
+        ci95: [0.6825396825396826, 1.207934336525308],
+      },
+      gpt: {
+        family: 'openai',
+        own_n: 20,
+        other_n: 40,
+        own_leniency: 0.075,
+        other_leniency: 0.1625,
+        diff: -0.08750000000000001,
+        ci95: [-0.3912448700410397, 0.22913256955810146],
+      },
+      llama: {
+        family: 'meta',
+        own_n: 20,
+        other_n: 40,
+        own_leniency: 0.3,
+        other_leniency: 0.075,
+        diff: 0.22499999999999998,
+        ci95: [-0.1124401913875598, 0.5714285714285714],
+      },
+    },
+  };
+  const tutorFamilies = new Map(Object.entries(set.tutor_families));
+  const preferenceOf = (name: string, family: string | null, families = tutorFamilies) => {
+    const audit = { judges: {}, samples: [], family };
+    return analyse(rowsOf(name), humans, rubric, audit, { margin: 0.1, tutorFamilies: families })
+      .self_preference;
   };
 
   test("each judge's kappa minus the first's, paired on the same resamples; its agreement with the first", () => {
@@ -706,6 +741,30 @@ describe('judges against each other, juries and self-preference (issue 23), agai
       near(withFirst.kappa_ci95![0], expected.kappa_ci95[0]!, `${name} kappa lower`);
       near(withFirst.kappa_ci95![1], expected.kappa_ci95[1]!, `${name} kappa upper`);
     });
+  });
+
+  for (const [name, expected] of Object.entries(JUDGES.self_preference)) {
+    test(`self-preference of ${name} (${expected.family}): leniency on its own family's tutors minus on the others'`, () => {
+      const preference = preferenceOf(name, set.judge_families[name]!)!;
+      assert.equal(preference.family, expected.family);
+      const [figures] = preference.dimensions;
+      assert.deepEqual(
+        [figures!.name, figures!.own_n, figures!.other_n],
+        ['x', expected.own_n, expected.other_n],
+      );
+      near(figures!.own_leniency, expected.own_leniency, 'own leniency');
+      near(figures!.other_leniency, expected.other_leniency, 'other leniency');
+      near(figures!.diff, expected.diff, 'diff');
+      near(figures!.ci95![0], expected.ci95[0]!, 'diff lower');
+      near(figures!.ci95![1], expected.ci95[1]!, 'diff upper');
+    });
+  }
+
+  test('self-preference is null without the judge family, with no tutor of it, or with none other', () => {
+    assert.equal(preferenceOf('opus', null), null);
+    assert.equal(preferenceOf('opus', 'mistral'), null);
+    const allAnthropic = new Map([...tutorFamilies.keys()].map((tutor) => [tutor, 'anthropic']));
+    assert.equal(preferenceOf('opus', 'anthropic', allAnthropic), null);
   });
 
   const runOf = (name: string) => {

@@ -13,6 +13,7 @@ import {
   mentioning,
   readLog,
   tempDir,
+  writeJson,
 } from './helpers.ts';
 
 const { compareJudges, main } = await import('../report.ts');
@@ -231,6 +232,7 @@ describe('judges side by side: --scores more than once, on the transcripts all o
       'n_transcripts',
       'cost_usd_per_transcript',
       'dimensions',
+      'self_preference',
     ]);
     assert.deepEqual(Object.keys(report).slice(-2), ['judges', 'comparison']);
     for (const dimension of first.dimensions) {
@@ -410,6 +412,58 @@ describe('judges side by side: --scores more than once, on the transcripts all o
     const stray = await run([...base, '--scores', opus, '--log', 'gpt=x.jsonl']);
     assert.equal(stray.code, 2);
     assert.match(stray.stderr, mentioning('--log gpt=x.jsonl', 'names no judge', 'opus-scores'));
+  });
+});
+
+describe("self-preference: the judge's family from its audit log, the tutors' from --models", () => {
+  test("the judge one point above people on its own family's tutor only: own 1, other 0, diff 1", async (t) => {
+    const dir = tempDir(t);
+    const humans = path.join(dir, 'human.csv');
+    const people = ['p1', 'p2'].flatMap((task) => {
+      return ['m1', 'm2'].map((model) => `${task},${model},${same(0)},,al\n`);
+    });
+    fs.writeFileSync(humans, `${HEADER},scorer\n${people.join('')}`);
+    const scores = path.join(dir, 'judge.csv');
+    const judged = ['p1', 'p2'].flatMap((task) => {
+      return [`${task},m1,${same(1)},ok\n`, `${task},m2,${same(0)},ok\n`];
+    });
+    fs.writeFileSync(scores, `${HEADER}\n${judged.join('')}`);
+    const lines = ['p1', 'p2'].flatMap((task_id) => {
+      return ['m1', 'm2'].map((model) => {
+        const answers = [{ judge: 'judge-a', family: 'anthropic', scores: {} }];
+        return `${logLine({ task_id, model, answers })}\n`;
+      });
+    });
+    fs.writeFileSync(path.join(dir, 'judge.jsonl'), lines.join(''));
+    const models = JSON.parse(fs.readFileSync(DEFAULTS.models, 'utf8'));
+    models.models = [
+      { name: 'm1', provider: 'anthropic' },
+      { name: 'm2', provider: 'local', family: 'meta' },
+    ];
+    const modelsFile = writeJson(path.join(dir, 'models.json'), models);
+    const base = ['--scores', scores, '--human-scores', humans, '--rubric', RUBRIC_FILE];
+    const { code, stdout, stderr } = await run([
+      ...base,
+      '--models',
+      modelsFile,
+      '--format',
+      'json',
+    ]);
+    assert.equal(code, 0, stderr);
+    const preference = JSON.parse(stdout).self_preference;
+    assert.equal(preference.family, 'anthropic');
+    assert.deepEqual(preference.dimensions[0], {
+      name: DIMENSIONS[0],
+      own_n: 2,
+      other_n: 2,
+      own_leniency: 1,
+      other_leniency: 0,
+      diff: 1,
+      ci95: [1, 1],
+    });
+
+    const missing = await run([...base, '--models', path.join(dir, 'none.json')]);
+    assert.equal(missing.code, 2);
   });
 });
 

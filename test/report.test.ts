@@ -425,6 +425,7 @@ describe('analyse: the judge against the humans, per dimension and per model; wh
       'dimensions',
       'models',
       'ranking',
+      'self_preference',
       'judges',
     ]);
 

@@ -64,4 +64,24 @@ for members in (NAMES[:2], NAMES):
         "kappa_diff_from_first": sklearn_kappa(with_people(units, "jury"), K) - sklearn_kappa(with_people(units, NAMES[0]), K),
         "exact_with_first": float(np.mean([a == b for a, b in between(units, NAMES[0], "jury")])),
     }
+
+# Self-preference: leniency over the judge's own family's tutors minus over the others'.
+def split_leniency(units, name, own):
+    mine = [judges[name] - np.mean(hs) for tutor, judges, hs in units if (SET["tutor_families"][tutor] == SET["judge_families"][name]) == own]
+    return float(np.mean(mine)) if mine else None
+
+
+def preference(units, name):
+    own, other = split_leniency(units, name, True), split_leniency(units, name, False)
+    return None if own is None or other is None else own - other
+
+
+out["self_preference"] = {}
+for name in NAMES:
+    own = [u for u in UNITS if SET["tutor_families"][u[0]] == SET["judge_families"][name]]
+    out["self_preference"][name] = {
+        "family": SET["judge_families"][name], "own_n": len(own), "other_n": len(UNITS) - len(own),
+        "own_leniency": split_leniency(UNITS, name, True), "other_leniency": split_leniency(UNITS, name, False),
+        "diff": preference(UNITS, name), "ci95": interval(UNITS, lambda drawn: preference(drawn, name))[0],
+    }
 print(json.dumps(out, indent=1))
