@@ -290,7 +290,10 @@ function printAgreement(options: AgreementOptions, io: ReportIO): number {
   if (options.html !== undefined) checkOutputFile(options.html); // a FIFO would hang the write
   const judges = judgeInputs(options.scores, options.log);
   const on = options.on ?? 'kappa';
-  const analysisOptions = { margin: marginOf(options.margin) };
+  const analysisOptions = {
+    margin: marginOf(options.margin),
+    tutorFamilies: tutorFamilies(options.models),
+  };
   if (options.on !== undefined && options.minKappa.length === 0) {
     throw new EvalInputError(
       `--on ${options.on} says what --min-kappa checks: give --min-kappa too`,
