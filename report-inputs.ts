@@ -32,13 +32,14 @@ export type JudgeInput = { name: string; scores: string; log: string };
 
 /** The judges of `--scores` (the default CSV without one), each with its `--log`: paired by name,
  * else by position; without one, the default log for the default CSV, else the CSV's .jsonl. */
-export function judgeInputs(scoresValues: string[], logValues: string[]): JudgeInput[] {
+export function judgeInputs(scoresValues: string[], logValues: string[], dir = '.'): JudgeInput[] {
   // 1. Each judge's name: given as NAME=file, else the file's stem; two alike cannot be told apart.
-  const given = scoresValues.length > 0 ? scoresValues : [DEFAULTS.output];
+  // The default CSV is the study folder's (--dir), else the current folder's.
+  const given = scoresValues.length > 0 ? scoresValues : [path.join(dir, DEFAULTS.output)];
   const judges = given.map((value) => {
     const named = nameAndFile(value, '--scores');
     const name = named.name ?? path.basename(named.file, path.extname(named.file));
-    return { name, scores: named.file, log: defaultLog(named.file) };
+    return { name, scores: named.file, log: defaultLog(named.file, dir) };
   });
   const names = judges.map((judge) => judge.name);
   const twice = names.find((name, i) => names.indexOf(name) !== i);

@@ -61,6 +61,7 @@ type RunOptions = typeof DEFAULTS & {
   limit?: number;
   beforeHumanScoring?: boolean;
   cacheTtl?: CacheTtl; // as given: `cacheTtlOf` says what a run uses
+  dir?: string;
 };
 
 /**
@@ -76,8 +77,10 @@ export async function main(argv: string[], io: IO): Promise<number> {
     // 1. Read the command line (npm must not have taken a flag); the dry-run calls nothing.
     const cli = buildCli(io);
     refuseFlagsNpmTook(io.env, cli);
-    const options = cli.parse(argv, { from: 'user' }).opts<RunOptions>();
-    options.log ??= defaultLog(options.output);
+    cli.parse(argv, { from: 'user' });
+    inStudyDir(cli, cli.opts<RunOptions>().dir);
+    const options = cli.opts<RunOptions>();
+    options.log ??= defaultLog(options.output, options.dir);
     if (options.dryRun) return dryRun(options, io);
 
     // 2. Judge every selected transcript that has no row yet.
@@ -113,13 +116,37 @@ export const DEFAULTS = {
   samples: 1,
 };
 
-/** A CSV's audit log when no --log names one: the default log for the default CSV, else the CSV's
- * own path with .jsonl, so two judges' runs never share a log (both scripts read it so). */
-export function defaultLog(output: string): string {
-  if (path.resolve(output) === path.resolve(DEFAULTS.output)) {
-    return DEFAULTS.log;
+/** A CSV's audit log when no --log names one: the default log for the default CSV (of the study
+ * folder `dir`), else the CSV's own path with .jsonl, so two judges' runs never share a log (both
+ * scripts read it so). */
+export function defaultLog(output: string, dir = '.'): string {
+  if (path.resolve(output) === path.resolve(dir, DEFAULTS.output)) {
+    return path.join(dir, DEFAULTS.log);
   }
   return path.join(path.dirname(output), `${path.basename(output, path.extname(output))}.jsonl`);
+}
+
+/** The path options `--dir DIR` moves inside DIR, each to its default there (`out` is sheet's). */
+const STUDY_PATHS = {
+  transcripts: 'transcripts',
+  tasks: 'tasks',
+  referenceKeys: 'referenceKeys',
+  rubric: 'rubric',
+  models: 'models',
+  output: 'output',
+  humanScores: 'humanScores',
+  out: 'humanScores',
+} as const;
+
+/** `--dir DIR`: every path option of `command` left at its default is that default inside DIR;
+ * a flag given on the command line still wins. Both scripts' commands take it. */
+export function inStudyDir(command: Command, dir: string | undefined): void {
+  if (dir === undefined) return;
+  for (const [name, key] of Object.entries(STUDY_PATHS)) {
+    if (command.getOptionValueSource(name) === 'default') {
+      command.setOptionValue(name, path.join(dir, DEFAULTS[key]));
+    }
+  }
 }
 
 type Stream = NodeJS.WritableStream & { isTTY?: boolean };
@@ -203,6 +230,10 @@ export function refuseFlagsNpmTook(env: NodeJS.ProcessEnv, cli: Command): void {
 
 const MAX_SAMPLES = 100;
 
+export const STUDY_DIR_HELP =
+  'a study folder: every path left at its default is looked up inside it ' +
+  '(<folder>/evals/transcripts, <folder>/rubric.json, ...); flags given still win';
+
 // a typo such as --samples 1000 must not multiply the bill by a thousand
 const MAX_CONCURRENCY = 256;
 
@@ -273,6 +304,7 @@ function buildCli(io: IO): Command {
       '--no-fallback',
       'use the primary judge only; with --batch, failed batch results are reported failed',
     )
+    .option('--dir <folder>', STUDY_DIR_HELP)
     .option(
       '--transcripts <dir>',
       'transcripts folder: {model}/{task_id}.json',

@@ -7,9 +7,12 @@ import { describe, test } from 'node:test';
 import type { TestContext } from 'node:test';
 import { parse as parseCsv } from 'csv-parse/sync';
 import {
+  REPO,
   RUBRIC_FILE,
   addTaskFiles,
   makeWorkspace,
+  readCsv,
+  runMain,
   runReport,
   sha256,
   snapshot,
@@ -596,5 +599,100 @@ describe('what a sample covers, and the unsure mark', () => {
       () => readHumanScores(file, rubric),
       /line 2: unsure: "maybe" is not yes, no or empty/,
     );
+  });
+});
+
+describe('one study folder (--dir) and a rehearsal without a key (fake-api)', () => {
+  /** A newcomer's study: the shipped eval set, rubric and models.json copied into a folder. */
+  function study(t: TestContext): string {
+    const dir = path.join(tempDir(t), 'study');
+    for (const part of ['evals/transcripts', 'evals/tasks', 'evals/reference_keys']) {
+      fs.cpSync(path.join(REPO, part), path.join(dir, part), { recursive: true });
+    }
+    for (const file of ['rubric.json', 'models.json']) {
+      fs.copyFileSync(path.join(REPO, file), path.join(dir, file));
+    }
+    return dir;
+  }
+
+  test('the whole protocol against fake-api with --dir only: plan, scores, the full run, the report (--exclude-unsure too); scores a mix on the scale', async (t) => {
+    const { startFakeApi } = await import('../fake-api.ts');
+    const dir = study(t);
+    const api = await startFakeApi({ rubric: path.join(dir, 'rubric.json'), seed: 0 });
+    t.after(() => api.close());
+    assert.match(api.banner, /export ANTHROPIC_BASE_URL=http:\/\/127\.0\.0\.1:\d+ /);
+
+    // 1. The plan, in the study's evals/human/.
+    const planned = await runReport([
+      'sheet',
+      '--dir',
+      dir,
+      '--scorers',
+      'alice,bob',
+      '--overlap',
+      '2',
+    ]);
+    assert.equal(planned.code, 0, planned.stderr);
+    const human = path.join(dir, 'evals', 'human');
+    assert.deepEqual(fs.readdirSync(human).sort(), [
+      'alice.csv',
+      'alice.html',
+      'bob.csv',
+      'bob.html',
+      'plan.json',
+    ]);
+
+    // 2. Before people score, the full run is refused; then they score (here by code).
+    const env = { ANTHROPIC_API_KEY: 'fake-key' };
+    const early = await runMain(['--dir', dir], { baseUrl: api.anthropic.url, env });
+    assert.equal(early.code, 2, early.stderr);
+    assert.match(early.stderr, /human scoring is not complete in .*study\/evals\/human\//);
+    for (const scorer of ['alice', 'bob']) {
+      const file = path.join(human, `${scorer}.csv`);
+      const [header, ...rows] = readCsv(file);
+      const filled = rows.map((row, i) => {
+        return row.map((cell, c) =>
+          rubric.dimensions.some((d) => d.name === header![c]) ? String((i + c) % 3) : cell,
+        );
+      });
+      fs.writeFileSync(file, [header!, ...filled].map((cells) => `${cells.join(',')}\n`).join(''));
+    }
+
+    // 3. The full run, every path from --dir, its log beside its CSV.
+    const run = await runMain(['--dir', dir], { baseUrl: api.anthropic.url, env });
+    assert.equal(run.code, 0, run.stderr);
+    const csv = path.join(dir, 'evals', 'scores', 'judge_scores.csv');
+    const rows = readCsv(csv).slice(1);
+    assert.equal(rows.length, 6);
+    const scores = new Set(rows.flatMap((row) => row.slice(2, 2 + rubric.dimensions.length)));
+    assert.ok(scores.size > 1, `a mix of levels: ${[...scores]}`);
+    assert.ok([...scores].every((score) => ['0', '1', '2'].includes(score)));
+    assert.ok(fs.existsSync(path.join(dir, 'evals', 'scores', 'judge_log.jsonl')));
+
+    // 4. The report, from the same folder.
+    const report = await runReport(['--dir', dir]);
+    assert.equal(report.code, 0, report.stderr);
+    assert.match(report.stdout, /^12 \(transcript, scorer\) pairs/m);
+
+    // 5. A row marked unsure counts, unless --exclude-unsure.
+    const alice = path.join(human, 'alice.csv');
+    const [header, first, ...rest] = readCsv(alice);
+    first![header!.indexOf('unsure')] = 'yes';
+    fs.writeFileSync(
+      alice,
+      [header!, first!, ...rest].map((cells) => `${cells.join(',')}\n`).join(''),
+    );
+    assert.match((await runReport(['--dir', dir])).stdout, /^12 \(transcript, scorer\) pairs/m);
+    const sure = await runReport(['--dir', dir, '--exclude-unsure']);
+    assert.match(sure.stdout, /^11 \(transcript, scorer\) pairs/m);
+  });
+
+  test('--dir: a flag given still wins', async (t) => {
+    const dir = study(t);
+    const out = path.join(path.dirname(dir), 'elsewhere');
+    const result = await runReport(['sheet', '--dir', dir, '--scorers', 'alice', '--out', out]);
+    assert.equal(result.code, 0, result.stderr);
+    assert.ok(fs.existsSync(path.join(out, 'alice.csv')));
+    assert.equal(fs.existsSync(path.join(dir, 'evals', 'human')), false);
   });
 });
