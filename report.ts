@@ -11,6 +11,7 @@ import {
   EvalError,
   EvalInputError,
   checkOutputFile,
+  inStudyDir,
   isEntryModule,
   loadModelsConfig,
   loadRubric,
@@ -20,6 +21,7 @@ import {
   readJudgeCsv,
   readTranscripts,
   refuseFlagsNpmTook,
+  STUDY_DIR_HELP,
   rubricDimensions,
 } from './run-judge.ts';
 import type { HumanRow, IO, Rubric } from './run-judge.ts';
@@ -116,6 +118,7 @@ function buildCli(io: ReportIO, result: { status: number }): Command {
       DEFAULTS.humanScores,
     )
     .option('--scorer <name>', 'without --scorers: add a scorer column filled with this name')
+    .option('--dir <folder>', STUDY_DIR_HELP)
     .option(
       '--transcripts <dir>',
       'transcripts folder: {model}/{task_id}.json',
@@ -128,7 +131,10 @@ function buildCli(io: ReportIO, result: { status: number }): Command {
       DEFAULTS.referenceKeys,
     )
     .option('--rubric <file>', 'rubric: its dimensions are the columns', DEFAULTS.rubric)
-    .action((options: SheetOptions, command: Command) => printSheet(options, command, io));
+    .action((options: SheetOptions, command: Command) => {
+      inStudyDir(command, options.dir);
+      printSheet(options, command, io);
+    });
 
   cli
     .command('agreement', { isDefault: true })
@@ -196,6 +202,7 @@ function buildCli(io: ReportIO, result: { status: number }): Command {
       '--exclude-unsure',
       'leave out of every figure the human rows their scorer marked unsure',
     )
+    .option('--dir <folder>', STUDY_DIR_HELP)
     .option(
       '--transcripts <dir>',
       'transcripts folder: for --html, and to find stale human rows',
@@ -209,6 +216,7 @@ function buildCli(io: ReportIO, result: { status: number }): Command {
     .allowExcessArguments()
     .action((options: AgreementOptions, command: Command) => {
       refuseArguments(command.args, cli);
+      inStudyDir(command, options.dir);
       result.status = printAgreement(options, io);
     });
 
@@ -219,6 +227,7 @@ type SheetOptions = Omit<PlanOptions, 'scorers'> & {
   scorers?: string;
   scorer?: string;
   update?: boolean;
+  dir?: string;
 };
 
 /** `sheet`: with --scorers, the plan written to --out; with --update, the plan there brought up to
@@ -278,6 +287,7 @@ type AgreementOptions = {
   html?: string;
   transcripts: string;
   excludeUnsure?: boolean;
+  dir?: string;
 };
 
 /** `agreement`: the report on stdout in the format asked for; with --html, the page too. Returns
@@ -288,7 +298,7 @@ function printAgreement(options: AgreementOptions, io: ReportIO): number {
     throw new EvalInputError(`--format ${options.format}: use table, markdown or json`);
   }
   if (options.html !== undefined) checkOutputFile(options.html); // a FIFO would hang the write
-  const judges = judgeInputs(options.scores, options.log);
+  const judges = judgeInputs(options.scores, options.log, options.dir);
   const on = options.on ?? 'kappa';
   const analysisOptions = {
     margin: marginOf(options.margin),
