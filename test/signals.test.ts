@@ -1,16 +1,18 @@
-// Signals as CI sends them: a SIGTERM to the whole process group of `tsx run-judge.ts` (tsx's own CLI,
-// as `npx tsx` runs it, started here with this node: no npx start-up), once the server has delivered
-// answers. tsx relays the signal to the script and SIGKILLs one that has not acknowledged it within 30 ms.
+// Signals as CI sends them: a SIGTERM to the whole process group of run-judge started as plain node
+// (as the README says to start a run a signal may stop), once the server has delivered answers.
+// Under `npx tsx` the relay also SIGKILLs a script that has not acknowledged the signal within 30 ms:
+// on a machine that leaves it without a core that long no test can hold, so this one does not use it
+// (docs/guarantees.md, Signals).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import {
   REPO,
   SCRIPT,
+  bundled,
   delay,
   hold,
   judgeEntry,
@@ -19,10 +21,7 @@ import {
   runEnv,
   setup,
   waitFor,
-} from '../helpers.ts';
-
-/** tsx's command line (what `npx tsx` runs), found beside the loader the suite runs on. */
-const TSX_CLI = fileURLToPath(new URL('cli.mjs', import.meta.resolve('tsx')));
+} from './helpers.ts';
 
 /**
  * `rounds` runs at `--concurrency n` of `tsx run-judge.ts`, each in its own process group, each
@@ -58,7 +57,7 @@ async function cancelAfterAnswers(t: TestContext, concurrency: number, rounds: n
     roundStart = sent;
     const deliveredBefore = delivered;
     let stderr = '';
-    const child = spawn(process.execPath, [TSX_CLI, SCRIPT, ...args], {
+    const child = spawn(process.execPath, [bundled(SCRIPT).main, ...args], {
       cwd: REPO,
       env: runEnv({ baseUrl: fake.url }),
       detached: true, // its own process group, as a CI job's
@@ -104,7 +103,7 @@ function killGroup(pgid: number): void {
   }
 }
 
-describe("a group SIGTERM under tsx's CLI, as CI cancels: every answer the server delivered is written", () => {
+describe('a group SIGTERM, as CI cancels, to run-judge started as node: every answer the server delivered is written', () => {
   test('--concurrency 8, 10 rounds: the script is never killed, each answer has its audit line and row', async (t) => {
     await cancelAfterAnswers(t, 8, 10);
   });
