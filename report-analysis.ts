@@ -29,6 +29,8 @@ export type AnalysisAudit = {
   samples: Scores[][];
   /** The family of the judge that scored the rows, as its answers record it; null: unknown. */
   family?: string | null;
+  /** Its rows left out as stale (inputs edited since judged), as `model/task`. */
+  stale_judge?: string[];
 };
 
 /** What the reading of the figures takes: the non-inferiority margin of the gap (kappa units), and
@@ -87,7 +89,7 @@ export function analyse(
 
   return {
     pairs: dimensions[0]?.judge_vs_human.n ?? 0,
-    missing: missingRows(judged, humans, rubric),
+    missing: missingRows(judged, humans, rubric, audit.stale_judge ?? []),
     dimensions,
     models,
     ranking: modelRanking(models, rubric),
@@ -638,25 +640,31 @@ export function comparableHumanRows(humans: HumanRow[], rubric: Rubric): HumanRo
 
 /**
  * What cannot be compared, listed: judge rows without a human row, and the reverse; human rows
- * left out of every figure, incomplete (an empty score) or stale (their transcript edited since).
+ * left out of every figure, incomplete (an empty score) or stale (their transcript edited since);
+ * judge rows left out as stale (an input of their prompt edited since).
  */
-function missingRows(judged: Scored[], humans: HumanRow[], rubric: Rubric) {
+function missingRows(judged: Scored[], humans: HumanRow[], rubric: Rubric, staleJudge: string[]) {
   const complete = comparableHumanRows(humans, rubric);
   const judgeKeys = new Set(judged.map((row) => pairKey(row.task_id, row.model)));
   const humanKeys = new Set(complete.map((row) => pairKey(row.task_id, row.model)));
 
   const noHuman = judged.filter((row) => !humanKeys.has(pairKey(row.task_id, row.model)));
-  const noJudge = complete.filter((row) => !judgeKeys.has(pairKey(row.task_id, row.model)));
+  // A stale judge row is listed as stale only, not as no judge row.
+  const stale = new Set(staleJudge);
+  const noJudge = complete.filter((row) => {
+    return !judgeKeys.has(pairKey(row.task_id, row.model)) && !stale.has(pairLabel(row));
+  });
   const incomplete = humans.filter((row) => !isComplete(row, rubric));
   // An incomplete row is listed as incomplete only, stale or not.
-  const stale = humans.filter((row) => row.stale === true && isComplete(row, rubric));
+  const staleHuman = humans.filter((row) => row.stale === true && isComplete(row, rubric));
 
   // A transcript scored by several people is listed once.
   return {
     no_human: noHuman.map(pairLabel).sort(compareText),
     no_judge: [...new Set(noJudge.map(pairLabel))].sort(compareText),
     incomplete_human: incomplete.sort(compareAssignments).map(assignmentLabel),
-    stale_human: stale.sort(compareAssignments).map(assignmentLabel),
+    stale_human: staleHuman.sort(compareAssignments).map(assignmentLabel),
+    stale_judge: [...staleJudge].sort(compareText),
   };
 }
 
@@ -717,6 +725,10 @@ function summaryLine(report: Report): string {
   }
   if (stale.length > 0) {
     line += `; stale human rows (transcript edited since scored; left out): ${stale.join(', ')}`;
+  }
+  const staleJudge = report.missing.stale_judge;
+  if (staleJudge.length > 0) {
+    line += `; stale judge rows (an input edited since judged; left out): ${staleJudge.join(', ')}`;
   }
   return line;
 }

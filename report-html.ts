@@ -262,6 +262,10 @@ function runTable(run: RunFacts, report: Report): string {
       incomplete.join(', ') || 'none',
     ],
     [`human rows of an edited transcript, left out (${stale.length})`, stale.join(', ') || 'none'],
+    [
+      `judge rows of an edited input, left out (${report.missing.stale_judge.length})`,
+      report.missing.stale_judge.join(', ') || 'none',
+    ],
   ];
   const body = rows.map(([name, value]) =>
     tableRow('th', [name!], `<td>${escapeHtml(value!)}</td>`),

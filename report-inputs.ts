@@ -13,6 +13,7 @@ import {
   allowedScores,
   compareText,
   defaultLog,
+  inputHashes,
   issuePath,
   loadTranscript,
   pairKey,
@@ -115,6 +116,8 @@ export type AuditRow = {
   judge: string;
   /** The family of the judge whose answer gave the scores, as the log records it; null: not said. */
   family: string | null;
+  /** The sha256 of each input its prompt was built from (run-judge's inputHashes); null: not logged. */
+  input_sha256: Record<string, string | null> | null;
   /** Scored by a judge after another judge's failed attempts: a fallback of the chain. */
   fallback: boolean;
   /** Each sample's scores with --samples k > 1, else none. */
@@ -127,6 +130,38 @@ export type AuditRow = {
   thinking: string[];
   before_human_scoring: boolean;
 };
+
+/** Where the inputs of a judge's prompt are now, to tell its rows stale. */
+export type InputFiles = {
+  transcripts: string;
+  tasks: string;
+  referenceKeys: string;
+  rubric: string;
+};
+
+/**
+ * The judge rows whose inputs (transcript, task, reference key, rubric, template) differ from the
+ * files now, by the hashes their audit line records. A row whose line records none, or an input
+ * unreadable now, cannot be told: it is kept, as a row judged before the log recorded hashes.
+ */
+export function staleJudgeRows(rows: ScoreRow[], audit: Audit, files: InputFiles): ScoreRow[] {
+  return rows.filter((row) => {
+    const recorded = audit.rows.get(pairKey(row.task_id, row.model))?.input_sha256 ?? null;
+    if (recorded === null) {
+      return false;
+    }
+    const transcriptPath = path.join(files.transcripts, row.model, `${row.task_id}.json`);
+    const now = inputHashes(files, {
+      task_id: row.task_id,
+      model: row.model,
+      path: transcriptPath,
+    });
+    return Object.entries(now).some(([input, hash]) => {
+      const then = recorded[input] ?? null;
+      return hash !== null && then !== null && hash !== then;
+    });
+  });
+}
 
 /** The audit of a judge without a log of its own (a jury): nothing recorded. */
 export function noAudit(): Audit {
@@ -211,6 +246,7 @@ function auditRow(entry: AuditLine, judge: string): AuditRow {
   return {
     judge,
     family: scoring.find((answer) => typeof answer.family === 'string')?.family ?? null,
+    input_sha256: entry.input_sha256 ?? null,
     fallback: others.length > 0,
     samples: entry.sample_scores ?? [],
     cost_usd: entry.cost_usd ?? null,
@@ -291,6 +327,7 @@ const AuditLineSchema = z.object({
   cost_usd: z.number().nullish(),
   rubric_sha256: z.string().nullish(),
   prompt_template_sha256: z.string().nullish(),
+  input_sha256: z.record(z.string(), z.string().nullable()).nullish(),
   sample_scores: z.array(z.record(z.string(), z.number())).optional(),
   attempts: z.array(z.object({ judge: z.string().nullish() })).optional(),
   answers: z

@@ -17,6 +17,7 @@ import {
   loadRubric,
   nearestKeyHint,
   pairKey,
+  pairLabel,
   readHumanScores,
   readJudgeCsv,
   readTranscripts,
@@ -39,7 +40,7 @@ import {
 } from './report-analysis.ts';
 import type { AnalysisAudit, AnalysisOptions, Report, Scores } from './report-analysis.ts';
 import { writeHtmlPage } from './report-html.ts';
-import { judgeInputs, noAudit, readAuditLog } from './report-inputs.ts';
+import { judgeInputs, noAudit, readAuditLog, staleJudgeRows } from './report-inputs.ts';
 import type { Audit, JudgeRun } from './report-inputs.ts';
 import { scoringSheet, updateScoringPlan, writeScoringPlan } from './report-sheet.ts';
 import type { PlanOptions } from './report-sheet.ts';
@@ -205,8 +206,14 @@ function buildCli(io: ReportIO, result: { status: number }): Command {
     .option('--dir <folder>', STUDY_DIR_HELP)
     .option(
       '--transcripts <dir>',
-      'transcripts folder: for --html, and to find stale human rows',
+      'transcripts folder: for --html, and to find stale human and judge rows',
       DEFAULTS.transcripts,
+    )
+    .option('--tasks <dir>', 'task files, to find stale judge rows', DEFAULTS.tasks)
+    .option(
+      '--reference-keys <dir>',
+      'reference keys, to find stale judge rows',
+      DEFAULTS.referenceKeys,
     )
     .addHelpText(
       'after',
@@ -273,6 +280,8 @@ function flagOf(name: string): string {
 }
 
 type AgreementOptions = {
+  tasks: string;
+  referenceKeys: string;
   format: string;
   scores: string[];
   humanScores: string;
@@ -314,9 +323,19 @@ function printAgreement(options: AgreementOptions, io: ReportIO): number {
   // rows.
   const rubric = loadRubric(options.rubric);
   const thresholds = gateThresholds(options.minKappa, rubric);
+  // A judge row whose inputs were edited since it was judged is left out, and listed.
+  const files = {
+    transcripts: options.transcripts,
+    tasks: options.tasks,
+    referenceKeys: options.referenceKeys,
+    rubric: options.rubric,
+  };
   const runs = judges.map((judge) => {
-    const rows = readJudgeCsv(judge.scores, rubric);
-    return { judge, rows, audit: readAuditLog(judge.log, rubric, rows) };
+    const all = readJudgeCsv(judge.scores, rubric);
+    const audit = readAuditLog(judge.log, rubric, all);
+    const stale = new Set(staleJudgeRows(all, audit, files));
+    const rows = all.filter((row) => !stale.has(row));
+    return { judge, rows, audit, stale: [...stale].map(pairLabel) };
   });
   const judgeCsvs = judges.map((judge) => judge.scores);
   const checks = { judgeCsvs, transcripts: options.transcripts };
@@ -437,7 +456,7 @@ export type FullReport = Report & { comparison?: JudgeComparison[]; gate?: Gate 
 export type JudgeComparison = ReturnType<typeof compareJudges>[number];
 
 /** A judge compared: one given by --scores, or the jury of those (`members`, in the order given). */
-type ComparedRun = JudgeRun & { members?: JudgeRun[] };
+type ComparedRun = JudgeRun & { members?: JudgeRun[]; stale?: string[] };
 
 /** The jury of the judges given (--jury): per transcript they all scored and dimension, the median
  * of their scores (of an even count the lower middle one). */
@@ -539,7 +558,7 @@ function analysisAudit(run: ComparedRun, keys?: Set<string>): AnalysisAudit {
     }
   }
   const judges = Object.fromEntries(run.audit.rows_by_judge);
-  return { judges, samples, family: judgeFamily(run, keys) };
+  return { judges, samples, family: judgeFamily(run, keys), stale_judge: run.stale ?? [] };
 }
 
 /** A judge's family: the one most of its rows' answers record (the first seen of a tie); a jury's

@@ -3285,6 +3285,7 @@ function auditEntry(
     prompt_sha256: outcome.promptSha ?? null,
     rubric_sha256: run.log.rubricSha,
     prompt_template_sha256: sha256(JUDGE_PROMPT_TEMPLATE),
+    input_sha256: inputHashes(run.options, ref),
     sample_scores: outcome.samples?.map((sample) => sample.scores),
     before_human_scoring: run.options.beforeHumanScoring === true,
     human_scoring: run.humanScoring(),
@@ -3299,6 +3300,31 @@ function providerOf(judges: Judge[], answer: JudgeAnswer): Provider | null {
 /** The family of the judge an answer came from. */
 function familyOf(judges: Judge[], answer: JudgeAnswer): string | null {
   return judges.find((judge) => judge.model === answer.judge)?.family ?? null;
+}
+
+/**
+ * The sha256 of each input a transcript's prompt is built from (its file, the task's, the reference
+ * key's, the rubric's bytes) and of the template: the audit line records them, and report.ts
+ * compares them with the files now to leave out judge rows of edited inputs. Null: unreadable.
+ */
+export function inputHashes(
+  files: { tasks: string; referenceKeys: string; rubric: string },
+  ref: TranscriptRef,
+) {
+  const hashOf = (file: string) => {
+    try {
+      return sha256(fs.readFileSync(file));
+    } catch {
+      return null; // unreadable now: cannot be told, not stale
+    }
+  };
+  return {
+    transcript: hashOf(ref.path),
+    task: hashOf(path.join(files.tasks, `${ref.task_id}.json`)),
+    reference_key: hashOf(path.join(files.referenceKeys, `${ref.task_id}.json`)),
+    rubric: hashOf(files.rubric),
+    template: sha256(JUDGE_PROMPT_TEMPLATE),
+  };
 }
 
 /** The answers' token counts, added up by kind (an answer whose usage is unreadable adds none). */

@@ -166,6 +166,40 @@ describe('the audit log a real run writes (through the fake), as the report and 
   });
 });
 
+describe('stale judge rows: an input of the prompt edited since judged, by the audit log hashes', () => {
+  test('a task file edited after the run: its row is left out of every figure and listed in missing.stale_judge', async (t) => {
+    const ws = await fallbackAndThinkingRun(t);
+    const entry = readLog(ws.log).at(-1) as unknown as { input_sha256: Record<string, string> };
+    assert.deepEqual(Object.keys(entry.input_sha256), [
+      'transcript',
+      'task',
+      'reference_key',
+      'rubric',
+      'template',
+    ]);
+    const args = [
+      ...['--scores', ws.output, '--log', ws.log, '--human-scores', ws.humanScores],
+      ...['--rubric', ws.rubric, '--transcripts', ws.transcripts, '--tasks', ws.tasks],
+      ...['--reference-keys', ws.referenceKeys, '--format', 'json'],
+    ];
+    const before = JSON.parse((await run(args)).stdout);
+    assert.deepEqual(before.missing.stale_judge, []);
+
+    fs.appendFileSync(path.join(ws.tasks, 'proof01.json'), '\n');
+    const after = await run(args);
+    assert.equal(after.code, 0, after.stderr);
+    const report = JSON.parse(after.stdout);
+    assert.deepEqual(report.missing.stale_judge, ['m01/proof01']);
+    assert.deepEqual(report.missing.no_judge, [], 'listed as stale only');
+    assert.equal(report.pairs, before.pairs - 1);
+    const table = await run(args.slice(0, -2));
+    assert.match(
+      table.stdout,
+      /stale judge rows \(an input edited since judged; left out\): m01\/proof01/,
+    );
+  });
+});
+
 describe('judges side by side: --scores more than once, on the transcripts all of them scored', () => {
   // People: p1..p5. opus: p1..p5, the same as people on p1..p4 and 0 against 2 on p5. sonnet: p1..p4
   // and p6 (no human row), against people (0, 1, 2, 1) it says (0, 2, 2, 1). Compared: p1..p4.

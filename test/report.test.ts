@@ -349,6 +349,7 @@ describe('analyse: the judge against the humans, per dimension and per model; wh
       no_judge: ['m2/p9'],
       incomplete_human: ['alice: m1/p3'],
       stale_human: [],
+      stale_judge: [],
     });
     assert.equal(report.pairs, 1);
   });
