@@ -670,106 +670,179 @@ function missingRows(judged: Scored[], humans: HumanRow[], rubric: Rubric, stale
 
 // ---- The report's text cells, for the text formats and the page --------------------------------
 
-/** The summary line and both tables as text cells, each header first: what every format prints. */
-export function reportCells(report: Report) {
-  const agreementRows = report.dimensions.map(agreementCells);
-  const modelRows = report.models.flatMap((row) => {
-    return report.dimensions.map((dimension) => modelCells(row, dimension, report.ranking));
-  });
+/** A table as text cells, its header first, with what it shows said above it. */
+export type CellTable = { title: string; rows: string[][] };
 
-  return {
-    summary: summaryLine(report),
-    agreement: [
-      [
-        'dimension',
-        'n',
-        'exact',
-        'within one',
-        'kappa [95% CI]',
-        'human ceiling kappa [95% CI]',
-        'gap to ceiling [95% CI]',
-        'leniency [95% CI]',
-        'alpha humans / with judge',
-        'samples unanimous / mean range',
+/** Footnotes of a report's tables: each said once, its marker (¹, ², ...) after the cells it is of. */
+export type Footnotes = string[];
+
+/** The report as text tables. Narrow (the default), each fits in 100 columns: the judge against the
+ * people, against the human ceiling, reliability; then the tutors, one table a dimension. Wide (one
+ * table for the dimensions, one for the tutors), as --wide prints it and the page shows it. */
+export function reportCells(report: Report, wide = false) {
+  const notes: Footnotes = [];
+  const names = report.dimensions.map((dimension) => dimension.name);
+  const judgeRows = report.dimensions.map((dimension) => judgeCells(dimension, notes));
+  const ceilingRows = report.dimensions.map((dimension) => ceilingCells(dimension, notes));
+  const reliabilityRows = report.dimensions.map(reliabilityCells);
+  const tables: CellTable[] = [];
+  if (wide) {
+    const rows = report.dimensions.map((dimension, d) => {
+      const ceiling = ceilingRows[d]!.slice(1);
+      return [...judgeRows[d]!, ...ceiling, ...reliabilityRows[d]!.slice(1)];
+    });
+    tables.push({
+      title: 'per dimension: the judge against the people, the human ceiling, reliability',
+      rows: [
+        [...JUDGE_HEADER, ...CEILING_HEADER.slice(1), ...RELIABILITY_HEADER.slice(1)],
+        ...rows,
       ],
-      ...agreementRows,
-    ],
-    models: [
-      [
-        'model',
-        'dimension',
-        'n matched',
-        'judge mean [95% CI]',
-        'human mean [95% CI]',
-        'judge mean, all judged',
-        'kappa [95% CI]',
-        'Spearman of model means',
-      ],
-      ...modelRows,
-    ],
-  };
+    });
+  } else {
+    tables.push({ title: 'the judge against the people', rows: [JUDGE_HEADER, ...judgeRows] });
+    tables.push({
+      title: 'against the human ceiling (how well two people agree)',
+      rows: [CEILING_HEADER, ...ceilingRows],
+    });
+    tables.push({ title: 'reliability', rows: [RELIABILITY_HEADER, ...reliabilityRows] });
+  }
+
+  // The tutors: one table, or one a dimension (without the dimension column).
+  const modelRows = names.map((name, d) => {
+    return report.models.map((row) => modelCells(row, report.dimensions[d]!, notes));
+  });
+  if (wide) {
+    const rows = modelRows.flatMap((rows, d) =>
+      rows.map((row) => [row[0]!, names[d]!, ...row.slice(1)]),
+    );
+    const header = [MODEL_HEADER[0]!, 'dimension', ...MODEL_HEADER.slice(1)];
+    tables.push({ title: 'the tutors side by side', rows: [header, ...rows] });
+  } else {
+    names.forEach((name, d) => {
+      const spearman = figure(report.ranking[name]);
+      const title = `the tutors on ${name} (Spearman of the means ${spearman})`;
+      tables.push({ title, rows: [MODEL_HEADER, ...modelRows[d]!] });
+    });
+  }
+  return { summary: summaryLine(report), tables, notes: readingNotes(report, notes) };
 }
 
-/** How many pairs were compared, what is missing, and which judges scored the rows. */
+const JUDGE_HEADER = ['dimension', 'n', 'exact', 'within 1', 'kappa [95% CI]', 'leniency [95% CI]'];
+const CEILING_HEADER = ['dimension', 'pairs', 'ceiling kappa [95% CI]', 'gap [95% CI]', 'verdict'];
+const RELIABILITY_HEADER = ['dimension', 'alpha people / with judge', 'samples unanimous / range'];
+const MODEL_HEADER = [
+  'model',
+  'n',
+  'judge mean [95% CI]',
+  'human mean [95% CI]',
+  'all judged',
+  'kappa [95% CI]',
+];
+
+/** How many pairs were compared, what is missing (counts, the first few named; the JSON lists all),
+ * and which judges scored the rows. */
 function summaryLine(report: Report): string {
-  const noHuman = report.missing.no_human.join(', ') || 'none';
-  const noJudge = report.missing.no_judge.join(', ') || 'none';
+  const missing = report.missing;
   const byJudge = Object.entries(report.judges).map(([judge, rows]) => `${judge} ${rows}`);
   const judges = byJudge.join(', ') || 'no audit log';
-  let line = `${report.pairs} (transcript, scorer) pairs; no human row: ${noHuman}; no judge row: ${noJudge}; rows by judge: ${judges}`;
+  const parts = [
+    `${report.pairs} (transcript, scorer) pairs`,
+    `no human row: ${fewNamed(missing.no_human)}`,
+    `no judge row: ${fewNamed(missing.no_judge)}`,
+    `rows by judge: ${judges}`,
+  ];
   // Left out of every figure, so said whenever there are any.
-  const incomplete = report.missing.incomplete_human;
-  const stale = report.missing.stale_human;
-  if (incomplete.length > 0) {
-    line += `; incomplete human rows (left out): ${incomplete.join(', ')}`;
+  if (missing.incomplete_human.length > 0) {
+    parts.push(`incomplete human rows (left out): ${fewNamed(missing.incomplete_human)}`);
   }
-  if (stale.length > 0) {
-    line += `; stale human rows (transcript edited since scored; left out): ${stale.join(', ')}`;
+  if (missing.stale_human.length > 0) {
+    const stale = fewNamed(missing.stale_human);
+    parts.push(`stale human rows (transcript edited since scored; left out): ${stale}`);
   }
-  const staleJudge = report.missing.stale_judge;
-  if (staleJudge.length > 0) {
-    line += `; stale judge rows (an input edited since judged; left out): ${staleJudge.join(', ')}`;
+  if (missing.stale_judge.length > 0) {
+    const stale = fewNamed(missing.stale_judge);
+    parts.push(`stale judge rows (an input edited since judged; left out): ${stale}`);
   }
-  return line;
+  return wrapped(parts, '; ', 100);
 }
 
-/** One dimension's row of the agreement table. */
-function agreementCells(dimension: DimensionReport): string[] {
+/** Parts joined by `separator`, a line broken after one where the next part would pass `width`
+ * columns; the lines after the first indented by two spaces. */
+function wrapped(parts: string[], separator: string, width: number): string {
+  const lines = [parts[0] ?? ''];
+  for (const part of parts.slice(1)) {
+    const last = lines.length - 1;
+    if (lines[last]!.length + separator.length + part.length > width) {
+      lines[last] += separator.trimEnd();
+      lines.push(`  ${part}`);
+    } else {
+      lines[last] += `${separator}${part}`;
+    }
+  }
+  return lines.join('\n');
+}
+
+/** A list as text: `none`, all of it up to three, else its count and the first three. */
+function fewNamed(names: string[]): string {
+  if (names.length === 0) {
+    return 'none';
+  }
+  if (names.length <= 3) {
+    return names.join(', ');
+  }
+  return `${names.length} (${names.slice(0, 3).join(', ')}, ...)`;
+}
+
+/** One dimension's row of the judge's table: agreement with the people, leniency. */
+function judgeCells(dimension: DimensionReport, notes: Footnotes): string[] {
   const judge = dimension.judge_vs_human;
-  const ceiling = dimension.human_vs_human;
-  const gap = dimension.gap_to_ceiling;
-  const alpha = dimension.alpha;
-  const samples = dimension.self_consistency;
-
-  let consistency = '-';
-  if (samples !== null) {
-    consistency = `${figure(samples.unanimous)} / ${figure(samples.mean_range)} (n ${samples.n})`;
-  }
-  let gapCell = '-';
-  if (gap !== null) {
-    gapCell = `${estimate(gap.kappa_diff, gap.ci95, ceiling!.n)} ${verdictWords(gap)}`;
-  }
   const leniency = dimension.leniency;
-  const lenientCell = `${estimate(leniency.mean_diff, leniency.ci95, judge.n)} ${leniency.reading ?? ''}`;
-
+  const kappa = estimate(judge.kappa, judge.kappa_ci95, judge.n);
+  const reading = leniency.reading === null ? '' : ` ${leniency.reading}`;
   return [
     dimension.name,
     String(judge.n),
     figure(judge.exact),
     figure(judge.within_one),
-    estimate(judge.kappa, judge.kappa_ci95, judge.n) + undefinedShare(judge),
-    // The ceiling's pairs of scorers, which its n in the JSON counts too.
-    ceiling === null
-      ? '-'
-      : `${estimate(ceiling.kappa, ceiling.kappa_ci95, ceiling.n)} (n ${ceiling.n})${undefinedShare(ceiling)}`,
-    gapCell,
-    lenientCell.trim(),
+    kappa + undefinedNote(notes, judge, `${dimension.name}: kappa`),
+    estimate(leniency.mean_diff, leniency.ci95, judge.n) + reading,
+  ];
+}
+
+/** One dimension's row of the ceiling's table: the people's kappa, the gap and its verdict. */
+function ceilingCells(dimension: DimensionReport, notes: Footnotes): string[] {
+  const ceiling = dimension.human_vs_human;
+  const gap = dimension.gap_to_ceiling;
+  if (ceiling === null || gap === null) {
+    return [dimension.name, '0', '-', '-', '-'];
+  }
+  const kappa = estimate(ceiling.kappa, ceiling.kappa_ci95, ceiling.n);
+  const gapCell = estimate(gap.kappa_diff, gap.ci95, ceiling.n);
+  return [
+    dimension.name,
+    String(ceiling.n),
+    kappa + undefinedNote(notes, ceiling, `${dimension.name}: ceiling kappa`),
+    gapCell + undefinedNote(notes, gap, `${dimension.name}: gap`),
+    verdictWords(gap),
+  ];
+}
+
+/** One dimension's row of reliability: alpha without and with the judge, self-consistency. */
+function reliabilityCells(dimension: DimensionReport): string[] {
+  const alpha = dimension.alpha;
+  const samples = dimension.self_consistency;
+  let consistency = '-';
+  if (samples !== null) {
+    consistency = `${figure(samples.unanimous)} / ${figure(samples.mean_range)} (n ${samples.n})`;
+  }
+  return [
+    dimension.name,
     `${figure(alpha.humans)} / ${figure(alpha.humans_and_judge)}`,
     consistency,
   ];
 }
 
-/** A gap's verdict in words: `as good`, `below`, `undetermined (~40 more)`; `-` without one. */
+/** A gap's verdict in words: `as good`, `below`, `undetermined (40+)`; `-` without one. */
 export function verdictWords(gap: NonNullable<DimensionReport['gap_to_ceiling']>): string {
   if (gap.verdict === null) {
     return '-';
@@ -778,34 +851,33 @@ export function verdictWords(gap: NonNullable<DimensionReport['gap_to_ceiling']>
     return 'as good';
   }
   if (gap.verdict === 'undetermined' && gap.more_transcripts_to_decide !== null) {
-    return `undetermined (~${gap.more_transcripts_to_decide} more)`;
+    return `undetermined (${gap.more_transcripts_to_decide}+)`;
   }
   return gap.verdict;
 }
 
-/** One model's row of the models table, on one dimension. */
-function modelCells(row: ModelReport, dimension: DimensionReport, ranking: Report['ranking']) {
+/** One model's row of the tutors' table, on one dimension (n: its matched transcripts). */
+function modelCells(row: ModelReport, dimension: DimensionReport, notes: Footnotes) {
   const name = dimension.name;
   const agreement = dimension.per_model.find((entry) => entry.model === row.model);
   let kappa = '-';
   if (agreement !== undefined) {
-    kappa =
-      estimate(agreement.kappa, agreement.kappa_ci95, agreement.n) + undefinedShare(agreement);
+    const what = `${row.model} on ${name}: kappa`;
+    kappa = estimate(agreement.kappa, agreement.kappa_ci95, agreement.n);
+    kappa += undefinedNote(notes, agreement, what);
   }
   const pairs = agreement?.n ?? 0;
   return [
     row.model,
-    name,
     String(row.n_matched),
     estimate(row.judge_mean[name], row.judge_ci95[name] ?? null, pairs),
     estimate(row.human_mean[name], row.human_ci95[name] ?? null, pairs),
     figure(row.judge_mean_all[name]),
     kappa,
-    figure(ranking[name]),
   ];
 }
 
-/** A figure and its interval as a cell, ` †` after it when it rests on fewer than FEW_PAIRS pairs;
+/** A figure and its interval as a cell, `†` after it when it rests on fewer than FEW_PAIRS pairs;
  * an interval collapsed to a point on few pairs is `[too few]`, not a certainty. */
 export function estimate(
   value: number | null | undefined,
@@ -821,14 +893,58 @@ export function estimate(
   if (ci !== null && ci[0] === ci[1]) {
     return `${figure(value)} [too few]`;
   }
-  return `${withInterval(value, ci)} ${FEW_MARK}`;
+  return `${withInterval(value, ci)}${FEW_MARK}`;
 }
 
-/** The mark of a figure resting on few pairs, and the footnote that says so. */
+/** The mark of a figure resting on few pairs. */
 export const FEW_MARK = '†';
 
-export function fewNote(): string {
-  return `${FEW_MARK} on fewer than ${FEW_PAIRS} pairs: a figure resting on few; [too few]: an interval collapsed to a point on them`;
+/** The footnote marker of an interval some of whose resamples were undefined; else nothing. */
+export function undefinedNote(
+  notes: Footnotes,
+  interval: Omit<Interval, 'ci95'>,
+  what: string,
+): string {
+  if (interval.undefined_resamples === 0) {
+    return '';
+  }
+  const text = `${what} undefined in ${interval.undefined_resamples} of ${interval.resamples} resamples`;
+  let at = notes.indexOf(text);
+  if (at < 0) {
+    notes.push(text);
+    at = notes.length - 1;
+  }
+  return superscript(at + 1);
+}
+
+/** A footnote's number as superscript digits: 1 is ¹, 12 is ¹². */
+export function superscript(n: number): string {
+  const digits = '⁰¹²³⁴⁵⁶⁷⁸⁹';
+  return [...String(n)].map((digit) => digits[Number(digit)]!).join('');
+}
+
+/** The notes under the tables: how to read the verdicts (the margin), the marks, each footnote. */
+function readingNotes(report: Report, notes: Footnotes): string[] {
+  const lines: string[] = [];
+  const margin = report.dimensions.find((dimension) => dimension.gap_to_ceiling !== null)
+    ?.gap_to_ceiling?.margin;
+  if (margin !== undefined) {
+    lines.push(
+      `verdict at margin ${margin} (--margin): "as good" when the gap's 95% CI is at or above ` +
+        `-${margin}, "below"`,
+      `  when it is under -${margin}, else "undetermined"; (40+): roughly 40 more transcripts ` +
+        'scored by two',
+      '  people would decide it',
+    );
+  }
+  lines.push(
+    `${FEW_MARK} on fewer than ${FEW_PAIRS} pairs: resting on few; [too few]: an interval ` +
+      'collapsed to a point on them',
+  );
+  notes.forEach((note, i) =>
+    lines.push(`${superscript(i + 1)} ${note} (left out of its interval)`),
+  );
+  return lines;
 }
 
 /** ` (u/r undefined)` after an interval some of whose resamples were undefined; else nothing. */

@@ -213,7 +213,7 @@ const TITLE = 'The judge against the human scores';
 /** The page: the run and the verdicts, each dimension, the tables, then every transcript. */
 export function renderHtml(page: PageInputs): string {
   const report = page.report;
-  const cells = reportCells(report);
+  const cells = reportCells(report, true);
   const entries = byDisagreement(page.entries, report);
   const dimensions = report.dimensions.map((dimension) => {
     return dimensionSection(dimension, report, page.rubric);
@@ -227,7 +227,7 @@ export function renderHtml(page: PageInputs): string {
 <p>The run and a verdict per dimension; then each dimension; then <a href="#transcripts">the transcripts</a>, the most disputed first.</p>
 <h2>The run</h2>${runTable(page.run, report)}
 <h2>Verdicts</h2>${verdictList(report)}
-<h2>Agreement per dimension</h2>${wide(htmlTable(withoutBlankColumns(cells.agreement)))}
+<h2>Agreement per dimension</h2>${wide(htmlTable(withoutBlankColumns(cells.tables[0]!.rows)))}
 ${dimensions.join('')}
 <h2 id="transcripts">Transcripts</h2>${transcriptIndex(entries, report)}
 <p><span class="differs">Highlighted</span>: a human's score that differs from the judge's.</p>

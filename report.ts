@@ -31,14 +31,19 @@ import {
   analyse,
   comparableHumanRows,
   estimate,
-  fewNote,
   figure,
   judgesAgainstEachOther,
   juryRows,
   reportCells,
   verdictWords,
 } from './report-analysis.ts';
-import type { AnalysisAudit, AnalysisOptions, Report, Scores } from './report-analysis.ts';
+import type {
+  AnalysisAudit,
+  AnalysisOptions,
+  CellTable,
+  Report,
+  Scores,
+} from './report-analysis.ts';
 import { writeHtmlPage } from './report-html.ts';
 import { judgeInputs, noAudit, readAuditLog, staleJudgeRows } from './report-inputs.ts';
 import type { Audit, JudgeRun } from './report-inputs.ts';
@@ -140,7 +145,12 @@ function buildCli(io: ReportIO, result: { status: number }): Command {
   cli
     .command('agreement', { isDefault: true })
     .description('the judge against the human scores, per dimension and per model')
-    .option('--format <format>', 'table, markdown or json', 'table')
+    .option(
+      '--format <format>',
+      'table, markdown, latex (the per-dimension table) or json',
+      'table',
+    )
+    .option('--wide', 'the text tables one per kind, wider than 100 columns')
     .addOption(
       new Option(
         '--scores <file>',
@@ -292,6 +302,7 @@ type AgreementOptions = {
   margin: string;
   gateJudge?: string;
   jury?: boolean;
+  wide?: boolean;
   models?: string;
   html?: string;
   transcripts: string;
@@ -303,8 +314,8 @@ type AgreementOptions = {
  * the exit status: 1 when the gate failed, else 0. */
 function printAgreement(options: AgreementOptions, io: ReportIO): number {
   // 1. A format it does not know, or judges it cannot tell apart, are refused before anything is read.
-  if (!['table', 'markdown', 'json'].includes(options.format)) {
-    throw new EvalInputError(`--format ${options.format}: use table, markdown or json`);
+  if (!['table', 'markdown', 'latex', 'json'].includes(options.format)) {
+    throw new EvalInputError(`--format ${options.format}: use table, markdown, latex or json`);
   }
   if (options.html !== undefined) checkOutputFile(options.html); // a FIFO would hang the write
   const judges = judgeInputs(options.scores, options.log, options.dir);
@@ -381,7 +392,8 @@ function printAgreement(options: AgreementOptions, io: ReportIO): number {
   if (options.format === 'json') {
     io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   } else {
-    io.stdout.write(formatReport(report, options.format === 'markdown', on));
+    const format = options.format as PrintOptions['format'];
+    io.stdout.write(formatReport(report, { format, wide: options.wide === true, on }));
   }
   if (report.gate?.passed === false) {
     io.stderr.write(`report: ${gateVerdict(report.gate, on, compared.length > 1)}\n`);
@@ -691,32 +703,39 @@ export function gateVerdict(result: Gate, on: 'kappa' | 'lower', named = false):
 
 // ---- Formatting: aligned text and Markdown (the JSON is the report itself) ---------------------
 
-/** The report's tables, aligned as text or as GitHub-flavoured Markdown (for a CI job summary);
- * then the judges side by side, and the gate's verdict last. */
-export function formatReport(
-  report: FullReport,
-  markdown: boolean,
-  on: 'kappa' | 'lower' = 'kappa',
-) {
-  const cells = reportCells(report);
-  const table = markdown ? markdownTable : alignedTable;
-  const parts = [cells.summary, table(cells.agreement)];
-  const notes = readingNotes(report);
-  if (notes !== '') {
-    parts.push(notes);
+/** How the report is printed: aligned text, Markdown, or the per-dimension table as LaTeX. */
+export type PrintOptions = {
+  format: 'table' | 'markdown' | 'latex';
+  wide: boolean;
+  on: 'kappa' | 'lower';
+};
+
+/** The report's tables, aligned as text (each within 100 columns unless wide) or as GitHub-flavoured
+ * Markdown (for a CI job summary); the notes under them; then self-preference and the judges
+ * against each other, and the gate's verdict last. LaTeX: the per-dimension table alone. */
+export function formatReport(report: FullReport, options: PrintOptions): string {
+  const cells = reportCells(report, options.wide);
+  if (options.format === 'latex') {
+    return latexTable(cells.tables, cells.notes);
   }
-  parts.push(table(cells.models));
+  const table = options.format === 'markdown' ? markdownTable : alignedTable;
+  const titled = (title: string, rows: string[][]) => `${title}:\n${table(rows)}`;
+  const parts = [cells.summary];
+  for (const cellTable of cells.tables) {
+    parts.push(titled(cellTable.title, cellTable.rows));
+  }
   if (report.self_preference !== null) {
-    parts.push(`self-preference of the judge (family ${report.self_preference.family}):`);
-    parts.push(table(selfPreferenceCells(report.self_preference)));
+    const title = `self-preference of the judge (family ${report.self_preference.family})`;
+    parts.push(titled(title, selfPreferenceCells(report.self_preference)));
   }
   if (report.comparison !== undefined) {
-    const n = report.comparison[0]?.n_transcripts ?? 0;
-    parts.push(`judges side by side, on the ${n} transcript(s) all of them and people scored:`);
-    parts.push(table(comparisonCells(report.comparison)));
+    parts.push(
+      ...comparisonTables(report.comparison, options.wide).map((t) => titled(t.title, t.rows)),
+    );
   }
+  parts.push(cells.notes.join('\n'));
   if (report.gate !== undefined) {
-    parts.push(gateVerdict(report.gate, on, report.comparison !== undefined));
+    parts.push(gateVerdict(report.gate, options.on, report.comparison !== undefined));
   }
   return `${parts.join('\n\n')}\n`;
 }
@@ -744,61 +763,122 @@ function selfPreferenceCells(preference: NonNullable<Report['self_preference']>)
   return [header, ...rows];
 }
 
-/** How to read the verdicts (the margin) and the marks, said under the table that uses them. */
-function readingNotes(report: Report): string {
-  const lines: string[] = [];
-  const margin = report.dimensions.find((dimension) => dimension.gap_to_ceiling !== null)
-    ?.gap_to_ceiling?.margin;
-  if (margin !== undefined) {
-    lines.push(
-      `verdict, at margin ${margin} (--margin): "as good" when the gap's 95% CI is at or above ` +
-        `-${margin}, "below" when it is under -${margin}, else "undetermined" (~ more: transcripts ` +
-        'scored by two people that would roughly decide it)',
-    );
-  }
-  lines.push(fewNote());
-  return lines.join('\n');
-}
-
-/** The comparison as one table, the judges of a dimension together. */
-function comparisonCells(comparison: JudgeComparison[]): string[][] {
+/** The judges compared: their files and cost, then per dimension against the people and against
+ * the first judge (one table of every dimension when wide). */
+function comparisonTables(comparison: JudgeComparison[], wide: boolean): CellTable[] {
+  const n = comparison[0]?.n_transcripts ?? 0;
+  const judges = comparison.map((judge) => {
+    const members = 'members' in judge ? (judge.members as string[]).join(', ') : '-';
+    const cost = judge.cost_usd_per_transcript;
+    return [judge.name, members, cost === null ? 'unknown' : `$${cost.toFixed(4)}`];
+  });
+  const tables: CellTable[] = [
+    {
+      title: `judges side by side, on the ${n} transcript(s) all of them and people scored`,
+      rows: [['judge', 'members', 'cost per transcript'], ...judges],
+    },
+  ];
   const header = [
-    'dimension',
     'judge',
     'kappa [95% CI]',
-    'gap to ceiling [95% CI]',
+    'gap [95% CI]',
+    'verdict',
     'leniency [95% CI]',
-    "kappa minus the first's [95% CI]",
-    'with the first: kappa / exact',
-    'samples unanimous / mean range',
-    'cost per transcript',
+    "minus first's [95% CI]",
+    'with first: kappa / exact',
+    'samples',
   ];
-  const rows = (comparison[0]?.dimensions ?? []).flatMap((dimension, i) => {
-    return comparison.map((judge) => {
-      const figures = judge.dimensions[i]!;
-      const gap = figures.gap_to_ceiling;
-      const samples = figures.self_consistency;
-      const diff = figures.kappa_diff_from_first;
-      const withFirst = figures.agreement_with_first;
-      const cost = judge.cost_usd_per_transcript;
-      return [
-        dimension.name,
-        judge.name,
-        estimate(figures.kappa, figures.kappa_ci95, figures.n),
-        gap === null
-          ? '-'
-          : `${estimate(gap.kappa_diff, gap.ci95, figures.ceiling_n)} ${verdictWords(gap)}`,
-        estimate(figures.leniency.mean_diff, figures.leniency.ci95, figures.n),
-        diff === null ? '-' : estimate(diff.kappa_diff, diff.ci95, figures.n),
-        withFirst === null
-          ? '-'
-          : `${estimate(withFirst.kappa, withFirst.kappa_ci95, withFirst.n)} / ${figure(withFirst.exact)}`,
-        samples === null ? '-' : `${figure(samples.unanimous)} / ${figure(samples.mean_range)}`,
-        cost === null ? 'unknown' : `$${cost.toFixed(4)}`,
-      ];
-    });
+  const perDimension = (comparison[0]?.dimensions ?? []).map((dimension, i) => {
+    const rows = comparison.map((judge) => comparisonRow(judge, i));
+    return { name: dimension.name, rows };
   });
-  return [header, ...rows];
+  if (wide) {
+    const rows = perDimension.flatMap((dimension) =>
+      dimension.rows.map((row) => [dimension.name, ...row]),
+    );
+    tables.push({ title: 'the judges per dimension', rows: [['dimension', ...header], ...rows] });
+    return tables;
+  }
+  // Narrow: against the people, and against the first judge, each a table a dimension.
+  for (const dimension of perDimension) {
+    tables.push({
+      title: `the judges on ${dimension.name}`,
+      rows: [header.slice(0, 5), ...dimension.rows.map((row) => row.slice(0, 5))],
+    });
+    tables.push({
+      title: `the judges on ${dimension.name}, against the first and themselves`,
+      rows: [
+        [header[0]!, ...header.slice(5)],
+        ...dimension.rows.map((row) => [row[0]!, ...row.slice(5)]),
+      ],
+    });
+  }
+  return tables;
+}
+
+/** One judge's cells on one dimension of the comparison. */
+function comparisonRow(judge: JudgeComparison, i: number): string[] {
+  const figures = judge.dimensions[i]!;
+  const gap = figures.gap_to_ceiling;
+  const samples = figures.self_consistency;
+  const diff = figures.kappa_diff_from_first;
+  const withFirst = figures.agreement_with_first;
+  const leniency = figures.leniency;
+  const reading = leniency.reading === null ? '' : ` ${leniency.reading}`;
+  let first = '-';
+  if (withFirst !== null) {
+    first = `${estimate(withFirst.kappa, withFirst.kappa_ci95, withFirst.n)} / ${figure(withFirst.exact)}`;
+  }
+  return [
+    judge.name,
+    estimate(figures.kappa, figures.kappa_ci95, figures.n),
+    gap === null ? '-' : estimate(gap.kappa_diff, gap.ci95, figures.ceiling_n),
+    gap === null ? '-' : verdictWords(gap),
+    estimate(leniency.mean_diff, leniency.ci95, figures.n) + reading,
+    diff === null ? '-' : estimate(diff.kappa_diff, diff.ci95, figures.n),
+    first,
+    samples === null ? '-' : `${figure(samples.unanimous)} / ${figure(samples.mean_range)}`,
+  ];
+}
+
+/** The per-dimension tables as one booktabs `tabular` a methods section can include (the judge's
+ * columns, then the ceiling's), its notes as LaTeX comments. */
+function latexTable(tables: CellTable[], notes: string[]): string {
+  const judge = tables[0]!.rows;
+  const ceiling = tables[1]!.rows;
+  const rows = judge.map((row, i) => [...row, ...ceiling[i]!.slice(1)]);
+  // A column of plain numbers is set right, any other left.
+  const numeric = (i: number) => rows.slice(1).every((row) => /^[\d.-]+$/.test(row[i]!));
+  const columns = rows[0]!.map((_, i) => (numeric(i) ? 'r' : 'l')).join('');
+  const line = (row: string[]) => `${row.map(latexText).join(' & ')} \\\\`;
+  const body = [
+    `\\begin{tabular}{${columns}}`,
+    '\\toprule',
+    line(rows[0]!),
+    '\\midrule',
+    ...rows.slice(1).map(line),
+    '\\bottomrule',
+    '\\end{tabular}',
+  ];
+  return `${[...notes.map((note) => `% ${note}`), ...body].join('\n')}\n`;
+}
+
+/** Text as LaTeX: its special characters escaped, the marks as math superscripts. */
+function latexText(text: string): string {
+  const escaped = text.replace(/[\\{}&%$#_^~]/g, (char) => {
+    const named: Record<string, string> = {
+      '\\': '\\textbackslash{}',
+      '~': '\\textasciitilde{}',
+      '^': '\\textasciicircum{}',
+    };
+    return named[char] ?? `\\${char}`;
+  });
+  return escaped
+    .replace(/†/g, '$^\\dagger$')
+    .replace(
+      /[⁰¹²³⁴⁵⁶⁷⁸⁹]+/g,
+      (marks) => `$^{${[...marks].map((mark) => '⁰¹²³⁴⁵⁶⁷⁸⁹'.indexOf(mark)).join('')}}$`,
+    );
 }
 
 /** Rows of cells (the header first) in columns as wide as their widest cell, two spaces apart. */

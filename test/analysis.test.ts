@@ -417,7 +417,9 @@ describe('the gap to the ceiling: judge kappa minus the humans, paired over tran
     const gap = report.dimensions[0]!.gap_to_ceiling!;
     assert.deepEqual([gap.ci95, gap.verdict, gap.few_pairs], [[-1, -1], 'undetermined', true]);
     assert.equal(gap.more_transcripts_to_decide, null);
-    assert.match(reportCells(report).agreement[1]![6]!, /^-1\.00 \[too few\] undetermined$/);
+    const ceiling = reportCells(report).tables[1]!.rows[1]!;
+    assert.match(ceiling[3]!, /^-1\.00 \[too few\]/);
+    assert.equal(ceiling[4], 'undetermined');
   });
 
   test('undefined in over half the resamples (two transcripts): no interval, verdict null, the count said', () => {
@@ -536,7 +538,7 @@ describe('no matched transcript: no figure, never a 0', () => {
     assert.equal(figures.exact, null);
     assert.equal(figures.within_one, null);
     assert.equal(figures.kappa, null);
-    const row = reportCells(report).agreement[1]!;
+    const row = reportCells(report).tables[0]!.rows[1]!;
     assert.deepEqual(row.slice(0, 5), ['x', '0', '-', '-', '-']);
   });
 });
@@ -607,9 +609,9 @@ describe('verdicts as a non-inferiority reading at margin 0.1 (issue 23), agains
   }
 
   test('the small set is marked as resting on few in its cells; an undetermined gap says how many more would decide it', () => {
-    const row = reportCells(reportOf('small')).agreement[1]!;
-    assert.match(row[4]!, /†$/);
-    assert.match(row[6]!, /undetermined \(~51 more\)$/);
+    const tables = reportCells(reportOf('small')).tables;
+    assert.match(tables[0]!.rows[1]![4]!, /†$/);
+    assert.equal(tables[1]!.rows[1]![4]!, 'undetermined (51+)');
   });
 
   test('a wider margin reads the same gap as good; none makes a small set certain', () => {
