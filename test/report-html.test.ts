@@ -109,9 +109,12 @@ describe('renderHtml: the report as one self-contained page', () => {
     );
   });
 
-  test('a hostile transcript, notes, scorer, model and judge name appear only escaped; the page has no script', () => {
+  test("a hostile transcript, notes, scorer, model and judge name appear only escaped; the page's one script is its own", () => {
     const html = hostilePage();
-    assert.ok(!/<script/i.test(html), 'no script tag at all');
+    const scripts = html.match(/<script[^>]*>[\s\S]*?<\/script>/gi) ?? [];
+    assert.equal(scripts.length, 1, 'one script tag');
+    assert.match(scripts[0]!, /^<script>\(\(\) => \{/);
+    assert.ok(!scripts[0]!.includes('alert') && !scripts[0]!.includes('&#'), 'no page text in it');
     assert.ok(!html.includes(HOSTILE), 'no raw hostile name or note');
     assert.ok(
       html.includes(`&#60;script&#62;alert(1)&#60;/script&#62;`),
@@ -129,10 +132,13 @@ describe('renderHtml: the report as one self-contained page', () => {
     assert.ok(!tagsOf(html).some((tag) => /onerror|<img/i.test(tag)), 'the transcript made no tag');
   });
 
-  test('nothing external: no link, no src, no href but to an anchor, no url() or @import', () => {
+  test('nothing external: no link, no src, no href but to an anchor or the definitions, no url() or @import', () => {
     const html = hostilePage();
-    for (const tag of tagsOf(html))
-      assert.ok(!/^<(link|script|img|iframe|object|embed)|\s(src=|href="(?!#))/i.test(tag), tag);
+    for (const tag of tagsOf(html)) {
+      const external = /^<(link|img|iframe|object|embed)|\s(src=|href="(?!#|docs\/analysis\.md#))/i;
+      assert.ok(!external.test(tag), tag);
+      assert.ok(!/^<script\s/i.test(tag), `a script with attributes: ${tag}`);
+    }
     assert.ok(
       !/url\(|@import|https?:/i.test(html.slice(0, html.indexOf('</style>'))),
       'nothing fetched by the style',
@@ -590,7 +596,8 @@ describe('`report.ts --html FILE`: the page written beside the usual output', ()
     assert.match(stdout, /^12 \(transcript, scorer\) pairs; no human row: none/);
     const html = fs.readFileSync(page, 'utf8');
     assert.equal(html.match(/<section class="transcript"/g)?.length, 6, 'one per transcript');
-    assert.ok(!/<script/i.test(html) && !html.includes(HOSTILE));
+    assert.equal(html.match(/<script/gi)?.length, 1, "the page's own script alone");
+    assert.ok(!html.includes(HOSTILE));
     assert.match(html, /<b>judge's notes:<\/b> =&#60;b&#62;/, 'one formula guard taken off');
     assert.match(
       html,

@@ -5,7 +5,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { TestContext } from 'node:test';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { stringify } from 'csv-stringify/sync';
 import type { BrowserContext, Page } from 'playwright-core';
 import { DIMENSIONS, launchChromium, makeWorkspace, writeJson } from './helpers.ts';
@@ -153,10 +153,10 @@ describe('the --html page in headless Chromium', () => {
     return page.locator(`section.transcript:has(h3:text-is("${heading}"))`);
   }
 
-  /** The first cell's text of each body row of the table after the heading `title`. */
+  /** The first cell's text of each body row of the (first) table after the heading `title`. */
   function firstCells(page: Page, title: string): Promise<string[]> {
     const rows = page.locator(`h2:text-is("${title}") + div table > tbody > tr`);
-    return rows.evaluateAll((trs) => trs.slice(1).map((tr) => tr.children[0]?.textContent ?? ''));
+    return rows.evaluateAll((trs) => trs.map((tr) => tr.children[0]?.textContent ?? ''));
   }
 
   test('the run: each judge with its rows, the fallback marked, the cost; a verdict per dimension', async (t) => {
@@ -343,7 +343,13 @@ describe('the --html page in headless Chromium', () => {
 
     assert.equal(await page.evaluate(() => (window as { __ran?: string }).__ran), undefined);
     assert.equal(await page.title(), TITLE);
-    assert.equal(await page.locator('script, img').count(), 0, 'no script or img element');
+    assert.equal(await page.locator('img').count(), 0, 'no img element');
+    const scripts = await page.locator('script').allTextContents();
+    assert.equal(scripts.length, 1, "the page's own script alone");
+    assert.match(
+      scripts[0]!,
+      /^\(\(\) => \{\n {2}const form = document\.getElementById\('filters'\)/,
+    );
 
     const first = sectionOf(page, 'm01 / proof01');
     const transcript = await first.locator('details.transcript pre').textContent();
@@ -399,5 +405,97 @@ describe('the --html page in headless Chromium', () => {
     }
     await page.waitForLoadState('networkidle');
     assert.deepEqual(requests, [pageUrl]);
+  });
+
+  /** The index rows shown, each as `model / task`, and the transcript sections shown, in order. */
+  async function shownTranscripts(page: Page) {
+    const rows = page.locator('#transcript-index tbody tr:not([hidden])');
+    const index = await rows.evaluateAll((trs) => trs.map((tr) => tr.children[1]!.textContent));
+    const sections = page.locator('#transcript-list > section.transcript:not([hidden]) > h3');
+    return { index, sections: await sections.allTextContents() };
+  }
+
+  for (const width of [1400, 800]) {
+    test(`at ${width} px no table is cut off: each lies within the window, and at 1400 none scrolls`, async (t) => {
+      const { page } = await openPage(t, width);
+      const boxes = await page.locator('table').evaluateAll((tables) => {
+        return tables.map((table) => {
+          const box = table.getBoundingClientRect();
+          const holder = table.closest('.wide');
+          const scrolls = holder !== null && holder.scrollWidth > holder.clientWidth + 1;
+          return {
+            left: box.left,
+            right: box.right,
+            scrolls,
+            text: (table as HTMLTableElement).rows[0]?.textContent,
+          };
+        });
+      });
+      for (const box of boxes) {
+        assert.ok(
+          box.left >= 0 && box.right <= width + 0.5,
+          `${box.text}: ${box.left}..${box.right}`,
+        );
+        if (width === 1400) {
+          assert.equal(box.scrolls, false, `${box.text}: scrolls at 1400 px`);
+        }
+      }
+      const captions = await page.locator('table > caption, figure > figcaption').count();
+      const tables = await page.locator('table').count();
+      const plots = await page.locator('svg.forest').count();
+      assert.equal(captions, tables + plots, 'a caption under every table and plot');
+      await page.screenshot({ path: path.join(dir, `page-${width}.png`), fullPage: true });
+    });
+  }
+
+  test('each figure links to its definition in docs/analysis.md', async (t) => {
+    const { page } = await openPage(t);
+    const hrefs = await page
+      .locator('h2:text-is("Agreement per dimension") ~ div.wide th a')
+      .evaluateAll((links) => links.map((link) => link.getAttribute('href')));
+    assert.ok(hrefs.length >= 8, `${hrefs.length} links`);
+    for (const href of hrefs) {
+      assert.match(href!, /analysis\.md#how-the-figures-are-computed$/);
+      const file = fileURLToPath(new URL(href!.split('#')[0]!, pageUrl));
+      assert.ok(fs.existsSync(file), `${file}: the definitions are there`);
+    }
+  });
+
+  test('the transcripts filter by tutor, task and a dimension they disagree on, and sort', async (t) => {
+    const { page } = await openPage(t);
+    const all = await shownTranscripts(page);
+    assert.equal(all.index.length, 6);
+    assert.deepEqual(all.sections, all.index, 'the sections in the index order');
+
+    await page.selectOption('#filters select[name="model"]', 'm02');
+    const m02 = await shownTranscripts(page);
+    assert.deepEqual(m02.index, ['m02 / proof02', 'm02 / proof03', 'm02 / proof01']);
+    assert.deepEqual(m02.sections, m02.index);
+    assert.equal(await page.locator('#shown').textContent(), '3 of 6 transcripts shown');
+
+    await page.selectOption('#filters select[name="order"]', 'least');
+    assert.deepEqual(
+      (await shownTranscripts(page)).index[0],
+      'm02 / proof01',
+      'least disputed first',
+    );
+    await page.selectOption('#filters select[name="order"]', 'pair');
+    const byPair = await shownTranscripts(page);
+    assert.deepEqual(byPair.index, ['m02 / proof01', 'm02 / proof02', 'm02 / proof03']);
+    assert.deepEqual(byPair.sections, byPair.index);
+
+    await page.selectOption('#filters select[name="task"]', 'proof01');
+    assert.deepEqual((await shownTranscripts(page)).index, ['m02 / proof01']);
+
+    // On the second dimension the second scorer is one below the judge, but where the judge gave 0.
+    await page.selectOption('#filters select[name="model"]', '');
+    await page.selectOption('#filters select[name="task"]', '');
+    await page.selectOption('#filters select[name="dimension"]', '1');
+    const disagreeing = await shownTranscripts(page);
+    assert.equal(disagreeing.index.length, 5);
+    assert.ok(!disagreeing.index.includes('m02 / proof01'));
+    await page.selectOption('#filters select[name="dimension"]', '0');
+    assert.deepEqual((await shownTranscripts(page)).index, [], 'nobody disagrees on the first');
+    assert.equal(await page.evaluate(() => (window as { __ran?: string }).__ran), undefined);
   });
 });
