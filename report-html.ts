@@ -1,11 +1,13 @@
 // report-html.ts: the report as one self-contained HTML page (`report.ts --html FILE`), in the
 // order a researcher reads it: the run and one verdict line per dimension; per dimension a forest
 // plot (inline SVG), the per-model table, the confusion grid and the rubric's levels; then every
-// transcript, the most disputed first, behind an index. Inline style, no script, nothing fetched;
-// every name, note and transcript is escaped, so a transcript holding <script> shows it as text.
+// transcript, the most disputed first, behind an index its filters narrow. Inline style and one
+// small script of its own (the filters), nothing fetched; every name, note and transcript is
+// escaped, so a transcript holding <script> shows it as text.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { EvalInputError, comparePairs, pairKey } from './run-judge.ts';
+import { fileURLToPath } from 'node:url';
+import { EvalInputError, comparePairs, compareText, pairKey } from './run-judge.ts';
 import type { HumanRow, Rubric, ScoreRow } from './run-judge.ts';
 import { figure, groupBy, reportCells, undefinedShare, withInterval } from './report-analysis.ts';
 import type { DimensionReport, ModelReport, Report } from './report-analysis.ts';
@@ -53,7 +55,12 @@ export type PageInputs = {
   rubric: Rubric;
   run: RunFacts;
   entries: TranscriptEntry[];
+  /** The link to docs/analysis.md, relative to the page: each figure links to its definition. */
+  docs?: string;
 };
+
+/** The definitions of the figures, in the project's docs/analysis.md. */
+const DEFINITIONS = '#how-the-figures-are-computed';
 
 /** Writes the page: the run, the report, then every transcript with a judge or a human row. */
 export function writeHtmlPage(
@@ -78,7 +85,9 @@ export function writeHtmlPage(
 
   // 2. The page; a path it cannot write is an input error naming the file, not a stack trace.
   const run = runFacts(inputs.audit);
-  const html = renderHtml({ report: inputs.report, rubric: inputs.rubric, run, entries });
+  const analysisDoc = fileURLToPath(new URL('docs/analysis.md', import.meta.url));
+  const docs = encodeURI(path.relative(path.dirname(path.resolve(file)), analysisDoc));
+  const html = renderHtml({ report: inputs.report, rubric: inputs.rubric, run, entries, docs });
   try {
     fs.writeFileSync(file, html);
   } catch (error) {
@@ -196,7 +205,13 @@ th{background:#f3f4f6}
 .grid td.dark{color:#fff}
 .grid td.diagonal{outline:2px solid #111;outline-offset:-3px;font-weight:bold}
 .grid .total{background:#f3f4f6;font-weight:bold}
-.grid caption{caption-side:bottom;text-align:left;padding-top:4px}
+caption{caption-side:bottom;text-align:left;padding-top:4px;color:#444;font-size:13px;
+white-space:normal}
+figure{margin:8px 0}
+figcaption{color:#444;font-size:13px}
+.filters{display:flex;flex-wrap:wrap;gap:8px 16px;align-items:center;margin:8px 0}
+ul.notes{color:#444;font-size:13px}
+th a{color:inherit}
 .index td{padding:1px 8px}
 .differs{background:#fcd34d;font-weight:bold}
 section.transcript{border-top:1px solid #ccc;margin-top:18px}
@@ -213,25 +228,62 @@ const TITLE = 'The judge against the human scores';
 /** The page: the run and the verdicts, each dimension, the tables, then every transcript. */
 export function renderHtml(page: PageInputs): string {
   const report = page.report;
-  const cells = reportCells(report, true);
+  const docs = `${page.docs ?? 'docs/analysis.md'}${DEFINITIONS}`;
+  const cells = reportCells(report);
   const entries = byDisagreement(page.entries, report);
   const dimensions = report.dimensions.map((dimension) => {
-    return dimensionSection(dimension, report, page.rubric);
+    return dimensionSection(dimension, report, page.rubric, docs);
   });
   const names = report.dimensions.map((dimension) => dimension.name);
   const transcripts = entries.map((entry) => transcriptSection(entry, names, report));
+  const figureTables = cells.tables.slice(0, 3).map((table, i) => {
+    const caption = figureCaption(i, report);
+    return wide(htmlTable(withoutBlankColumns(table.rows), caption, docs));
+  });
+  const notes = cells.notes.map((note) => `<li>${escapeHtml(note)}</li>`).join('');
 
   return `<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>${TITLE}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>${PAGE_CSS}</style></head><body><h1>${TITLE}</h1>
-<p>The run and a verdict per dimension; then each dimension; then <a href="#transcripts">the transcripts</a>, the most disputed first.</p>
+<p>The run and a verdict per dimension; then each dimension; then <a href="#transcripts">the transcripts</a>, the most disputed first. Each figure's name links to <a href="${docs}">its definition</a>.</p>
 <h2>The run</h2>${runTable(page.run, report)}
-<h2>Verdicts</h2>${verdictList(report)}
-<h2>Agreement per dimension</h2>${wide(htmlTable(withoutBlankColumns(cells.tables[0]!.rows)))}
+<h2>Verdicts</h2>${verdictList(report, docs)}
+<h2>Agreement per dimension</h2>${figureTables.join('')}<ul class="notes">${notes}</ul>
 ${dimensions.join('')}
-<h2 id="transcripts">Transcripts</h2>${transcriptIndex(entries, report)}
+<h2 id="transcripts">Transcripts</h2>${transcriptFilters(entries, report)}${transcriptIndex(entries, report)}
 <p><span class="differs">Highlighted</span>: a human's score that differs from the judge's.</p>
-${transcripts.join('')}</body></html>\n`;
+<div id="transcript-list">${transcripts.join('')}</div>
+<script>${FILTER_SCRIPT}</script></body></html>\n`;
+}
+
+/** What each of the three figure tables shows, and its n. */
+function figureCaption(table: number, report: Report): string {
+  const pairs = report.dimensions.map((dimension) => dimension.judge_vs_human.n);
+  const ceiling = report.dimensions.map((dimension) => dimension.human_vs_human?.n ?? 0);
+  const margin = report.dimensions.find((dimension) => dimension.gap_to_ceiling !== null)
+    ?.gap_to_ceiling?.margin;
+  const range = (values: number[]) => {
+    const low = Math.min(...values);
+    const high = Math.max(...values);
+    return low === high ? String(low) : `${low} to ${high}`;
+  };
+  if (table === 0) {
+    return (
+      `The judge against the people, per dimension, on ${range(pairs)} (transcript, scorer) ` +
+      "pairs (n); leniency is the judge mean minus the people's, in score units. † under 30 pairs."
+    );
+  }
+  if (table === 1) {
+    const verdict = margin === undefined ? '' : `, and the verdict at margin ${margin}`;
+    return (
+      `Two people against each other (the human ceiling), on ${range(ceiling)} (scorer, scorer) ` +
+      `pairs of the transcripts two or more scored; the judge's gap to it${verdict}.`
+    );
+  }
+  return (
+    "Krippendorff's alpha among the people and with the judge as one more rater, over " +
+    `${range(pairs)} pairs; the judge's self-consistency over repeated samples.`
+  );
 }
 
 // ---- The run and the verdicts ------------------------------------------------------------------
@@ -270,20 +322,22 @@ function runTable(run: RunFacts, report: Report): string {
   const body = rows.map(([name, value]) =>
     tableRow('th', [name!], `<td>${escapeHtml(value!)}</td>`),
   );
-  return `<table class="run">${body.join('')}</table>`;
+  const caption =
+    '<caption>The run, as the audit log records it, and what the figures leave out.</caption>';
+  return `<table class="run">${caption}${body.join('')}</table>`;
 }
 
 /** One line per dimension: the judge's kappa against the human ceiling's, and the verdict. */
-function verdictList(report: Report): string {
+function verdictList(report: Report, docs: string): string {
   const lines = report.dimensions.map((dimension) => {
     const link = `<a href="#${dimensionId(dimension.name)}">${escapeHtml(dimension.name)}</a>`;
-    return `<li>${link}: ${verdictText(dimension)}</li>`;
+    return `<li>${link}: ${verdictText(dimension, docs)}</li>`;
   });
   return `<ul class="verdicts">${lines.join('')}</ul>`;
 }
 
 /** A dimension's verdict and its gap to the ceiling, in one line of HTML. */
-function verdictText(dimension: DimensionReport): string {
+function verdictText(dimension: DimensionReport, docs: string): string {
   const gap = dimension.gap_to_ceiling;
   if (gap === null) {
     return 'no human ceiling: no matched transcript has two scorers';
@@ -304,7 +358,8 @@ function verdictText(dimension: DimensionReport): string {
     const count = gap.more_transcripts_to_decide;
     more = `; roughly ${count} more transcripts scored by two people would decide it`;
   }
-  return `<b class="${gap.verdict}">${words[gap.verdict]}</b>${escapeHtml(more)}; ${gapText}`;
+  const word = `<a class="${gap.verdict}" href="${docs}">${words[gap.verdict]}</a>`;
+  return `<b>${word}</b>${escapeHtml(more)}; ${gapText}`;
 }
 
 /** A dimension's figures under its heading: kappa, ceiling, leniency, alpha, the ranking. */
@@ -335,16 +390,32 @@ function figuresText(dimension: DimensionReport, report: Report): string {
 // ---- One dimension: the forest plot, the models, the confusion grid, the rubric's levels -------
 
 /** A dimension's section: its forest plot, its per-model table, its grid and its levels. */
-function dimensionSection(dimension: DimensionReport, report: Report, rubric: Rubric): string {
+function dimensionSection(
+  dimension: DimensionReport,
+  report: Report,
+  rubric: Rubric,
+  docs: string,
+): string {
   const name = dimension.name;
-  const plot = forestPlot(forestPanels(dimension, report.models), `${name}: forest plot`);
-  const models = wide(htmlTable(withoutBlankColumns(modelRows(dimension, report))));
+  const matched = report.models.reduce((total, row) => total + row.n_matched, 0);
+  const svg = forestPlot(forestPanels(dimension, report.models), `${name}: forest plot`);
+  const plotCaption =
+    `${name}: the judge's kappa (${dimension.judge_vs_human.n} pairs), the human ceiling ` +
+    `(${dimension.human_vs_human?.n ?? 0} pairs) and the gap, then each tutor's judge and human ` +
+    `means (${matched} matched transcripts), with 95% intervals.`;
+  const plot = `<figure>${svg}<figcaption>${escapeHtml(plotCaption)}</figcaption></figure>`;
+  const modelCaption =
+    `${name} per tutor: agreement and both means over each tutor's matched transcripts ` +
+    "(its n); all judged: the judge's mean over every transcript it scored.";
+  const models = wide(
+    htmlTable(withoutBlankColumns(modelRows(dimension, report)), modelCaption, docs),
+  );
   const grid = confusionGrid(dimension);
   const levels = rubricLevels(rubric, name);
 
   const heading = `<h2 id="${dimensionId(name)}">${escapeHtml(name)}</h2>`;
   const gridTitle = '<h3>Confusion (rows: human; columns: judge; the diagonal agrees)</h3>';
-  const figures = `<p>${verdictText(dimension)}</p>${figuresText(dimension, report)}`;
+  const figures = `<p>${verdictText(dimension, docs)}</p>${figuresText(dimension, report)}`;
   const body = `${heading}${figures}${plot}${levels}<h3>Per tutor model</h3>${models}`;
   return `<section class="dimension">${body}${gridTitle}${grid}</section>\n`;
 }
@@ -634,11 +705,19 @@ function isBlank(cell: string): boolean {
   return /^[-\s[\],]*$/.test(cell);
 }
 
-/** A table of text cells, the first row its header. */
-function htmlTable(rows: string[][]): string {
-  const header = tableRow('th', rows[0] ?? []);
+/** A table of text cells, the first row its header, its caption under it; with `docs`, each
+ * figure's header (all but the first column's) links to the definitions. */
+function htmlTable(rows: string[][], caption: string, docs?: string): string {
+  const names = rows[0] ?? [];
+  const heads = names.map((name, i) => {
+    if (docs === undefined || i === 0) {
+      return `<th>${escapeHtml(name)}</th>`;
+    }
+    return `<th><a href="${docs}">${escapeHtml(name)}</a></th>`;
+  });
   const body = rows.slice(1).map((row) => tableRow('td', row));
-  return `<table>${header}${body.join('')}</table>`;
+  const under = `<caption>${escapeHtml(caption)}</caption>`;
+  return `<table>${under}<thead><tr>${heads.join('')}</tr></thead><tbody>${body.join('')}</tbody></table>`;
 }
 
 /** A table in a box that scrolls sideways on a narrow screen rather than overflowing the page. */
@@ -731,11 +810,14 @@ function dimensionId(name: string): string {
   return `d-${name}`;
 }
 
-/** The index: a link to each transcript, its judge and its disagreement, in page order. */
+/** The index: a link to each transcript, its judge and its disagreement, in page order. Each row
+ * carries what the filters and the sort read: its tutor, task, disagreement overall and per
+ * dimension, and its place in tutor-and-task order. */
 function transcriptIndex(entries: TranscriptEntry[], report: Report): string {
   // Without a single human score (a run before human scoring) there is no disagreement column.
   const steps = entries.map((entry) => disagreement(entry, report));
   const anySteps = steps.some((value) => value !== null);
+  const pairOrder = new Map([...entries].sort(comparePairs).map((entry, i) => [entry, i]));
 
   const columns = ['#', 'transcript', 'judge', 'scorers'];
   if (anySteps) {
@@ -752,7 +834,15 @@ function transcriptIndex(entries: TranscriptEntry[], report: Report): string {
     if (anySteps) {
       cells.push(`<td>${figure(steps[i])}</td>`);
     }
-    return `<tr>${cells.join('')}</tr>\n`;
+    const perDimension = report.dimensions.map((dimension, d) => {
+      const value = dimensionSteps(entry, dimension);
+      return ` data-d${d}="${value === null ? '' : value}"`;
+    });
+    const data =
+      ` data-target="${transcriptId(entry)}" data-model="${escapeHtml(entry.model)}"` +
+      ` data-task="${escapeHtml(entry.task_id)}" data-steps="${steps[i] ?? ''}"` +
+      ` data-order="${pairOrder.get(entry)}"${perDimension.join('')}`;
+    return `<tr${data}>${cells.join('')}</tr>\n`;
   });
 
   let note = '<p>In page order.</p>';
@@ -762,9 +852,102 @@ function transcriptIndex(entries: TranscriptEntry[], report: Report): string {
       "the judge's, summed over the dimensions and averaged over the transcript's scorers. " +
       'The largest first.</p>';
   }
-  const table = `<table class="index">${tableRow('th', columns)}${rows.join('')}</table>`;
+  const caption = `<caption>Every transcript with a judge or a human row (${entries.length}); the filters above choose which are shown, here and below.</caption>`;
+  const head = `<thead>${tableRow('th', columns)}</thead>`;
+  const table = `<table class="index" id="transcript-index">${caption}${head}<tbody>${rows.join('')}</tbody></table>`;
   return `${note}${wide(table)}`;
 }
+
+/** How far the humans are from the judge on one dimension of a transcript: the steps of its scale
+ * between each human's score and the judge's, averaged over its scorers; null without both. */
+function dimensionSteps(entry: TranscriptRows, dimension: DimensionReport): number | null {
+  const judge = entry.judge?.scores[dimension.name];
+  const humans = entry.humans.flatMap((row) => {
+    const score = row.scores[dimension.name];
+    return score === undefined ? [] : [score];
+  });
+  if (judge === undefined || humans.length === 0) {
+    return null;
+  }
+  const at = (score: number) => dimension.labels.indexOf(score);
+  return sumOf(humans.map((score) => Math.abs(at(score) - at(judge)))) / humans.length;
+}
+
+/** The filters of the transcripts (tutor, task, a dimension they disagree on) and their order. */
+function transcriptFilters(entries: TranscriptEntry[], report: Report): string {
+  const options = (values: string[]) => {
+    const distinct = [...new Set(values)].sort(compareText);
+    return distinct.map((value) => {
+      return `<option value="${escapeHtml(value)}">${escapeHtml(value)}</option>`;
+    });
+  };
+  const models = options(entries.map((entry) => entry.model));
+  const tasks = options(entries.map((entry) => entry.task_id));
+  const dimensions = report.dimensions.map((dimension, d) => {
+    return `<option value="${d}">${escapeHtml(dimension.name)}</option>`;
+  });
+  const select = (name: string, label: string, all: string, choices: string[]) => {
+    const first = `<option value="">${all}</option>`;
+    return `<label>${label} <select name="${name}">${first}${choices.join('')}</select></label>`;
+  };
+  const order = [
+    '<option value="most">most disputed first</option>',
+    '<option value="least">least disputed first</option>',
+    '<option value="pair">by tutor, then task</option>',
+  ];
+  const parts = [
+    select('model', 'tutor', 'every tutor', models),
+    select('task', 'task', 'every task', tasks),
+    select('dimension', 'disagreeing on', 'any dimension', dimensions),
+    `<label>order <select name="order">${order.join('')}</select></label>`,
+    `<output id="shown">${entries.length} of ${entries.length} transcripts shown</output>`,
+  ];
+  return `<form id="filters" class="filters">${parts.join(' ')}</form>`;
+}
+
+/**
+ * The page's one script: the filters and the order of the transcripts. It reads the rows' data
+ * attributes and moves and hides elements; it never writes HTML, so no text becomes markup.
+ */
+const FILTER_SCRIPT = `(() => {
+  const form = document.getElementById('filters');
+  const body = document.querySelector('#transcript-index tbody');
+  const list = document.getElementById('transcript-list');
+  const shown = document.getElementById('shown');
+  if (!form || !body || !list || !shown) return;
+  const apply = () => {
+    const model = form.elements.model.value;
+    const task = form.elements.task.value;
+    const dimension = form.elements.dimension.value;
+    const order = form.elements.order.value;
+    const key = dimension === '' ? 'steps' : 'd' + dimension;
+    const steps = (row) => (row.dataset[key] === '' ? -1 : Number(row.dataset[key]));
+    const place = (row) => Number(row.dataset.order);
+    const rows = Array.from(body.rows);
+    rows.sort((a, b) => {
+      if (order === 'pair') return place(a) - place(b);
+      const by = order === 'least' ? steps(a) - steps(b) : steps(b) - steps(a);
+      return by || place(a) - place(b);
+    });
+    let count = 0;
+    for (const row of rows) {
+      const visible =
+        (model === '' || row.dataset.model === model) &&
+        (task === '' || row.dataset.task === task) &&
+        (dimension === '' || steps(row) > 0);
+      const section = document.getElementById(row.dataset.target);
+      row.hidden = !visible;
+      body.appendChild(row);
+      if (section) {
+        section.hidden = !visible;
+        list.appendChild(section);
+      }
+      if (visible) count++;
+    }
+    shown.textContent = count + ' of ' + rows.length + ' transcripts shown';
+  };
+  form.addEventListener('change', apply);
+})();`;
 
 /** `model / task`, as a transcript is headed. */
 function pairTitle(entry: { model: string; task_id: string }): string {
@@ -784,7 +967,8 @@ function transcriptSection(entry: TranscriptEntry, dimensions: string[], report:
   const scorers = entry.humans.map((row) => row.scorer || 'human');
   const header = tableRow('th', ['dimension', 'judge', ...scorers]);
   const rows = dimensions.map((name) => scoreRow(name, entry));
-  const scores = wide(`<table>${header}${rows.join('')}</table>`);
+  const caption = `<caption>Scores of this transcript: the judge's, then each scorer's (${entry.humans.length}).</caption>`;
+  const scores = wide(`<table>${caption}${header}${rows.join('')}</table>`);
 
   const notes = [notesParagraph('judge', entry.judge?.notes ?? '')];
   notes.push(thinkingDetails(entry.judged_by?.thinking ?? []));
