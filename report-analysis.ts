@@ -919,9 +919,11 @@ export function undefinedNote(
 
 /** A footnote's number as superscript digits: 1 is ¹, 12 is ¹². */
 export function superscript(n: number): string {
-  const digits = '⁰¹²³⁴⁵⁶⁷⁸⁹';
-  return [...String(n)].map((digit) => digits[Number(digit)]!).join('');
+  return [...String(n)].map((digit) => SUPERSCRIPT_DIGITS[Number(digit)]!).join('');
 }
+
+/** The superscript digits 0 to 9, in order. */
+export const SUPERSCRIPT_DIGITS = '⁰¹²³⁴⁵⁶⁷⁸⁹';
 
 /** The notes under the tables: how to read the verdicts (the margin), the marks, each footnote. */
 function readingNotes(report: Report, notes: Footnotes): string[] {

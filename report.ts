@@ -28,6 +28,7 @@ import {
 import type { HumanRow, IO, Rubric } from './run-judge.ts';
 import {
   DEFAULT_MARGIN,
+  SUPERSCRIPT_DIGITS,
   analyse,
   comparableHumanRows,
   estimate,
@@ -876,8 +877,8 @@ function latexText(text: string): string {
   return escaped
     .replace(/†/g, '$^\\dagger$')
     .replace(
-      /[⁰¹²³⁴⁵⁶⁷⁸⁹]+/g,
-      (marks) => `$^{${[...marks].map((mark) => '⁰¹²³⁴⁵⁶⁷⁸⁹'.indexOf(mark)).join('')}}$`,
+      new RegExp(`[${SUPERSCRIPT_DIGITS}]+`, 'g'),
+      (marks) => `$^{${[...marks].map((mark) => SUPERSCRIPT_DIGITS.indexOf(mark)).join('')}}$`,
     );
 }
 
