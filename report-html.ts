@@ -12,7 +12,7 @@ import type { HumanRow, Rubric, ScoreRow } from './run-judge.ts';
 import { figure, groupBy, reportCells, undefinedShare, withInterval } from './report-analysis.ts';
 import type { DimensionReport, ModelReport, Report } from './report-analysis.ts';
 import { escapeHtml } from './html-escape.ts';
-import { transcriptTextOf } from './report-inputs.ts';
+import { listedTranscripts, transcriptTextOf } from './report-inputs.ts';
 import type { Audit, TranscriptText } from './report-inputs.ts';
 
 /** What the page says about the run, from the audit log; null where the log does not say. */
@@ -75,12 +75,15 @@ export function writeHtmlPage(
   },
 ): void {
   // 1. Every transcript with a row, with who judged it and its text from the transcripts folder.
+  // Only a transcript the folder's listing holds is read: a row's model cell such as `../../x`, or
+  // a link out of the folder, never brings another file into a page made to be shared.
   const judgedBy = judgedByOf(inputs.audit);
+  const listed = listedTranscripts(inputs.transcriptsDir);
   const entries = transcriptEntries(inputs.judged, inputs.humans).map((rows) => {
-    const transcriptPath = path.join(inputs.transcriptsDir, rows.model, `${rows.task_id}.json`);
-    const ref = { task_id: rows.task_id, model: rows.model, path: transcriptPath };
-    const judged_by = judgedBy.get(pairKey(rows.task_id, rows.model));
-    return { ...rows, judged_by, transcript: transcriptTextOf(ref) };
+    const key = pairKey(rows.task_id, rows.model);
+    const ref = listed.refs.get(key);
+    const transcript = ref ? transcriptTextOf(ref) : { unavailable: listed.missing(rows) };
+    return { ...rows, judged_by: judgedBy.get(key), transcript };
   });
 
   // 2. The page; a path it cannot write is an input error naming the file, not a stack trace.

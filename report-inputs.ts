@@ -20,6 +20,7 @@ import {
   readCsvFile,
   readJudgeCsv,
   readRegularFile,
+  readTranscripts,
   transcriptToText,
   unreadableReason,
 } from './run-judge.ts';
@@ -360,6 +361,28 @@ export function transcriptTextOf(ref: TranscriptRef): TranscriptText {
     }
     // Cut short: a schema error can run long.
     return { unavailable: `transcript not shown: ${error.message.slice(0, 300)}` };
+  }
+}
+
+/**
+ * The transcripts the folder holds, by pair (run-judge's listing: inside the folder, no link out of
+ * it), and what to say of a row whose transcript is not among them.
+ */
+export function listedTranscripts(dir: string): {
+  refs: Map<string, TranscriptRef>;
+  missing: (pair: { task_id: string; model: string }) => string;
+} {
+  try {
+    const refs = new Map(readTranscripts(dir).map((ref) => [pairKey(ref.task_id, ref.model), ref]));
+    const missing = (pair: { task_id: string; model: string }) => {
+      const file = path.join(dir, pair.model, `${pair.task_id}.json`);
+      return `transcript not shown: ${file}: file not found in the transcripts folder`;
+    };
+    return { refs, missing };
+  } catch (error) {
+    if (!(error instanceof EvalError)) throw error;
+    const reason = `transcript not shown: ${error.message.slice(0, 300)}`;
+    return { refs: new Map(), missing: () => reason };
   }
 }
 

@@ -5,6 +5,7 @@
 // pure functions in report-analysis.ts, the HTML page (--html) is in report-html.ts. Importing it
 // runs nothing: `main` runs only when this file is the program.
 import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import {
   DEFAULTS,
@@ -22,6 +23,8 @@ import {
   readJudgeCsv,
   readTranscripts,
   refuseFlagsNpmTook,
+  refuseOverwritingInput,
+  sheetsIfListable,
   STUDY_DIR_HELP,
   rubricDimensions,
 } from './run-judge.ts';
@@ -47,7 +50,7 @@ import type {
 } from './report-analysis.ts';
 import { writeHtmlPage } from './report-html.ts';
 import { judgeInputs, noAudit, readAuditLog, staleJudgeRows } from './report-inputs.ts';
-import type { Audit, JudgeRun } from './report-inputs.ts';
+import type { Audit, JudgeInput, JudgeRun } from './report-inputs.ts';
 import { scoringSheet, updateScoringPlan, writeScoringPlan } from './report-sheet.ts';
 import type { PlanOptions } from './report-sheet.ts';
 
@@ -198,6 +201,10 @@ function buildCli(io: ReportIO, result: { status: number }): Command {
       'with several --scores, add the judge "jury": per transcript the median of their scores',
     )
     .option(
+      '--gate-judge <name>',
+      'with several --scores, --min-kappa gates this judge only (default: every judge given)',
+    )
+    .option(
       '--margin <kappa>',
       'the non-inferiority margin of the verdicts: as good when the gap to the human ceiling is not below -margin',
       String(DEFAULT_MARGIN),
@@ -205,10 +212,6 @@ function buildCli(io: ReportIO, result: { status: number }): Command {
     .option(
       '--html <file>',
       'also write the report as one self-contained HTML page, with every transcript',
-    )
-    .option(
-      '--gate-judge <name>',
-      'with several --scores, --min-kappa gates this judge only (default: every judge given)',
     )
     .option(
       '--exclude-unsure',
@@ -320,6 +323,9 @@ function printAgreement(options: AgreementOptions, io: ReportIO): number {
   }
   if (options.html !== undefined) checkOutputFile(options.html); // a FIFO would hang the write
   const judges = judgeInputs(options.scores, options.log, options.dir);
+  if (options.html !== undefined) {
+    refuseOverwritingInput(options.html, '--html', reportInputs(options, judges));
+  }
   const on = options.on ?? 'kappa';
   const analysisOptions = {
     margin: marginOf(options.margin),
@@ -417,6 +423,27 @@ function printAgreement(options: AgreementOptions, io: ReportIO): number {
     io.stderr.write(`report: wrote the page to ${options.html}\n`);
   }
   return report.gate?.passed === false ? 1 : 0;
+}
+
+/** The files the report reads, each with the flag that names it: the page may be none of them. */
+function reportInputs(options: AgreementOptions, judges: JudgeInput[]) {
+  const inputs = [{ flag: '--rubric', file: options.rubric }];
+  for (const judge of judges) {
+    inputs.push({ flag: '--scores', file: judge.scores });
+    inputs.push({ flag: '--log', file: judge.log });
+  }
+  inputs.push({ flag: '--human-scores', file: path.join(options.humanScores, 'plan.json') });
+  for (const file of sheetsIfListable(options.humanScores)) {
+    inputs.push({ flag: '--human-scores', file });
+  }
+  try {
+    for (const ref of readTranscripts(options.transcripts)) {
+      inputs.push({ flag: '--transcripts', file: ref.path });
+    }
+  } catch (error) {
+    if (!(error instanceof EvalError)) throw error; // no transcripts: the page says so, none is read
+  }
+  return inputs;
 }
 
 /** The judges --min-kappa gates: the one --gate-judge names, else every one given. */

@@ -67,3 +67,85 @@ describe('a FIFO where report.ts reads an audit log is refused, not read', () =>
     assert.match(result.stderr, /log\.fifo: not a regular file/);
   });
 });
+
+describe('no output is one of the inputs: --html, --output and --log over a file the script reads are refused', () => {
+  test('report.ts --html naming the judge CSV it reads: exit 2, the CSV byte for byte', async (t) => {
+    const { ws, run } = await setup(t);
+    assert.equal((await run(['--before-human-scoring'])).code, 0);
+    const csv = fs.readFileSync(ws.output);
+    const rubric = ws.args()[ws.args().indexOf('--rubric') + 1]!;
+    const folder = humanFolder(ws, () => {});
+    const args = ['--rubric', rubric, '--scores', ws.output, '--human-scores', folder];
+    const result = await runReport([...args, '--html', ws.output]);
+    assert.equal(result.code, 2, result.stderr);
+    assert.match(result.stderr, /--html .* is the --scores file .*, which is read/);
+    assert.deepEqual(fs.readFileSync(ws.output), csv);
+  });
+
+  test("report.ts --html naming a scorer's sheet: exit 2, the sheet byte for byte", async (t) => {
+    const { ws, run } = await setup(t);
+    assert.equal((await run(['--before-human-scoring'])).code, 0);
+    const rubric = ws.args()[ws.args().indexOf('--rubric') + 1]!;
+    const folder = humanFolder(ws, () => {});
+    const sheet = path.join(folder, 'al.csv');
+    const before = fs.readFileSync(sheet);
+    const args = ['--rubric', rubric, '--scores', ws.output, '--human-scores', folder];
+    const result = await runReport([...args, '--html', sheet]);
+    assert.equal(result.code, 2, result.stderr);
+    assert.match(result.stderr, /is the --human-scores file/);
+    assert.deepEqual(fs.readFileSync(sheet), before);
+  });
+
+  test('run-judge --log naming the rubric, or the CSV: exit 2 before any request, nothing written', async (t) => {
+    const { fake, ws, run } = await setup(t);
+    const rubric = ws.args()[ws.args().indexOf('--rubric') + 1]!;
+    const before = fs.readFileSync(rubric);
+    const onRubric = await run(['--before-human-scoring', '--log', rubric]);
+    assert.equal(onRubric.code, 2, onRubric.stderr);
+    assert.match(onRubric.stderr, /--log .* is the --rubric file/);
+    assert.deepEqual(fs.readFileSync(rubric), before);
+
+    assert.equal((await run(['--before-human-scoring', '--task', 'proof01'])).code, 0);
+    const sent = fake.requests.length;
+    const onCsv = await run(['--before-human-scoring', '--log', ws.output]);
+    assert.equal(onCsv.code, 2, onCsv.stderr);
+    assert.match(onCsv.stderr, /--log .* is the --output file/);
+    assert.equal(fake.requests.length, sent, 'no request');
+  });
+});
+
+describe('the --html page embeds only transcripts inside the transcripts folder', () => {
+  test('a judge row whose model cell is ../outside, and a link out of the folder: neither file is read into the page', async (t) => {
+    const { ws, run } = await setup(t);
+    assert.equal((await run(['--before-human-scoring'])).code, 0);
+    const transcripts = ws.args()[ws.args().indexOf('--transcripts') + 1]!;
+    const source = fs.readFileSync(path.join(transcripts, 'm01', 'proof01.json'), 'utf8');
+    // No metadata: nothing in the file itself tells it is not the row's transcript.
+    const parsed = JSON.parse(source) as { metadata?: unknown; messages: { content: string }[] };
+    delete parsed.metadata;
+    parsed.messages[1]!.content = `SECRET-MARKER ${parsed.messages[1]!.content}`;
+    const secret = JSON.stringify(parsed);
+    fs.mkdirSync(path.join(ws.dir, 'outside'), { recursive: true });
+    fs.writeFileSync(path.join(ws.dir, 'outside', 'proof01.json'), secret);
+    const header = fs.readFileSync(ws.output, 'utf8').split('\n')[0]!;
+    const scores = header
+      .split(',')
+      .slice(2, -1)
+      .map(() => '1');
+    fs.appendFileSync(ws.output, ['proof01', '../outside', ...scores, 'x'].join(',') + '\n');
+
+    const rubric = ws.args()[ws.args().indexOf('--rubric') + 1]!;
+    const page = path.join(ws.dir, 'page.html');
+    const args = ['--rubric', rubric, '--scores', ws.output, '--transcripts', transcripts];
+    const folder = humanFolder(ws, () => {});
+    const result = await runReport([...args, '--human-scores', folder, '--html', page]);
+    assert.equal(result.code, 0, result.stderr);
+    const html = fs.readFileSync(page, 'utf8');
+    assert.ok(!html.includes('SECRET-MARKER'), 'the file outside the folder is not in the page');
+
+    // A link out of the folder: the listing refuses it, so no transcript is read into the page.
+    fs.symlinkSync(path.join(ws.dir, 'outside'), path.join(transcripts, 'm09'));
+    const linked = await runReport([...args, '--human-scores', folder, '--html', page]);
+    assert.ok(!fs.readFileSync(page, 'utf8').includes('SECRET-MARKER'), linked.stderr);
+  });
+});

@@ -603,7 +603,10 @@ describe('`report.ts --html FILE`: the page written beside the usual output', ()
       html,
       /<pre>[^<]*Student: &#60;script&#62;alert\(1\)&#60;\/script&#62; &#60;b&#62;/,
     );
-    assert.match(html, /<em>transcript not shown: [^<]*proof03\.json: file not found<\/em>/);
+    assert.match(
+      html,
+      /<em>transcript not shown: [^<]*proof03\.json: file not found in the transcripts folder<\/em>/,
+    );
     // The second scorer is 3 steps off the judge, but on m02/proof01 (all 0, nothing lower): last.
     const headings = [...html.matchAll(/<section class="transcript" id="[^"]*"><h3>(.*?)<\/h3>/g)];
     assert.deepEqual(
