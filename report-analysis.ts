@@ -10,6 +10,7 @@ import {
   compareAssignments,
   compareText,
   isComplete,
+  oneLine,
   pairKey,
   pairLabel,
   rubricDimensions,
@@ -743,7 +744,8 @@ const MODEL_HEADER = [
  * and which judges scored the rows. */
 function summaryLine(report: Report): string {
   const missing = report.missing;
-  const byJudge = Object.entries(report.judges).map(([judge, rows]) => `${judge} ${rows}`);
+  // Names come from files people and servers write: their control characters are shown escaped.
+  const byJudge = Object.entries(report.judges).map(([judge, rows]) => `${oneLine(judge)} ${rows}`);
   const judges = byJudge.join(', ') || 'no audit log';
   const parts = [
     `${report.pairs} (transcript, scorer) pairs`,
@@ -788,9 +790,9 @@ function fewNamed(names: string[]): string {
     return 'none';
   }
   if (names.length <= 3) {
-    return names.join(', ');
+    return names.map(oneLine).join(', ');
   }
-  return `${names.length} (${names.slice(0, 3).join(', ')}, ...)`;
+  return `${names.length} (${names.slice(0, 3).map(oneLine).join(', ')}, ...)`;
 }
 
 /** One dimension's row of the judge's table: agreement with the people, leniency. */

@@ -17,6 +17,7 @@ import {
   loadModelsConfig,
   loadRubric,
   nearestKeyHint,
+  oneLine,
   pairKey,
   pairLabel,
   readHumanScores,
@@ -912,8 +913,9 @@ function latexText(text: string): string {
 /** Rows of cells (the header first) in columns as wide as their widest cell, two spaces apart. */
 function alignedTable(rows: string[][]): string {
   const header = rows[0] ?? [];
-  const widths = header.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
-  const lines = rows.map((row) => {
+  const printable = rows.map((row) => row.map(oneLine)); // a name's control characters escaped
+  const widths = header.map((_, i) => Math.max(...printable.map((row) => row[i]!.length)));
+  const lines = printable.map((row) => {
     const padded = row.map((cell, i) => cell.padEnd(widths[i]!));
     return padded.join('  ').trimEnd();
   });
@@ -924,7 +926,9 @@ function alignedTable(rows: string[][]): string {
 function markdownTable(rows: string[][]): string {
   const header = rows[0] ?? [];
   const lines = [header, header.map(() => '---'), ...rows.slice(1)];
-  return lines.map((row) => `| ${row.join(' | ')} |`).join('\n');
+  // A cell's control characters escaped, and its pipes, which would end the cell.
+  const cell = (text: string) => oneLine(text).replaceAll('|', '\\|');
+  return lines.map((row) => `| ${row.map(cell).join(' | ')} |`).join('\n');
 }
 
 // Last, so that everything above is defined before the command runs.

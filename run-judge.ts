@@ -6243,7 +6243,7 @@ function listDir(dir: string): fs.Dirent[] {
 }
 
 /** Shows control characters escaped, so whatever a run prints on one line stays one line. */
-function oneLine(message: string): string {
+export function oneLine(message: string): string {
   const named: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
   return redact(message).replace(/[\x00-\x1f\x7f\u0085\u2028\u2029]/g, (char) => {
     return named[char] ?? `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`;

@@ -149,3 +149,23 @@ describe('the --html page embeds only transcripts inside the transcripts folder'
     assert.ok(!fs.readFileSync(page, 'utf8').includes('SECRET-MARKER'), linked.stderr);
   });
 });
+
+describe("control characters in a scorer's name are shown escaped in report.ts's table and Markdown", () => {
+  for (const format of ['table', 'markdown']) {
+    test(`--format ${format}: a scorer "a\\u001b[31mb\\rc" is printed with \\u001b and \\r escaped`, async (t) => {
+      const { ws, run } = await setup(t);
+      assert.equal((await run(['--before-human-scoring'])).code, 0);
+      const folder = path.join(ws.dir, 'human');
+      fs.mkdirSync(folder, { recursive: true });
+      const header = ['task_id', 'model', ...DIMENSIONS, 'notes', 'scorer'].join(',');
+      const blank = ['proof02', 'm01', ...DIMENSIONS.map(() => ''), '', '"a\u001b[31mb\rc"'];
+      fs.writeFileSync(path.join(folder, 'al.csv'), `${header}\n${blank.join(',')}\n`);
+      const rubric = ws.args()[ws.args().indexOf('--rubric') + 1]!;
+      const args = ['--rubric', rubric, '--scores', ws.output, '--human-scores', folder];
+      const result = await runReport([...args, '--format', format]);
+      assert.equal(result.code, 0, result.stderr);
+      assert.ok(!/[\u0000-\u0009\u000b-\u001f]/.test(result.stdout), JSON.stringify(result.stdout));
+      assert.ok(result.stdout.includes('a\\u001b[31mb\\rc'), result.stdout);
+    });
+  }
+});
