@@ -4206,11 +4206,21 @@ function checkHumanScoringDone(options: RunOptions, rubric: Rubric, stderr: Stre
     const why = entry.why === 'not fully scored' ? '' : ` (${entry.why})`;
     return assignmentLabel(entry.row) + why;
   });
+  // A row of an edited transcript cannot be scored again in its page (it shows the old text): the
+  // plan is brought up to date first.
+  const edited = open.filter((entry) => entry.why === 'transcript edited since').length;
+  const folder = /\.csv$/i.test(source) ? path.dirname(source) : source;
+  const update =
+    edited === 0
+      ? ''
+      : `; for the ${edited} of an edited transcript, first run \`npx tsx report.ts sheet ` +
+        `--update --out ${folder}\` (it empties those rows and writes their pages again with ` +
+        'the text as it is now; every other score stays)';
   throw new EvalConfigurationError(
     `human scoring is not complete in ${source}: ${open.length} of ${planned} assignment(s) ` +
       `open: ${listed.join(', ')}${more}; each scorer fills in every dimension of their rows (in ` +
-      `their sheet, or in its scoring page and then downloaded over the sheet), then run again; ` +
-      anyway,
+      `their sheet, or in its scoring page and then downloaded over the sheet)${update}, then run ` +
+      `again; ${anyway}`,
   );
 }
 

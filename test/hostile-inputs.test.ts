@@ -169,3 +169,21 @@ describe("control characters in a scorer's name are shown escaped in report.ts's
     });
   }
 });
+
+describe('a row of an edited transcript: the gate says how to go on (issue 26, case 6)', () => {
+  test('the refusal names `sheet --update --out` for the folder, which rewrites the page with the text as it is now', async (t) => {
+    const { ws, run } = await setup(t);
+    const folder = path.join(ws.dir, 'human');
+    fs.mkdirSync(folder, { recursive: true });
+    const header = ['task_id', 'model', ...DIMENSIONS, 'notes', 'scorer', 'transcript_sha256'];
+    const row = ['proof02', 'm01', ...DIMENSIONS.map(() => '1'), '', 'al', '0'.repeat(64)];
+    fs.writeFileSync(path.join(folder, 'al.csv'), `${header.join(',')}\n${row.join(',')}\n`);
+    const result = await run(['--human-scores', folder]);
+    assert.equal(result.code, 2, result.stderr);
+    assert.match(result.stderr, /al: m01\/proof02 \(transcript edited since\)/);
+    assert.ok(
+      result.stderr.includes(`npx tsx report.ts sheet --update --out ${folder}`),
+      result.stderr,
+    );
+  });
+});

@@ -888,11 +888,13 @@ describe('report.ts: stale and incomplete human rows are listed and left out of 
     const result = await reportOut([...args, '--format', 'json']);
     assert.equal(result.code, 0, result.stderr);
     const report = JSON.parse(result.stdout);
+    // The edit also makes the judge's row of m01/proof01 stale: left out, listed as such.
     assert.deepEqual(report.missing, {
-      no_human: ['m01/proof01'],
+      no_human: [],
       no_judge: [],
       incomplete_human: ['bob: m02/proof02'],
       stale_human: ['alice: m01/proof01', 'bob: m01/proof01'],
+      stale_judge: ['m01/proof01'],
     });
     assert.equal(report.pairs, 5, "alice's 5 rows of unedited transcripts");
     assert.equal(report.dimensions[0].judge_vs_human.n, 5);
@@ -932,12 +934,19 @@ describe('report.ts: stale and incomplete human rows are listed and left out of 
     writeSheets(ws, { carol: [scoredRow('m02', 'proof01'), scoredRow('m02', 'proof02')] });
     const result = await reportOut([...args, '--format', 'table']);
     assert.equal(result.code, 0, result.stderr);
-    const row = (start: string) => result.stdout.split('\n').find((line) => line.startsWith(start));
+    const lines = result.stdout.split('\n');
+    /** The first line starting with `start` in the table titled `title`. */
+    const rowOf = (title: string, start: string) =>
+      lines.slice(lines.indexOf(`${title}:`)).find((line) => line.startsWith(start));
     // alice 5 + carol 2; alice and carol both scored m02/proof01 and m02/proof02: 2 ceiling pairs.
-    assert.match(row('mathematical_correctness ')!, /^mathematical_correctness\s+7\s.*\(n 2\)/);
-    // The models table's n matched: m01's proof02 and proof03 (its proof01 rows are stale), all of m02's.
-    assert.match(row('m01 ')!, /^m01\s+mathematical_correctness\s+2\s/);
-    assert.match(row('m02 ')!, /^m02\s+mathematical_correctness\s+3\s/);
+    const dimension = 'mathematical_correctness ';
+    assert.match(rowOf('the judge against the people', dimension)!, /^\S+\s+7\s/);
+    const ceilingTitle = 'against the human ceiling (how well two people agree)';
+    assert.match(rowOf(ceilingTitle, dimension)!, /^\S+\s+2\s/);
+    // The tutors' n matched: m01's proof02 and proof03 (its proof01 rows are stale), all of m02's.
+    const tutors = 'the tutors on mathematical_correctness (Spearman of the means -)';
+    assert.match(rowOf(tutors, 'm01 ')!, /^m01\s+2\s/);
+    assert.match(rowOf(tutors, 'm02 ')!, /^m02\s+3\s/);
   });
 
   test('an old sheet without transcript_sha256 is read as it is: nothing stale', async (t) => {
@@ -954,8 +963,11 @@ describe('report.ts: stale and incomplete human rows are listed and left out of 
       'json',
     ]);
     assert.equal(result.code, 0, result.stderr);
-    assert.deepEqual(JSON.parse(result.stdout).missing.stale_human, []);
-    assert.equal(JSON.parse(result.stdout).pairs, 1);
+    const report = JSON.parse(result.stdout);
+    assert.deepEqual(report.missing.stale_human, [], 'no hash: its row cannot be told stale');
+    // Its transcript was edited after the judge scored it: the judge's row is left out instead.
+    assert.deepEqual(report.missing.stale_judge, ['m01/proof01']);
+    assert.equal(report.pairs, 0);
   });
 });
 
