@@ -513,8 +513,12 @@ const texts = z.array(z.string());
 
 const integerKey = /^(0|[1-9]\d*)$/;
 
-/** Names a dimension cannot take: the CSV's other columns, and any property every object has. */
-const RESERVED_NAMES = ['task_id', 'model', 'notes', 'scorer', 'transcript_sha256'];
+/** The columns a sheet may have beside the judge CSV's. */
+export const SHEET_COLUMNS = ['unsure', 'scorer', 'transcript_sha256'];
+
+/** Names a dimension cannot take: the CSV's and the sheets' other columns (and, below, any property
+ * every object has). */
+const RESERVED_NAMES = [...csvColumns([]), ...SHEET_COLUMNS];
 
 const DimensionSchema = z.object({
   name: z
@@ -4434,9 +4438,6 @@ export function humanScoreFiles(source: string): string[] {
     .sort(compareText);
   return names.map((name) => path.join(source, name));
 }
-
-/** The columns a sheet may have beside the judge CSV's. */
-export const SHEET_COLUMNS = ['unsure', 'scorer', 'transcript_sha256'];
 
 /** A sheet's header: the judge CSV's columns, each once, and optionally the sheet's own. */
 function checkSheetHeader(file: string, header: string[], rubric: Rubric): string[] {

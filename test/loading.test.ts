@@ -844,6 +844,7 @@ const RESERVED_DIMENSION_NAMES = [
   'notes',
   'scorer',
   'transcript_sha256',
+  'unsure',
   '__proto__',
   'constructor',
   'toString',
