@@ -2146,7 +2146,10 @@ async function withRetries<T>(
       gate.overloadedInARow = 0;
       return result;
     } catch (error) {
-      gate.observe((error as EvalProviderError).rateLimit, cost);
+      // a 429 that asks to wait: the limits are tighter than the gate paced for
+      const limited = error instanceof EvalError && asksToWait(error) && error.status === 429;
+      const failure = error as EvalProviderError;
+      gate.observe(failure.rateLimit, cost, undefined, limited ? failure : undefined);
       if (!(error instanceof EvalError)) throw error; // a defect propagates raw
       gate.hold(holdJudgeMs(error));
       const decision = decide(error, { attempt, msLeft: deadline - judge.clock.now(), policy });
@@ -2165,27 +2168,45 @@ async function withRetries<T>(
 type Cost = Record<Family, number> & { chars: number; startedAt?: number };
 
 /**
- * Our picture of one bucket: its level at `at`, refilling at `rate` a millisecond up to `limit`.
+ * Our picture of one bucket: its level at `at`, refilling at `rate` a millisecond up to `limit`. A
+ * fixed window (`window`) refills nothing until its `end`, then all of it; `ms` is its length once
+ * two ends were seen. `told` is the last answer's word, which tells a window from a bucket.
  */
-type Bucket = { limit: number; level: number; rate: number; at: number };
+type Bucket = {
+  limit: number;
+  level: number;
+  rate: number;
+  at: number;
+  told: { remaining: number; resetAt: number; at: number };
+  window?: { end: number; ms?: number };
+};
 
 const FIRST_BURST = 2;
+// While no limit is known, each answer lets this many more requests start: those in flight double
+// each round trip (as TCP's slow start), so a limiter that tells nothing meets a few, not all.
+const BLIND_GROWTH = 2;
+// A 429 cuts the pace to this share of what the limiter let through since the last cut; each
+// answer after it adds PACE_STEP of the cut pace back, so it probes again after some answers.
+const PACE_CUT = 0.75;
+const PACE_STEP = 1 / 24;
 
 /**
- * Paces one judge's requests to every bucket the API reports (requests, input and output tokens),
- * each a token bucket that refills continuously. Our level of a bucket is what we took from it,
- * refilled at the rate its headers imply. An answer's `remaining` lowers our level (others may
- * share the key) but raises it only when nothing else is in flight: it may not count those yet.
- * Before any answer has told the limits, at most FIRST_BURST requests start.
+ * Paces one judge's requests to every bucket the API reports (requests, input and output tokens):
+ * a token bucket that refills continuously, or a fixed window once its answers show one (less left
+ * and the same reset). Our level of a bucket is what we took from it, refilled as its headers imply.
+ * An answer's `remaining` lowers our level (others may share the key) but raises it only when
+ * nothing else is in flight: it may not count those yet. Every 429 also teaches a pace (AIMD): cut
+ * on the 429, raised a little on each answer, so a limiter whose headers mislead or that sends none
+ * is met rarely. Before any answer has told the limits, at most FIRST_BURST requests start, then
+ * BLIND_GROWTH more an answer.
  */
 class RateGate {
   overloadedInARow = 0; // transcripts given up on after 529s since this judge last answered
   hurried = 0; // transcripts that went on to the fallback after one try, the breaker open
   private pausedUntil = 0; // a bare 429 (no bucket headers) holds every request until then
-  private startedBeforeAnswer = 0;
-  private answered = false;
-  private readonly firstAnswer: Promise<void>;
-  private resolveFirstAnswer = () => {};
+  private startedBlind = 0; // requests started while no limit was known
+  private answers = 0; // answers and failures observed
+  private answerWaiters: (() => void)[] = [];
   private inFlight = 0;
   private roundTripMs = 0; // the last request's, from its start to its answer
   private readonly inFlightCost: Record<Family, number> = {
@@ -2197,12 +2218,14 @@ class RateGate {
   private readonly buckets: Partial<Record<Family, Bucket>> = {};
   private readonly learned = { chars: 0, tokens: 0, outputTokens: 0, answers: 0 };
   private readonly sleepers = new Set<AbortController>(); // woken by each answer
+  private pace?: number; // requests a millisecond, taught by 429s; undefined until the first
+  private paceStep = 0;
+  private nextStartAt = 0; // when the pace lets the next request start
+  private firstStartAt?: number;
+  private cutAt?: number; // when the pace was last cut
+  private admittedSinceCut = 0; // answers, not 429s, to requests started since the last cut
 
-  constructor(private readonly clock: Clock) {
-    this.firstAnswer = new Promise((resolve) => {
-      this.resolveFirstAnswer = resolve;
-    });
-  }
+  constructor(private readonly clock: Clock) {}
 
   /**
    * What a request will take from each bucket: input tokens from its characters, as answers taught.
@@ -2222,13 +2245,14 @@ class RateGate {
   }
 
   /**
-   * Waits until the request fits every bucket, then
-   * takes its cost; a hold past `deadline` is a 429.
+   * Waits until the request fits every bucket and the pace,
+   * then takes its cost; a hold past `deadline` is a 429.
    */
   async acquire(deadline: number, signal: AbortSignal, judge: string, cost: Cost): Promise<void> {
     while (this.pausedUntil <= deadline) {
-      if (!this.answered && this.startedBeforeAnswer >= FIRST_BURST) {
-        await this.untilFirstAnswer(signal);
+      const blindRoom = FIRST_BURST + BLIND_GROWTH * this.answers;
+      if (this.isBlind() && this.startedBlind >= blindRoom) {
+        await this.untilAnswer(signal);
         continue;
       }
       const wait = this.waitMs(cost);
@@ -2249,13 +2273,21 @@ class RateGate {
     this.pausedUntil = Math.max(this.pausedUntil, this.clock.now() + ms);
   }
 
-  /** Learns from an answer (or a failure): the headers tell the buckets, the usage the tokens. */
-  observe(info: RateLimitInfo | undefined, cost: Cost, usage?: Usage): void {
-    this.roundTripMs = this.clock.now() - (cost.startedAt ?? this.clock.now());
+  /**
+   * Learns from an answer (or a failure): the headers tell the buckets, the usage the tokens, and
+   * a 429 (`limited`, with the wait it asked for) that the limits are tighter than we paced for.
+   */
+  observe(
+    info: RateLimitInfo | undefined,
+    cost: Cost,
+    usage?: Usage,
+    limited?: { retryAfterMs?: number },
+  ): void {
+    const now = this.clock.now();
+    this.roundTripMs = now - (cost.startedAt ?? now);
     this.abandon(cost);
-    this.answered = true;
-    setImmediate(this.resolveFirstAnswer); // once this answer is handled: a 401 stops the run first
-    setImmediate(() => this.wakeSleepers());
+    this.answers++;
+    setImmediate(() => this.wakeAll()); // once this answer is handled: a 401 stops the run first
     if (usage && usage.input_tokens > 0) {
       const written = usage.cache_creation_input_tokens ?? 0;
       const read = usage.cache_read_input_tokens ?? 0;
@@ -2268,6 +2300,12 @@ class RateGate {
       const told = info?.[family];
       if (told) this.buckets[family] = this.updatedBucket(family, told, cost);
     }
+    if (limited) {
+      this.cutPace(cost, limited.retryAfterMs ?? 0);
+    } else if (this.cutAt === undefined || (cost.startedAt ?? now) >= this.cutAt) {
+      this.admittedSinceCut++;
+      if (this.pace !== undefined) this.pace += this.paceStep;
+    }
   }
 
   /** A request that took its cost is over: answered, failed, or never sent. */
@@ -2276,6 +2314,31 @@ class RateGate {
     for (const family of RATE_FAMILIES) {
       this.inFlightCost[family] -= cost[family];
     }
+  }
+
+  /**
+   * A 429: cut the pace to a share of what the limiter let through since the last cut. A 429 to a
+   * request sent before the last cut is the same excess, already cut for; one with nothing let
+   * through since is a wait not yet over, which the holds and the retries' waits already pace.
+   * The first 429 ends a burst that the limiter's capacity let through: the wait it asks for is
+   * part of what that burst took.
+   */
+  private cutPace(cost: Cost, retryAfterMs: number): void {
+    const now = this.clock.now();
+    if (this.cutAt !== undefined && (cost.startedAt ?? now) < this.cutAt) return;
+    if (this.admittedSinceCut === 0) return;
+    const since = this.cutAt ?? this.firstStartAt ?? now;
+    const span = now - since + (this.pace === undefined ? retryAfterMs : 0);
+    const throughput = this.admittedSinceCut / Math.max(span, 1);
+    this.pace = Math.min(this.pace ?? throughput, throughput) * PACE_CUT;
+    this.paceStep = this.pace * PACE_STEP;
+    this.cutAt = now;
+    this.admittedSinceCut = 0;
+  }
+
+  /** No limit known yet: no answer told a bucket, and no 429 taught a pace. */
+  private isBlind(): boolean {
+    return this.pace === undefined && Object.keys(this.buckets).length === 0;
   }
 
   /** Sleeps for `ms`, or until an answer may have taught a faster refill; an abort throws. */
@@ -2295,14 +2358,19 @@ class RateGate {
     }
   }
 
-  private wakeSleepers(): void {
+  private wakeAll(): void {
+    const waiters = this.answerWaiters;
+    this.answerWaiters = [];
+    for (const resolve of waiters) {
+      resolve();
+    }
     for (const sleeper of this.sleepers) {
       sleeper.abort();
     }
   }
 
-  /** Resolves at the first answer (or failure); an abort ends the wait by throwing its reason. */
-  private untilFirstAnswer(signal: AbortSignal): Promise<void> {
+  /** Resolves at the next answer (or failure); an abort ends the wait by throwing its reason. */
+  private untilAnswer(signal: AbortSignal): Promise<void> {
     return new Promise((resolve, reject) => {
       const onAbort = () => reject(signal.reason);
       if (signal.aborted) {
@@ -2310,7 +2378,7 @@ class RateGate {
         return;
       }
       signal.addEventListener('abort', onAbort, { once: true });
-      void this.firstAnswer.then(() => {
+      this.answerWaiters.push(() => {
         signal.removeEventListener('abort', onAbort);
         resolve();
       });
@@ -2321,6 +2389,11 @@ class RateGate {
   private updatedBucket(family: Family, told: NonNullable<RateLimitInfo[Family]>, cost: Cost) {
     const now = this.clock.now();
     const known = this.buckets[family];
+    const seen = { remaining: told.remaining, resetAt: told.resetAt, at: now };
+    if (known !== undefined) this.roll(known, now);
+    if (known !== undefined && (known.window !== undefined || isWindow(known.told, seen))) {
+      return this.updatedWindow(known, family, seen, now);
+    }
 
     // The refill rate, from when the bucket is full again (a full bucket says nothing of it; the
     // API's buckets refill their limit in a minute). `remaining` is rounded down: the deficit is
@@ -2339,26 +2412,75 @@ class RateGate {
     } else if (this.inFlight > 0) {
       level -= this.inFlightCost[family]; // the first answer: what is in flight may not be counted
     }
-    return { limit: told.limit, level, rate, at: now };
+    return { limit: told.limit, level, rate, at: now, told: seen };
+  }
+
+  /**
+   * A fixed window as an answer told it. Its reset is when the window ends, not a refill rate: what
+   * is left stays until then. An answer of a window that is over says nothing of the current one.
+   */
+  private updatedWindow(known: Bucket, family: Family, seen: Bucket['told'], now: number) {
+    const window = { end: known.window?.end ?? known.told.resetAt, ms: known.window?.ms };
+    const bucket: Bucket = { ...known, told: seen, window };
+    if (seen.resetAt <= now || seen.resetAt < window.end - 1) return bucket;
+    // Ours counts what we took from this window: from its start, if we saw the last one end.
+    const ours = this.levelOf(known, now);
+    const counted = known.at >= window.end || seen.resetAt <= window.end + 1;
+    if (seen.resetAt > window.end + 1) {
+      // a later window: its length is the step between the ends
+      const length = seen.resetAt - window.end;
+      window.ms = Math.min(window.ms ?? length, length);
+      window.end = seen.resetAt;
+    }
+    let level = seen.remaining;
+    if (this.inFlight > 0 && counted) level = Math.min(level, ours);
+    bucket.level = level;
+    bucket.at = now;
+    bucket.rate = bucket.limit / (window.ms ?? 60_000);
+    return bucket;
+  }
+
+  /**
+   * A window that has ended is full again; the next ends a window later when we know how long one
+   * is, and until an answer tells its end it refills as slowly as the API's minute limits do.
+   */
+  private roll(bucket: Bucket, now: number): void {
+    const window = bucket.window;
+    if (window === undefined || bucket.at >= window.end || now < window.end) return;
+    bucket.level = bucket.limit;
+    bucket.at = now;
+    if (window.ms === undefined) return;
+    while (window.end <= now) {
+      window.end += window.ms;
+    }
   }
 
   private levelOf(bucket: Bucket, now: number): number {
+    this.roll(bucket, now);
+    if (bucket.window !== undefined && now < bucket.window.end) return bucket.level;
     return Math.min(bucket.limit, bucket.level + bucket.rate * (now - bucket.at));
   }
 
-  /** How long until `cost` fits every bucket (0: it fits now). */
+  /** How long until `cost` fits every bucket and the pace (0: it fits now). */
   private waitMs(cost: Cost): number {
     const now = this.clock.now();
     let wait = this.pausedUntil - now;
+    if (this.pace !== undefined) wait = Math.max(wait, this.nextStartAt - now);
     for (const family of RATE_FAMILIES) {
       const bucket = this.buckets[family];
       if (bucket === undefined || cost[family] <= 0) continue;
+      const level = this.levelOf(bucket, now);
+      if (bucket.window !== undefined && now < bucket.window.end) {
+        // what is left of the window, else all of it when it ends
+        const short = level < Math.min(cost[family], bucket.limit);
+        if (short) wait = Math.max(wait, bucket.window.end - now);
+        continue;
+      }
       // Requests sent one after another may reach the API together, and a full bucket does not
       // fill: so also keep what the bucket refills in a round trip. Larger than the bucket: wait
       // until it is full.
       const margin = bucket.rate * this.roundTripMs;
       const need = Math.min(cost[family] + margin, bucket.limit);
-      const level = this.levelOf(bucket, now);
       if (level < need) wait = Math.max(wait, (need - level) / bucket.rate);
     }
     return wait;
@@ -2367,6 +2489,7 @@ class RateGate {
   private take(cost: Cost): void {
     const now = this.clock.now();
     cost.startedAt = now;
+    this.firstStartAt ??= now;
     for (const family of RATE_FAMILIES) {
       const bucket = this.buckets[family];
       if (bucket !== undefined) {
@@ -2375,9 +2498,20 @@ class RateGate {
       }
       this.inFlightCost[family] += cost[family];
     }
+    if (this.pace !== undefined) this.nextStartAt = Math.max(this.nextStartAt, now) + 1 / this.pace;
     this.inFlight++;
-    if (!this.answered) this.startedBeforeAnswer++;
+    if (this.isBlind()) this.startedBlind++;
   }
+}
+
+/**
+ * Whether two answers show a fixed window: less remaining, but the reset not later by the time
+ * between them. (A token bucket's reset moves later by what was taken over its rate, more than
+ * that time whenever less remains.)
+ */
+function isWindow(before: Bucket['told'], after: Bucket['told']): boolean {
+  if (after.remaining >= before.remaining || before.resetAt <= after.at) return false;
+  return after.resetAt - before.resetAt <= (after.at - before.at) / 2;
 }
 
 // 5 MB once base64-encoded

@@ -76,7 +76,17 @@ export interface FakeOptions {
     stallResults?: (download: number) => number | undefined;
   };
   responder?: (req: RecordedRequest, index: number) => Reply | undefined;
+  /**
+   * A fixed window: at most `limit` requests in each `windowMs` (aligned to the fake's start; refused ones count too).
+   * A request over it gets a 429, after the latency, with `retry-after` until the window ends.
+   */
   rateLimit?: { limit: number; windowMs: number };
+  /**
+   * What the limiters (`rateLimit`, `buckets`) tell a client. `'anthropic'` (the default): every answer carries
+   * `anthropic-ratelimit-*` for each, and a 429 also `retry-after`. `'retry-after'`: a 429 carries `retry-after` and
+   * nothing else, no answer any rate-limit header, as a proxy that keeps its own limit in front of the API does.
+   */
+  limiterHeaders?: 'anthropic' | 'retry-after';
   /**
    * Token buckets, as the API documents its limits: each starts full and refills continuously at `perSecond` up to
    * `capacity`. A Messages request costs 1 request and its input tokens (see `countInputTokens`; cache reads are
@@ -364,16 +374,12 @@ export class FakeAnthropic {
     const admitted = rl?.limited ? undefined : this.admit(body);
     if (admitted && 'retryAfterS' in admitted) {
       // Refused by a bucket: at once, without the latency, and taking nothing.
-      const headers = {
-        ...this.bucketHeaders(this.bucketNow()),
-        'retry-after': admitted.retryAfterS.toFixed(3),
-      };
+      const retryAfter = { 'retry-after': admitted.retryAfterS.toFixed(3) };
+      const headers = this.tellsLimits()
+        ? { ...rl?.headers, ...this.bucketHeaders(this.bucketNow()), ...retryAfter }
+        : retryAfter;
       const error = errorBody(n, 'rate_limit_error', admitted.message);
-      return this.send(res, n, {
-        status: 429,
-        body: error,
-        headers: { ...rl?.headers, ...headers },
-      });
+      return this.send(res, n, { status: 429, body: error, headers });
     }
     const reply: Reply = rl?.limited
       ? { kind: 'error', status: 429, type: 'rate_limit_error', message: RATE_LIMIT_MESSAGE }
@@ -394,9 +400,9 @@ export class FakeAnthropic {
             : undefined;
         const answer = this.answer(reply, n, body, usage);
         if (usage) this.takeOutput(usage.output_tokens);
-        if (this.opts.buckets)
+        if (this.opts.buckets && this.tellsLimits())
           answer.headers = { ...this.bucketHeaders(this.bucketNow()), ...answer.headers };
-        if (rl) answer.headers = { ...rl.headers, ...answer.headers };
+        if (rl && this.tellsLimits()) answer.headers = { ...rl.headers, ...answer.headers };
         // Computed at send time so the client waits only for what is left of the window.
         if (rl?.limited)
           answer.headers['retry-after'] ??= Math.max(
@@ -589,6 +595,11 @@ export class FakeAnthropic {
         return { status: 200, body: JSON.stringify(message), headers };
       }
     }
+  }
+
+  /** Whether answers carry the limiters' `anthropic-ratelimit-*` headers (`limiterHeaders`). */
+  private tellsLimits(): boolean {
+    return (this.opts.limiterHeaders ?? 'anthropic') === 'anthropic';
   }
 
   // Fixed windows aligned to server start; every request in the window counts, including rejected ones.

@@ -1,5 +1,6 @@
-// The fake's token buckets (`buckets`), driven through plain fetch: no SDK, no run-judge. Each test takes well under
-// a second; timings are checked with tolerances, since the machines are shared.
+// The fake's limiters (token buckets `buckets`, a fixed window `rateLimit`, and what they tell, `limiterHeaders`),
+// driven through plain fetch: no SDK, no run-judge. Each test takes well under a second; timings are checked with
+// tolerances, since the machines are shared, or on a clock of the test's own.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { TestContext } from 'node:test';
@@ -353,6 +354,76 @@ describe('fake-anthropic token buckets', () => {
       cache_creation: { ephemeral_5m_input_tokens: 200, ephemeral_1h_input_tokens: 0 },
       output_tokens: 20,
     });
+  });
+
+  test('limiterHeaders retry-after: a 429 carries retry-after alone, and no answer any rate-limit header (a proxy)', async (t) => {
+    let now = 1_000_000;
+    const fake = await startFake(t, {
+      buckets: { requests: { capacity: 2, perSecond: 4 } },
+      limiterHeaders: 'retry-after',
+      clock: { now: () => now },
+    });
+    const answers = [await post(fake, prompt(4)), await post(fake, prompt(4))];
+    const refused = await post(fake, prompt(4));
+    assert.deepEqual(
+      [...answers, refused].map((a) => a.status),
+      [200, 200, 429],
+    );
+    for (const answer of [...answers, refused]) {
+      const named = [...answer.headers.keys()].filter((name) => name.includes('ratelimit'));
+      assert.deepEqual(named, [], 'no rate-limit header');
+    }
+    assert.equal(answers[0]!.headers.get('retry-after'), null);
+    assert.equal(refused.headers.get('retry-after'), '0.250', 'one request refills in 1/4 s');
+    now += 250;
+    assert.equal((await post(fake, prompt(4))).status, 200, 'the bucket still refills');
+  });
+
+  test('a fixed window (rateLimit): remaining counts down to the same reset, the excess gets 429 with retry-after until the window ends', async (t) => {
+    let now = Date.parse('2026-01-01T00:00:00.000Z');
+    const start = now;
+    const fake = await startFake(t, {
+      rateLimit: { limit: 3, windowMs: 1000 },
+      clock: { now: () => now },
+    });
+    const answers: Answered[] = [];
+    for (let i = 0; i < 4; i++) {
+      answers.push(await post(fake, prompt(4)));
+      now += 100;
+    }
+    assert.deepEqual(
+      answers.map((a) => a.status),
+      [200, 200, 200, 429],
+    );
+    assert.deepEqual(
+      answers.map((a) => remaining(a, 'requests')),
+      [2, 1, 0, 0],
+    );
+    for (const answer of answers) {
+      assert.equal(header(answer, 'requests-limit'), '3');
+      assert.equal(header(answer, 'requests-reset'), new Date(start + 1000).toISOString());
+    }
+    // Sent at 300 ms into the window, answered with what is left of it.
+    assert.equal(answers[3]!.headers.get('retry-after'), '0.700');
+    now = start + 1000;
+    const next = await post(fake, prompt(4));
+    assert.equal(next.status, 200, 'a new window');
+    assert.equal(remaining(next, 'requests'), 2);
+    assert.equal(header(next, 'requests-reset'), new Date(start + 2000).toISOString());
+  });
+
+  test('a fixed window with limiterHeaders retry-after: only the 429 says anything, and only retry-after', async (t) => {
+    const fake = await startFake(t, {
+      rateLimit: { limit: 1, windowMs: 60_000 },
+      limiterHeaders: 'retry-after',
+    });
+    const admitted = await post(fake, prompt(4));
+    const refused = await post(fake, prompt(4));
+    assert.deepEqual([admitted.status, refused.status], [200, 429]);
+    assert.equal(header(admitted, 'requests-remaining'), null);
+    assert.equal(header(refused, 'requests-remaining'), null);
+    const retryAfter = Number(refused.headers.get('retry-after'));
+    assert.ok(retryAfter > 50 && retryAfter <= 60, `retry-after ${retryAfter}`);
   });
 
   test('a 1-hour breakpoint: its writes are reported as ephemeral_1h_input_tokens', async (t) => {
