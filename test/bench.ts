@@ -112,6 +112,15 @@ const judgeEnv = (fake: FakeAnthropic) => ({
 const summaryWallMs = (stderr: string) =>
   Number(/wall time ([\d.]+) s/.exec(stderr)?.[1] ?? NaN) * 1000;
 
+/**
+ * Anthropic's API tells its limits on every answer (`anthropic-ratelimit-*`): the fake of the figures
+ * that measure speed does too, with limits these runs never reach. Without them a judge starts slowly
+ * (2 requests, 2 more an answer), as it must against a server that tells nothing.
+ */
+const API_LIMITS: FakeOptions = {
+  buckets: { requests: { capacity: 100_000, perSecond: 100_000 } },
+};
+
 /** Judges `count` fresh transcripts with the CLI against a fake started with `options`, closed after. */
 async function judgeAgainstFake(count: number, options: FakeOptions, concurrency: number) {
   const fake = await FakeAnthropic.start(options);
@@ -180,7 +189,8 @@ async function benchConcurrency(): Promise<void> {
     code: number | null;
   }[] = [];
   for (let i = 0; i < repeats; i++) {
-    const { fake, dir, result } = await judgeAgainstFake(count, { latencyMs }, concurrency);
+    const options = Object.assign({ latencyMs }, API_LIMITS);
+    const { fake, dir, result } = await judgeAgainstFake(count, options, concurrency);
     runs.push({
       judging: judgingMs(fake, result),
       run: summaryWallMs(result.stderr),
@@ -366,7 +376,7 @@ async function benchBareLoop(
   const node = [...JUDGE_NODE_OPTIONS, '--import', 'tsx'];
   const fresh = () => fs.mkdtempSync(path.join(os.tmpdir(), 'run-judge-bench-out-'));
   const judgeOnce = async (set: { dir: string; args: string[] }) => {
-    const fake = await FakeAnthropic.start({ latencyMs });
+    const fake = await FakeAnthropic.start(Object.assign({ latencyMs }, API_LIMITS));
     const out = fresh();
     const cli = [
       ...node,

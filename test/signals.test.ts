@@ -36,7 +36,12 @@ async function cancelAfterAnswers(t: TestContext, concurrency: number, rounds: n
   const until = (index: number) => (index - roundStart < 2 ? undefined : answers.until);
   const { fake, ws } = await setup(
     t,
-    { responder: (_, index) => ({ text: fake.validAnswer(), until: until(index) }) },
+    {
+      responder: (_, index) => ({ text: fake.validAnswer(), until: until(index) }),
+      // The limits told on every answer, as the API does: after the first answers the run opens
+      // up to --concurrency (without them it starts slowly, and the held answers would hold it).
+      buckets: { requests: { capacity: 100_000, perSecond: 100_000 } },
+    },
     {
       models: concurrency + 2, // three transcripts each: more than a round judges
       judge: judgeEntry('judge-a', { timeout_s: 120 }),
