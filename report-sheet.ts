@@ -123,8 +123,11 @@ export function writeScoringPlan(options: PlanOptions, io: PlanIO): void {
   }
   files.set(path.join(options.out, PLAN_FILE), manifestText(rule, assignments));
 
-  // 5. Nothing is written while any sheet there holds a score, or a CSV there is not in this plan.
+  // 5. Nothing is written while a name is too long for the file system, any sheet there holds a
+  // score, a CSV there is not in this plan, or a page there would lose a transcript.
+  checkFileNames(options.out, [...files.keys()]);
   checkOutFolder(options.out, scorers);
+  checkPages(options.out, plan.assignments);
 
   // 6. Each file whole or not at all (a temporary file renamed).
   writeFiles(options.out, files);
@@ -321,6 +324,7 @@ const pageFile = (out: string, scorer: string) => path.join(out, `${scorer}.html
 
 /** The folder, then each file whole or not at all (a temporary file renamed). */
 function writeFiles(out: string, files: Map<string, string>): void {
+  checkFileNames(out, [...files.keys()]);
   writablePath(out, () => fs.mkdirSync(out, { recursive: true }));
   for (const [file, content] of files) {
     writablePath(file, () => replaceFileDurably(file, content));
@@ -431,12 +435,59 @@ function pageOf(
   const transcripts = shuffled(onPage, random).map((entry) => {
     return Object.assign({}, entry.page!, { row: entry.row });
   });
-  // Answers in the browser are kept per plan folder and scorer, so a page written again finds them.
-  const storageKey = sha256(JSON.stringify([path.resolve(out), rule.scorers, rule.seed])).slice(
-    0,
-    16,
-  );
-  return scoringPage({ scorer, rubric, storageKey, header: sheet.header, rows, transcripts });
+  // Answers in the browser are kept per plan folder and scorer (the page adds the scorer), so a
+  // page written again, however planned, finds them; and those a page written before kept.
+  const storageKey = pageStorageKey(out);
+  const before = writtenPage(pageFile(out, scorer));
+  const previousKeys = new Set<string>();
+  for (const key of [before?.plan, ...(before?.previous ?? [])]) {
+    if (typeof key === 'string' && key !== storageKey) {
+      previousKeys.add(key);
+    }
+  }
+  return scoringPage({
+    scorer,
+    rubric,
+    storageKey,
+    previousKeys: [...previousKeys],
+    header: sheet.header,
+    rows,
+    transcripts,
+  });
+}
+
+const pageStorageKey = (out: string) => sha256(JSON.stringify([path.resolve(out)])).slice(0, 16);
+
+/** What a page written before holds: its storage keys, its sheet's rows, the rows it shows. */
+type WrittenPage = {
+  plan?: unknown;
+  previous?: unknown[];
+  rows: Record<string, string>[];
+  shown: number[];
+};
+
+/** The page at `file` as the plan wrote it; undefined when there is none or it is not a page. */
+function writtenPage(file: string): WrittenPage | undefined {
+  let html: string;
+  try {
+    html = fs.readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
+  const json = /<script type="application\/json" id="plan-data">([\s\S]*?)<\/script>/.exec(html);
+  if (json === null) return undefined;
+  let data: { plan?: unknown; previous?: unknown; rows?: unknown };
+  try {
+    data = JSON.parse(json[1]!);
+  } catch {
+    return undefined;
+  }
+  if (!Array.isArray(data.rows)) return undefined;
+  const shown = [...html.matchAll(/<form class="scores" data-row="(\d+)"/g)].map((match) => {
+    return Number(match[1]);
+  });
+  const previous = Array.isArray(data.previous) ? data.previous : [];
+  return { plan: data.plan, previous, rows: data.rows, shown };
 }
 
 // ---- A sheet on disk, row by row as its bytes ---------------------------------------------------
@@ -670,6 +721,14 @@ export function parseScorers(value: string): string[] {
           'characters or leading .)',
       );
     }
+    // <name>.html is written through <name>.html.<pid>.tmp, which must fit a file name too.
+    const room = NAME_MAX - Buffer.byteLength(`.html${TEMP_SUFFIX}`);
+    if (Buffer.byteLength(name) > room) {
+      throw new EvalInputError(
+        `--scorers: "${name}" is too long for a file name: at most ${room} bytes (UTF-8), ` +
+          `it has ${Buffer.byteLength(name)}`,
+      );
+    }
     if (seen.has(name.toLowerCase())) {
       throw new EvalInputError(`--scorers: "${name}" is named twice`);
     }
@@ -764,6 +823,61 @@ function checkOutFolder(dir: string, scorers: string[]): void {
     throw new EvalInputError(
       `${filled.join(', ')}: holds scores, never overwritten; move it away or choose another ` +
         '--out (nothing written)',
+    );
+  }
+}
+
+/** The longest a temporary file's suffix (`.<pid>.tmp`) can be: Linux pids reach 4194304. */
+const TEMP_SUFFIX = '.4194304.tmp';
+/** What nearly every file system allows: 255 bytes a name, 4095 a path (Linux's PATH_MAX). */
+const NAME_MAX = 255;
+const PATH_MAX = 4095;
+
+/**
+ * Refuses, before anything is written, a file whose name or path the file system would refuse,
+ * counting the temporary copy each file is written through.
+ */
+function checkFileNames(out: string, files: string[]): void {
+  for (const file of [out, ...files]) {
+    const written = file === out ? path.resolve(file) : path.resolve(file) + TEMP_SUFFIX;
+    const long = written.split(path.sep).find((part) => Buffer.byteLength(part) > NAME_MAX);
+    if (long !== undefined || Buffer.byteLength(written) > PATH_MAX) {
+      throw new EvalInputError(
+        `${file}: too long for a file name (at most ${NAME_MAX} bytes a name, ${PATH_MAX} a path, ` +
+          'with the temporary copy it is written through); choose a shorter --out (nothing written)',
+      );
+    }
+  }
+}
+
+/**
+ * Refuses a plan that takes a transcript off a scorer's page: the answers her browser keeps for it
+ * (never in the sheet until downloaded) would no longer show. The script cannot see a browser, so
+ * any page there counts; moving it away says its answers are safe.
+ */
+function checkPages(out: string, assignments: Map<string, TranscriptRef[]>): void {
+  const refusals: string[] = [];
+  for (const [scorer, assigned] of assignments) {
+    const file = pageFile(out, scorer);
+    const page = writtenPage(file);
+    if (page === undefined) continue;
+    const kept = new Set(assigned.map((ref) => pairKey(ref.task_id, ref.model)));
+    const taken = page.shown
+      .map((row) => page.rows[row])
+      .filter((cells) => cells !== undefined && !kept.has(pairKey(cells.task_id!, cells.model!)))
+      .map((cells) => pairLabel({ task_id: cells!.task_id!, model: cells!.model! }));
+    if (taken.length > 0) {
+      refusals.push(
+        `${file}: this plan takes ${taken.length} transcript(s) off the page (${taken.join(', ')})`,
+      );
+    }
+  }
+  if (refusals.length > 0) {
+    throw new EvalInputError(
+      `${refusals.join('; ')}, and the answers a browser keeps for them would no longer show: ` +
+        'download each sheet from its page over the sheet, then add transcripts with ' +
+        `\`report.ts sheet --update --out ${out}\` (every page keeps its transcripts), or move ` +
+        'the page away to plan anew (nothing written)',
     );
   }
 }

@@ -28,6 +28,8 @@ export type PageInput = {
   scorer: string;
   rubric: Rubric;
   storageKey: string;
+  /** Storage keys of pages written before in this place, whose answers the page reads too. */
+  previousKeys: string[];
   header: string[];
   rows: Record<string, string>[];
   transcripts: (PageTranscript & { row: number })[];
@@ -39,6 +41,7 @@ export function scoringPage(input: PageInput): string {
   const data = {
     scorer: input.scorer,
     plan: input.storageKey,
+    previous: input.previousKeys,
     formula: FORMULA_START.source,
     header: input.header,
     dimensions: rubricDimensions(input.rubric),
@@ -210,13 +213,18 @@ form{position:static;max-height:none}.turn{max-width:100%}}`;
 /**
  * The page's behaviour. The sheet's rows are the download's rows, in their order: a row on the page
  * takes its form's answer, any other row (a removed transcript's) is kept as the sheet has it.
- * A form starts from its sheet row; answers kept in localStorage (per plan folder and scorer, each
- * by transcript and hash) fill in over it, never blanking a score. Importing a sheet does the same.
+ * A form starts from its sheet row; answers kept in localStorage (per plan folder and scorer, one
+ * entry per transcript and hash, so two tabs never write over each other's) fill in over it, never
+ * blanking a score. Another tab's answer arrives by the storage event. Importing a sheet does the
+ * same. Pages of earlier versions kept one object per page: read, never written.
  */
 const PAGE_SCRIPT = String.raw`(() => {
   const data = JSON.parse(document.getElementById('plan-data').textContent);
   const formula = new RegExp(data.formula);
   const key = 'run-judge-scoring:' + data.plan + ':' + data.scorer;
+  const legacyKeys = [key].concat(data.previous.map((plan) => {
+    return 'run-judge-scoring:' + plan + ':' + data.scorer;
+  }));
   const sections = Array.from(document.querySelectorAll('section.transcript'));
   const forms = sections.map((section) => section.querySelector('form.scores'));
   const links = Array.from(document.querySelectorAll('nav a'));
@@ -224,23 +232,36 @@ const PAGE_SCRIPT = String.raw`(() => {
   const idOf = (cells) => pairOf(cells) + '\n' + cells.transcript_sha256;
   const formOfPair = new Map(forms.map((form) => [pairOf(data.rows[Number(form.dataset.row)]), form]));
   const cellsOf = (form) => data.rows[Number(form.dataset.row)];
+  const entryOf = (cells) => key + ':' + JSON.stringify([cells.task_id, cells.model, cells.transcript_sha256]);
+  const formOfEntry = new Map(forms.map((form) => [entryOf(cellsOf(form)), form]));
   let rows = data.rows.map((cells) => Object.assign({}, cells));
 
-  let saved = {};
+  // Each form's saved answer: its own entry, else what an earlier page's one object held.
+  const saved = new Map();
   let downloaded = null;
   let storable = true;
   try {
-    saved = JSON.parse(localStorage.getItem(key) || '{}') || {};
+    const legacy = legacyKeys.map((one) => JSON.parse(localStorage.getItem(one) || '{}') || {});
+    for (const form of forms) {
+      const own = localStorage.getItem(entryOf(cellsOf(form)));
+      const old = legacy.map((object) => object[idOf(cellsOf(form))]).find((answer) => answer);
+      if (own !== null) saved.set(form, JSON.parse(own));
+      else if (old) saved.set(form, old);
+    }
     downloaded = localStorage.getItem(key + ':downloaded');
   } catch (error) {
     storable = false;
   }
 
+  // A dimension's radios; by name, as a lone radio is no RadioNodeList (its value is not an answer).
+  const radiosOf = (form, name) => Array.from(form.querySelectorAll('input[type=radio]')).filter((input) => {
+    return input.name === name;
+  });
   const answerOf = (form) => {
     const scores = {};
     for (const name of data.dimensions) {
-      const value = form.elements.namedItem(name).value;
-      if (value !== '') scores[name] = value;
+      const checked = radiosOf(form, name).find((radio) => radio.checked);
+      if (checked) scores[name] = checked.value;
     }
     const notes = form.elements.namedItem('notes').value;
     return { scores: scores, notes: notes, unsure: form.elements.namedItem('unsure').checked };
@@ -251,11 +272,20 @@ const PAGE_SCRIPT = String.raw`(() => {
   const fill = (form, answer) => {
     for (const name of data.dimensions) {
       const value = answer.scores && answer.scores[name];
-      const input = Array.from(form.elements.namedItem(name)).find((radio) => radio.value === value);
+      const input = radiosOf(form, name).find((radio) => radio.value === value);
       if (input) input.checked = true;
     }
     if (answer.notes) form.elements.namedItem('notes').value = answer.notes;
     if (answer.unsure !== undefined) form.elements.namedItem('unsure').checked = answer.unsure;
+  };
+  // Sets the form to the answer exactly: another tab's answer is that tab's whole form.
+  const setForm = (form, answer) => {
+    for (const name of data.dimensions) {
+      const value = answer.scores && answer.scores[name];
+      for (const radio of radiosOf(form, name)) radio.checked = radio.value === value;
+    }
+    form.elements.namedItem('notes').value = answer.notes || '';
+    form.elements.namedItem('unsure').checked = answer.unsure === true;
   };
   const answerOfCells = (cells) => {
     const scores = {};
@@ -295,10 +325,9 @@ const PAGE_SCRIPT = String.raw`(() => {
   };
 
   const save = (form) => {
-    saved[idOf(cellsOf(form))] = answerOf(form);
     if (!storable) return;
     try {
-      localStorage.setItem(key, JSON.stringify(saved));
+      localStorage.setItem(entryOf(cellsOf(form)), JSON.stringify(answerOf(form)));
     } catch (error) {
       storable = false;
       document.getElementById('storage').hidden = false;
@@ -344,7 +373,7 @@ const PAGE_SCRIPT = String.raw`(() => {
   });
   written = sheet();
   forms.forEach((form) => {
-    const answer = saved[idOf(cellsOf(form))];
+    const answer = saved.get(form);
     if (answer) fill(form, answer);
     const changed = () => {
       save(form);
@@ -486,6 +515,23 @@ const PAGE_SCRIPT = String.raw`(() => {
     const next = fieldsets[at + 1];
     const focus = next ? next.querySelector('input:checked') || next.querySelector('input') : radio;
     focus.focus();
+  });
+
+  // The same page in another tab: its answers and downloads shown here as they are made.
+  window.addEventListener('storage', (event) => {
+    if (event.storageArea !== localStorage || event.key === null || event.newValue === null) return;
+    if (event.key === key + ':downloaded') {
+      downloaded = event.newValue;
+    } else {
+      const form = formOfEntry.get(event.key);
+      if (!form) return;
+      try {
+        setForm(form, JSON.parse(event.newValue));
+      } catch (error) {
+        return; // not an answer this page wrote
+      }
+    }
+    update();
   });
 
   // Leaving with answers not downloaded asks first.

@@ -8,7 +8,14 @@ import { after, before, describe, test } from 'node:test';
 import type { TestContext } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import type { BrowserContext, Page } from 'playwright-core';
-import { launchChromium, makeWorkspace, runReport, setup, writeJson } from './helpers.ts';
+import {
+  RUBRIC_FILE,
+  launchChromium,
+  makeWorkspace,
+  runReport,
+  setup,
+  writeJson,
+} from './helpers.ts';
 import type { Workspace } from './helpers.ts';
 
 const { csvLine, guardCell, isComplete, loadRubric, readHumanScores } =
@@ -602,5 +609,121 @@ describe('the page in daily use: blind by default, keys, unsure, leaving, --upda
       [...downloaded].map(([key, row]) => [key, row.scores, row.notes]),
       [...byHand].map(([key, row]) => [key, row.scores, row.notes]),
     );
+  });
+
+  /** Each dimension of the transcript on show scored `score`, the ones in `skip` left open. */
+  async function scoreAll(page: Page, score: string, skip: string[] = []) {
+    for (const dimension of rubric.dimensions) {
+      if (skip.includes(dimension.name)) continue;
+      await shown(page).locator(`input[name="${dimension.name}"][value="${score}"]`).check();
+    }
+  }
+
+  /** The model/task of the transcript on show, read from its page's embedded sheet row. */
+  async function shownKey(page: Page): Promise<string> {
+    return shown(page)
+      .locator('form')
+      .evaluate((form) => {
+        const data = JSON.parse(document.getElementById('plan-data')!.textContent!);
+        const cells = data.rows[Number((form as HTMLElement).dataset.row)];
+        return `${cells.model}/${cells.task_id}`;
+      });
+  }
+
+  test('one page in two tabs, a transcript scored in each, the first closed: reopened, both answers are there; each tab sees the other', async (t) => {
+    const { out } = await planned(t, 'alice');
+    const html = path.join(out, 'alice.html');
+    const first = await open(t, html);
+    const second = await browser.newPage();
+    t.after(() => second.close());
+    await second.goto(pathToFileURL(html).href, { waitUntil: 'load' });
+
+    await scoreAll(first, '2');
+    const firstKey = await shownKey(first);
+    await second.locator('nav a').nth(1).click();
+    const secondKey = await shownKey(second);
+    assert.notEqual(firstKey, secondKey);
+    await scoreAll(second, '1');
+    await second.locator('textarea').nth(1).fill('from the second tab');
+    // The other tab's answer reaches this one through the storage event, not a reload.
+    assert.equal(await second.locator('#left').textContent(), '2 of 4 left');
+    await first.locator('#left').filter({ hasText: '2 of 4 left' }).waitFor();
+    await first.close();
+
+    const again = await browser.newPage();
+    t.after(() => again.close());
+    await again.goto(pathToFileURL(html).href, { waitUntil: 'load' });
+    assert.equal(await again.locator('#left').textContent(), '2 of 4 left');
+    const rows = rowsOf(await download(again));
+    const all = (score: number) =>
+      Object.fromEntries(rubric.dimensions.map((d) => [d.name, score]));
+    assert.deepEqual(rows.get(firstKey)!.scores, all(2));
+    assert.deepEqual(rows.get(secondKey)!.scores, all(1));
+    assert.equal(rows.get(secondKey)!.notes, 'from the second tab');
+  });
+
+  test('scored in the page, not downloaded, a late transcript added and the plan made again: the page still shows every answer', async (t) => {
+    const { ws, out, sheet } = await planned(t, 'alice');
+    const html = path.join(out, 'alice.html');
+    const page = await open(t, html);
+    await scoreAll(page, '2');
+    const scored = await shownKey(page);
+    await page.close();
+
+    const transcript = JSON.parse(
+      fs.readFileSync(path.join(ws.transcripts, 'm01', 'proof01.json'), 'utf8'),
+    );
+    transcript.metadata.model = 'm03';
+    fs.mkdirSync(path.join(ws.transcripts, 'm03'));
+    writeJson(path.join(ws.transcripts, 'm03', 'proof01.json'), transcript);
+    const again = await sheet('--scorers', 'alice', '--seed', '7');
+    assert.equal(again.code, 0, again.stderr + again.stdout);
+
+    const reopened = await browser.newPage();
+    t.after(() => reopened.close());
+    await reopened.goto(pathToFileURL(html).href, { waitUntil: 'load' });
+    assert.equal(await reopened.locator('section.transcript').count(), 5);
+    assert.equal(await reopened.locator('#left').textContent(), '4 of 5 left');
+    const rows = rowsOf(await download(reopened));
+    assert.equal(Object.keys(rows.get(scored)!.scores).length, rubric.dimensions.length);
+  });
+
+  test('a dimension of one level: open until its radio is checked, never downloaded unchecked, restored on a reload', async (t) => {
+    const json = JSON.parse(fs.readFileSync(RUBRIC_FILE, 'utf8'));
+    const lone = json.dimensions[1];
+    lone.scores = { '1': 'The tutor breaks the proof into subgoals.' };
+    const ws = makeWorkspace({
+      models: 2,
+      tasks: ['proof01', 'proof02'],
+      rubricText: JSON.stringify(json),
+    });
+    t.after(() => ws.remove());
+    rubric = loadRubric(ws.rubric);
+    const out = path.join(ws.dir, 'human');
+    const paths = ['--transcripts', ws.transcripts, '--tasks', ws.tasks, '--out', out];
+    const more = ['--reference-keys', ws.referenceKeys, '--rubric', ws.rubric];
+    const made = await runReport(['sheet', ...paths, ...more, '--scorers', 'alice']);
+    assert.equal(made.code, 0, made.stderr);
+
+    const page = await open(t, path.join(out, 'alice.html'));
+    assert.equal(await page.locator('#left').textContent(), '4 of 4 left');
+    await scoreAll(page, '1', [lone.name]);
+    const key = await shownKey(page);
+    assert.equal(await page.locator('#left').textContent(), '4 of 4 left', 'its radio unchecked');
+    const open1 = rowsOf(await download(page)).get(key)!;
+    assert.equal(open1.scores[lone.name], undefined, 'no score nobody gave');
+    assert.equal(Object.keys(open1.scores).length, rubric.dimensions.length - 1);
+
+    await shown(page).locator(`input[name="${lone.name}"]`).check();
+    assert.equal(await page.locator('#left').textContent(), '3 of 4 left');
+    await page.reload({ waitUntil: 'load' });
+    await page.locator('nav a').first().click();
+    assert.equal(await page.locator('#left').textContent(), '3 of 4 left');
+    const done = rowsOf(await download(page)).get(key)!;
+    assert.equal(done.scores[lone.name], 1);
+    assert.ok(isComplete(done, rubric));
+    if (shots !== undefined) {
+      await page.screenshot({ path: path.join(shots, 'page-one-level.png'), fullPage: true });
+    }
   });
 });

@@ -377,6 +377,82 @@ describe('report.ts sheet --scorers: one sheet and one page per scorer in --out'
     assert.equal(fs.readFileSync(ws.out, 'utf8'), 'my notes');
   });
 
+  test('a name too long for a file with its temporary suffix, or an --out too long: one line, exit 2, nothing written', async (t) => {
+    const ws = workspace(t, 2, 3);
+    const long = 'x'.repeat(245); // x….html fits in 255 bytes; x….html.<pid>.tmp does not
+    const wide = 'é'.repeat(120); // 240 bytes in UTF-8, not 240 characters' worth of room
+    for (const name of [long, wide]) {
+      const result = await plan(ws, '--scorers', `alice,${name}`);
+      assert.equal(result.code, 2, result.stdout);
+      assert.match(result.stderr, /^report: [^\n]+\n$/);
+      assert.match(result.stderr, /too long for a file name/);
+      assert.equal(fs.existsSync(ws.out), false, 'nothing written, not even alice.csv');
+    }
+    const out = path.join(ws.dir, 'o'.repeat(300), 'human');
+    const result = await plan(ws, '--scorers', 'alice', '--out', out);
+    assert.equal(result.code, 2, result.stdout);
+    assert.match(result.stderr, /^report: [^\n]+ too long for a file name[^\n]*\n$/);
+    const accepted = await plan(ws, '--scorers', `alice,${'x'.repeat(200)}`);
+    assert.equal(accepted.code, 0, accepted.stderr);
+  });
+
+  test('the same plan made again after a late transcript, taking a transcript off a page: refused naming the page until it is moved away; --update adds the transcript instead', async (t) => {
+    const ws = workspace(t, 2, 3);
+    const args = ['--scorers', 'alice,bob', '--sample', '50%', '--seed', '3'];
+    assert.equal((await plan(ws, ...args)).code, 0);
+    const before = snapshot(ws.out);
+    const pairsOf = (scorer: string) =>
+      sheetRows(path.join(ws.out, `${scorer}.csv`)).map((row) => `${row.model}/${row.task_id}`);
+
+    // A late transcript: the sample of 7 is drawn again, and someone's page loses a transcript.
+    const late = JSON.parse(
+      fs.readFileSync(path.join(ws.transcripts, 'm01', 'proof01.json'), 'utf8'),
+    );
+    late.metadata.model = 'm03';
+    fs.mkdirSync(path.join(ws.transcripts, 'm03'));
+    fs.writeFileSync(path.join(ws.transcripts, 'm03', 'proof01.json'), JSON.stringify(late));
+    const alice = pairsOf('alice');
+    const refused = await plan(ws, ...args);
+    assert.equal(refused.code, 2, refused.stdout);
+    assert.match(refused.stderr, /^report: [^\n]+\n$/);
+    assert.match(refused.stderr, /(alice|bob)\.html: this plan takes .* off the page/);
+    assert.match(refused.stderr, /sheet --update/);
+    assert.deepEqual(snapshot(ws.out), before, 'nothing written');
+
+    // --update keeps every page's transcripts.
+    const updated = await plan(ws, '--update');
+    assert.equal(updated.code, 0, updated.stderr);
+    assert.deepEqual(
+      pairsOf('alice').filter((pair) => alice.includes(pair)),
+      alice,
+    );
+
+    // The page moved away is the scorer's word that its answers are safe: planned anew.
+    const page = /(alice|bob)\.html/.exec(refused.stderr)![0];
+    fs.rmSync(path.join(ws.out, 'plan.json'));
+    const bothPages = ['alice.html', 'bob.html'];
+    for (const file of bothPages) fs.renameSync(path.join(ws.out, file), path.join(ws.dir, file));
+    assert.ok(bothPages.includes(page));
+    const anew = await plan(ws, ...args);
+    assert.equal(anew.code, 0, anew.stderr);
+  });
+
+  test("the page's storage key is its folder's and scorer's: another seed or scorer list keeps it", async (t) => {
+    const ws = workspace(t, 2, 2);
+    const keyOf = () => {
+      const html = fs.readFileSync(path.join(ws.out, 'alice.html'), 'utf8');
+      const json = /<script type="application\/json" id="plan-data">(.*?)<\/script>/s.exec(html)!;
+      return JSON.parse(json[1]!).plan as string;
+    };
+    assert.equal((await plan(ws, '--scorers', 'alice')).code, 0);
+    const key = keyOf();
+    assert.equal((await plan(ws, '--scorers', 'alice', '--seed', '9')).code, 0);
+    assert.equal(keyOf(), key);
+    const both = await plan(ws, '--scorers', 'alice,bob', '--overlap', '2');
+    assert.equal(both.code, 0, both.stderr);
+    assert.equal(keyOf(), key);
+  });
+
   test('without --scorers, sheet still prints the blank sheet of every transcript to stdout', async (t) => {
     const ws = workspace(t, 2, 2);
     const result = await runReport([
@@ -685,6 +761,27 @@ describe('one study folder (--dir) and a rehearsal without a key (fake-api)', ()
     assert.match((await runReport(['--dir', dir])).stdout, /^12 \(transcript, scorer\) pairs/m);
     const sure = await runReport(['--dir', dir, '--exclude-unsure']);
     assert.match(sure.stdout, /^11 \(transcript, scorer\) pairs/m);
+  });
+
+  test("the README's plan and gate message are what the shipped set gives", async (t) => {
+    const readme = fs.readFileSync(path.join(REPO, 'README.md'), 'utf8');
+    const command = /^npx tsx report\.ts sheet (.+)\n```\n```\n([^`]*)```/m.exec(readme);
+    assert.ok(command, 'the plan command, then its output, in the README');
+    const dir = study(t);
+    const planned = await runReport(['sheet', '--dir', dir, ...command[1]!.split(' ')]);
+    assert.equal(planned.code, 0, planned.stderr);
+    const said = `${planned.stdout}${planned.stderr}`.replaceAll(`${dir}/`, '');
+    assert.equal(said, command[2]);
+    if (said.includes('leaves out')) {
+      assert.doesNotMatch(readme, /every tutor and task/, 'the sample does not cover them all');
+    }
+
+    const gate = /^```\n(run-judge: human scoring is not complete[^\n]*\n)```/m.exec(readme);
+    assert.ok(gate, "the gate's message, quoted in the README");
+    const env = { ANTHROPIC_API_KEY: 'sk-readme' };
+    const refused = await runMain(['--dir', dir, '--concurrency', '16'], { env });
+    assert.equal(refused.code, 2, refused.stderr);
+    assert.equal(refused.stderr.replaceAll(`${dir}/`, ''), gate[1]);
   });
 
   test('--dir: a flag given still wins', async (t) => {
