@@ -1,10 +1,10 @@
 // The figures of issue 16 (report-analysis.ts) against scikit-learn, SciPy and NLTK: one convention
 // (positions on the scale), matched transcripts, the gap to the ceiling, leniency, alpha, per model.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
+import { referenceRun, referenceSkip } from './python-reference.ts';
 
 const { agreement, analyse, intervalAlpha, judgesAgainstEachOther, reportCells } =
   await import('../report-analysis.ts');
@@ -489,11 +489,7 @@ describe("Krippendorff's alpha, interval metric on positions, as NLTK computes i
 
 describe('the reference figures come from the script beside them', () => {
   const script = path.join(import.meta.dirname, 'reference', 'analysis-reference.py');
-  const python = '/usr/bin/python3';
-  const probe = fs.existsSync(python)
-    ? spawnSync(python, ['-c', 'import nltk, scipy, sklearn'], { encoding: 'utf8' })
-    : null;
-  const available = probe !== null && probe.status === 0;
+  const available = referenceSkip() === false; // /usr/bin/python3 with nltk, scipy and sklearn
 
   test(
     'its output is the constants above (run only where NLTK, SciPy and scikit-learn are installed)',
@@ -501,7 +497,7 @@ describe('the reference figures come from the script beside them', () => {
       skip: available ? false : 'no python3 with nltk, scipy and sklearn',
     },
     () => {
-      const run = spawnSync(python, [script], { encoding: 'utf8' });
+      const run = referenceRun(path.basename(script)); // as `python3 script` prints it
       assert.equal(run.status, 0, run.stderr);
       const printed = JSON.parse(run.stdout);
       assert.deepEqual(printed.alpha, REFERENCE.alpha);
@@ -630,7 +626,7 @@ describe('verdicts as a non-inferiority reading at margin 0.1 (issue 23), agains
     { skip: available ? false : 'no /usr/bin/python3' },
     () => {
       const script = path.join(import.meta.dirname, 'reference', 'verdicts-reference.py');
-      const run = spawnSync('/usr/bin/python3', [script], { encoding: 'utf8' });
+      const run = referenceRun(path.basename(script)); // as `python3 script` prints it
       assert.equal(run.status, 0, run.stderr);
       assert.deepEqual(JSON.parse(run.stdout), VERDICTS);
     },
@@ -807,7 +803,7 @@ describe('judges against each other, juries and self-preference (issue 23), agai
     { skip: available ? false : 'no /usr/bin/python3' },
     () => {
       const script = path.join(import.meta.dirname, 'reference', 'judges-reference.py');
-      const run = spawnSync('/usr/bin/python3', [script], { encoding: 'utf8' });
+      const run = referenceRun(path.basename(script)); // as `python3 script` prints it
       assert.equal(run.status, 0, run.stderr);
       assert.deepEqual(JSON.parse(run.stdout), JUDGES);
     },
