@@ -6337,6 +6337,7 @@ export function writablePath<T>(file: string, setUp: () => T): T {
       'ENOENT',
       'ENOSPC',
       'EEXIST',
+      'ENAMETOOLONG',
     ];
     if (!unwritable.includes(code)) throw error;
     throw new EvalConfigurationError(`${file}: cannot be created or written (${code})`, {

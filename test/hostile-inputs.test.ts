@@ -187,3 +187,15 @@ describe('a row of an edited transcript: the gate says how to go on (issue 26, c
     );
   });
 });
+
+describe('a path too long for the file system is a one-line refusal naming it, not a stack trace', () => {
+  test('--output under a 300-character folder name: exit 2, "cannot be created or written (ENAMETOOLONG)"', async (t) => {
+    const { fake, ws, run } = await setup(t);
+    const output = path.join(ws.dir, 'x'.repeat(300), 'scores.csv');
+    const result = await run(['--before-human-scoring', '--output', output]);
+    assert.equal(result.code, 2, result.stderr);
+    assert.match(result.stderr, /cannot be created or written \(ENAMETOOLONG\)/);
+    assert.doesNotMatch(result.stderr, /^\s+at /m, 'no stack trace');
+    assert.equal(fake.requests.length, 0);
+  });
+});
