@@ -1,8 +1,8 @@
 // fake-api.ts: `npm run fake-api`, a rehearsal without a key. Starts the loopback fakes of the
-// Anthropic API (Messages, Message Batches) and of the OpenAI API (Chat Completions, Batch API) that
-// the tests use, answering every judge request with valid scores on the rubric's own scale: a mix
-// seeded by the prompt and --seed, so the same transcript gets the same scores and the report has
-// something to measure. It prints where they listen and the variables to set; Ctrl-C stops it.
+// Anthropic API (Messages, Message Batches) and of the OpenAI API (Chat Completions, Batch API)
+// that the tests use, answering every judge request with valid scores on the rubric's own scale:
+// a mix seeded by the prompt and --seed, so the same transcript gets the same scores and the report
+// has something to measure. It prints where they listen and the variables to set; Ctrl-C stops it.
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { DEFAULTS, allowedScores, isEntryModule, loadRubric, sha256 } from './run-judge.ts';
@@ -37,7 +37,8 @@ export async function startFakeApi(options: { rubric: string; seed: number }): P
   });
   const banner = [
     `fake-api: Anthropic's API at ${anthropic.url}, OpenAI's at ${openai.url} (loopback only; ` +
-      `any key is accepted, none is checked); scores on ${options.rubric}'s scale, seed ${options.seed}`,
+      `any key is accepted, none is checked); scores on ${options.rubric}'s scale, ` +
+      `seed ${options.seed}`,
     'In another terminal, set these, then run the protocol as usual:',
     `  export ANTHROPIC_BASE_URL=${anthropic.url} ANTHROPIC_API_KEY=fake-key`,
     `  export OPENAI_BASE_URL=${openai.url} OPENAI_API_KEY=fake-key`,

@@ -174,8 +174,8 @@ export function transcriptEntries(judged: ScoreRow[], humans: HumanRow[]): Trans
 
 // ---- The page ----------------------------------------------------------------------------------
 
-const PAGE_CSS = `body{font:14px/1.45 system-ui,sans-serif;color:#111;margin:24px auto;padding:0 24px;
-max-width:1140px}
+const PAGE_CSS = `body{font:14px/1.45 system-ui,sans-serif;color:#111;margin:24px auto;
+padding:0 24px;max-width:1140px}
 h2{margin-top:28px}
 table{border-collapse:collapse;margin:6px 0 18px}
 th,td{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
@@ -244,16 +244,22 @@ export function renderHtml(page: PageInputs): string {
     return wide(htmlTable(withoutBlankColumns(table.rows), caption, docs));
   });
   const notes = cells.notes.map((note) => `<li>${escapeHtml(note)}</li>`).join('');
+  const intro =
+    '<p>The run and a verdict per dimension; then each dimension; then ' +
+    '<a href="#transcripts">the transcripts</a>, the most disputed first. ' +
+    `Each figure's name links to <a href="${docs}">its definition</a>.</p>`;
+  const filters = transcriptFilters(entries, report);
+  const index = transcriptIndex(entries, report);
 
   return `<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>${TITLE}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>${PAGE_CSS}</style></head><body><h1>${TITLE}</h1>
-<p>The run and a verdict per dimension; then each dimension; then <a href="#transcripts">the transcripts</a>, the most disputed first. Each figure's name links to <a href="${docs}">its definition</a>.</p>
+${intro}
 <h2>The run</h2>${runTable(page.run, report)}
 <h2>Verdicts</h2>${verdictList(report, docs)}
 <h2>Agreement per dimension</h2>${figureTables.join('')}<ul class="notes">${notes}</ul>
 ${dimensions.join('')}
-<h2 id="transcripts">Transcripts</h2>${transcriptFilters(entries, report)}${transcriptIndex(entries, report)}
+<h2 id="transcripts">Transcripts</h2>${filters}${index}
 <p><span class="differs">Highlighted</span>: a human's score that differs from the judge's.</p>
 <div id="transcript-list">${transcripts.join('')}</div>
 <script>${FILTER_SCRIPT}</script></body></html>\n`;
@@ -273,7 +279,8 @@ function figureCaption(table: number, report: Report): string {
   if (table === 0) {
     return (
       `The judge against the people, per dimension, on ${range(pairs)} (transcript, scorer) ` +
-      "pairs (n); leniency is the judge mean minus the people's, in score units. † under 30 pairs."
+      "pairs (n); leniency is the judge mean minus the people's, in score units. " +
+      '† under 30 pairs.'
     );
   }
   if (table === 1) {
@@ -603,7 +610,10 @@ function legend(): string {
   ];
   const items = keys.map(([who, shape, text], i) => {
     const x = PLOT.left + [0, 70, 255, 375][i]!;
-    return `<g class="${who}" transform="translate(${x},0)">${shape}<text x="16" y="14">${text}</text></g>`;
+    return (
+      `<g class="${who}" transform="translate(${x},0)">${shape}` +
+      `<text x="16" y="14">${text}</text></g>`
+    );
   });
   return `<g class="legend">${items.join('')}</g>`;
 }
@@ -613,7 +623,8 @@ function ticks(panel: ForestPanel, y: number, height: number): string {
   const lines = axisTicks(panel.min, panel.max).map((value) => {
     const x = scaleX(value, panel.min, panel.max);
     const line = `<line x1="${x}" x2="${x}" y1="${y}" y2="${y + height}"/>`;
-    const text = `<text x="${x}" y="${y + height + 16}" text-anchor="middle">${tickText(value)}</text>`;
+    const text =
+      `<text x="${x}" y="${y + height + 16}" text-anchor="middle">` + `${tickText(value)}</text>`;
     // Zero inside the axis is the gap's verdict line: drawn darker.
     const kind = value === 0 && panel.min < 0 ? 'tick zero' : 'tick';
     return `<g class="${kind}">${line}${text}</g>`;
@@ -634,7 +645,8 @@ function forestRow(row: ForestRow, y: number, at: (value: number) => number): st
 
   const text = `<text x="${PLOT.right + 12}" y="${middle + 4}">${escapeHtml(row.text)}</text>`;
   parts.push(text);
-  return `<g class="row"><title>${escapeHtml(`${row.label}: ${row.text}`)}</title>${parts.join('')}</g>`;
+  const title = `<title>${escapeHtml(`${row.label}: ${row.text}`)}</title>`;
+  return `<g class="row">${title}${parts.join('')}</g>`;
 }
 
 /** One estimate: its interval as a line (class `interval`) and its value as a dot or a square. */
@@ -720,7 +732,10 @@ function htmlTable(rows: string[][], caption: string, docs?: string): string {
   });
   const body = rows.slice(1).map((row) => tableRow('td', row));
   const under = `<caption>${escapeHtml(caption)}</caption>`;
-  return `<table>${under}<thead><tr>${heads.join('')}</tr></thead><tbody>${body.join('')}</tbody></table>`;
+  return (
+    `<table>${under}<thead><tr>${heads.join('')}</tr></thead>` +
+    `<tbody>${body.join('')}</tbody></table>`
+  );
 }
 
 /** A table in a box that scrolls sideways on a narrow screen rather than overflowing the page. */
@@ -855,9 +870,13 @@ function transcriptIndex(entries: TranscriptEntry[], report: Report): string {
       "the judge's, summed over the dimensions and averaged over the transcript's scorers. " +
       'The largest first.</p>';
   }
-  const caption = `<caption>Every transcript with a judge or a human row (${entries.length}); the filters above choose which are shown, here and below.</caption>`;
+  const caption =
+    `<caption>Every transcript with a judge or a human row (${entries.length}); ` +
+    'the filters above choose which are shown, here and below.</caption>';
   const head = `<thead>${tableRow('th', columns)}</thead>`;
-  const table = `<table class="index" id="transcript-index">${caption}${head}<tbody>${rows.join('')}</tbody></table>`;
+  const table =
+    `<table class="index" id="transcript-index">${caption}${head}` +
+    `<tbody>${rows.join('')}</tbody></table>`;
   return `${note}${wide(table)}`;
 }
 
@@ -970,7 +989,9 @@ function transcriptSection(entry: TranscriptEntry, dimensions: string[], report:
   const scorers = entry.humans.map((row) => row.scorer || 'human');
   const header = tableRow('th', ['dimension', 'judge', ...scorers]);
   const rows = dimensions.map((name) => scoreRow(name, entry));
-  const caption = `<caption>Scores of this transcript: the judge's, then each scorer's (${entry.humans.length}).</caption>`;
+  const caption =
+    "<caption>Scores of this transcript: the judge's, then each scorer's " +
+    `(${entry.humans.length}).</caption>`;
   const scores = wide(`<table>${caption}${header}${rows.join('')}</table>`);
 
   const notes = [notesParagraph('judge', entry.judge?.notes ?? '')];
@@ -980,7 +1001,8 @@ function transcriptSection(entry: TranscriptEntry, dimensions: string[], report:
   let transcript: string;
   if (typeof entry.transcript === 'string') {
     const text = escapeHtml(entry.transcript);
-    transcript = `<details class="transcript"><summary>Transcript</summary><pre>${text}</pre></details>`;
+    transcript =
+      '<details class="transcript"><summary>Transcript</summary>' + `<pre>${text}</pre></details>`;
   } else {
     transcript = `<p><em>${escapeHtml(entry.transcript.unavailable)}</em></p>`;
   }
@@ -994,7 +1016,8 @@ function transcriptSection(entry: TranscriptEntry, dimensions: string[], report:
 
   const id = transcriptId(entry);
   const back = ' <a href="#transcripts">(the index)</a>';
-  const heading = `<h3>${escapeHtml(pairTitle(entry))}</h3><p>${escapeHtml(facts.join('; '))}${back}</p>`;
+  const heading =
+    `<h3>${escapeHtml(pairTitle(entry))}</h3>` + `<p>${escapeHtml(facts.join('; '))}${back}</p>`;
   const body = `${heading}${scores}${notes.join('')}${transcript}`;
   return `<section class="transcript" id="${id}">${body}</section>\n`;
 }
@@ -1010,7 +1033,10 @@ function thinkingDetails(thinking: string[]): string {
     joined = thinking.map((text, i) => `— answer ${i + 1} —\n${text}`).join('\n\n');
   }
   const text = escapeHtml(joined);
-  return `<details class="thinking"><summary>The judge's thinking</summary><pre>${text}</pre></details>`;
+  return (
+    `<details class="thinking"><summary>The judge's thinking</summary>` +
+    `<pre>${text}</pre></details>`
+  );
 }
 
 /** One dimension's row: the judge's score, then each human's, highlighted where it differs. */

@@ -194,8 +194,8 @@ function buildCli(io: ReportIO, result: { status: number }): Command {
     )
     .option(
       '--models <file>',
-      "models.json: each tutor's family (its entry's family, else its provider), for self-preference " +
-        `(default: ${DEFAULTS.models} when it exists)`,
+      "models.json: each tutor's family (its entry's family, else its provider), " +
+        `for self-preference (default: ${DEFAULTS.models} when it exists)`,
     )
     .option(
       '--jury',
@@ -207,7 +207,8 @@ function buildCli(io: ReportIO, result: { status: number }): Command {
     )
     .option(
       '--margin <kappa>',
-      'the non-inferiority margin of the verdicts: as good when the gap to the human ceiling is not below -margin',
+      'the non-inferiority margin of the verdicts: as good when the gap to the human ceiling ' +
+        'is not below -margin',
       String(DEFAULT_MARGIN),
     )
     .option(
@@ -232,8 +233,8 @@ function buildCli(io: ReportIO, result: { status: number }): Command {
     )
     .addHelpText(
       'after',
-      '\nExit status: 0 the report was printed; 1 the --min-kappa gate failed (the report is printed ' +
-        'too); 2 usage error or a file it cannot use.',
+      '\nExit status: 0 the report was printed; 1 the --min-kappa gate failed ' +
+        '(the report is printed too); 2 usage error or a file it cannot use.',
     )
     .allowExcessArguments()
     .action((options: AgreementOptions, command: Command) => {
@@ -289,7 +290,8 @@ function printSheet(options: SheetOptions, command: Command, io: ReportIO): void
   io.stdout.write(scoringSheet(transcripts, rubric, options.scorer));
 }
 
-/** An option's flag as typed, from commander's name for it (showSystemPrompt: --show-system-prompt). */
+/** An option's flag as typed, from commander's name for it
+ * (showSystemPrompt: --show-system-prompt). */
 function flagOf(name: string): string {
   return `--${name.replace(/[A-Z]/g, (letter) => `-${letter.toLowerCase()}`)}`;
 }
@@ -318,7 +320,8 @@ type AgreementOptions = {
 /** `agreement`: the report on stdout in the format asked for; with --html, the page too. Returns
  * the exit status: 1 when the gate failed, else 0. */
 function printAgreement(options: AgreementOptions, io: ReportIO): number {
-  // 1. A format it does not know, or judges it cannot tell apart, are refused before anything is read.
+  // 1. A format it does not know, or judges it cannot tell apart, are refused before anything is
+  // read.
   if (!['table', 'markdown', 'latex', 'json'].includes(options.format)) {
     throw new EvalInputError(`--format ${options.format}: use table, markdown, latex or json`);
   }
@@ -442,7 +445,8 @@ function reportInputs(options: AgreementOptions, judges: JudgeInput[]) {
       inputs.push({ flag: '--transcripts', file: ref.path });
     }
   } catch (error) {
-    if (!(error instanceof EvalError)) throw error; // no transcripts: the page says so, none is read
+    // no transcripts: the page says so, none is read
+    if (!(error instanceof EvalError)) throw error;
   }
   return inputs;
 }
@@ -491,12 +495,14 @@ function collect(value: string, previous: string[]): string[] {
 
 // ---- Judges side by side, and the CI gate -----------------------------------------------------
 
-/** The report, with the comparison of judges (more than one --scores) and the gate (--min-kappa). */
+/** The report, with the comparison of judges (more than one --scores) and the gate
+ * (--min-kappa). */
 export type FullReport = Report & { comparison?: JudgeComparison[]; gate?: Gate };
 
 export type JudgeComparison = ReturnType<typeof compareJudges>[number];
 
-/** A judge compared: one given by --scores, or the jury of those (`members`, in the order given). */
+/** A judge compared: one given by --scores, or the jury of those (`members`, in the order
+ * given). */
 type ComparedRun = JudgeRun & { members?: JudgeRun[]; stale?: string[] };
 
 /** The jury of the judges given (--jury): per transcript they all scored and dimension, the median
@@ -665,12 +671,14 @@ export function gateThresholds(values: string[], rubric: Rubric): Map<string, nu
     const threshold = figure.trim() === '' ? NaN : Number(figure);
     if (!Number.isFinite(threshold) || threshold < -1 || threshold > 1) {
       throw new EvalInputError(
-        `--min-kappa ${value}: "${figure}" is not a kappa between -1 and 1 (write 0.6, or dimension=0.6)`,
+        `--min-kappa ${value}: "${figure}" is not a kappa between -1 and 1 ` +
+          '(write 0.6, or dimension=0.6)',
       );
     }
     if (dimension !== undefined && !known.includes(dimension)) {
       throw new EvalInputError(
-        `--min-kappa ${value}: no dimension "${dimension}" in the rubric; its dimensions are ${known.join(', ')}`,
+        `--min-kappa ${value}: no dimension "${dimension}" in the rubric; ` +
+          `its dimensions are ${known.join(', ')}`,
       );
     }
     if (named.has(dimension)) {
@@ -690,7 +698,8 @@ export function gateThresholds(values: string[], rubric: Rubric): Map<string, nu
   return thresholds;
 }
 
-/** Each dimension with a threshold against each gated judge's kappa (or its interval's lower end). */
+/** Each dimension with a threshold against each gated judge's kappa (or its interval's lower
+ * end). */
 export function gate(
   judges: { name: string; report: Report }[],
   thresholds: Map<string, number>,
@@ -739,9 +748,10 @@ export type PrintOptions = {
   on: 'kappa' | 'lower';
 };
 
-/** The report's tables, aligned as text (each within 100 columns unless wide) or as GitHub-flavoured
- * Markdown (for a CI job summary); the notes under them; then self-preference and the judges
- * against each other, and the gate's verdict last. LaTeX: the per-dimension table alone. */
+/** The report's tables, aligned as text (each within 100 columns unless wide) or as
+ * GitHub-flavoured Markdown (for a CI job summary); the notes under them; then self-preference and
+ * the judges against each other, and the gate's verdict last. LaTeX: the per-dimension table
+ * alone. */
 export function formatReport(report: FullReport, options: PrintOptions): string {
   const cells = reportCells(report, options.wide);
   if (options.format === 'latex') {
@@ -856,7 +866,8 @@ function comparisonRow(judge: JudgeComparison, i: number): string[] {
   const reading = leniency.reading === null ? '' : ` ${leniency.reading}`;
   let first = '-';
   if (withFirst !== null) {
-    first = `${estimate(withFirst.kappa, withFirst.kappa_ci95, withFirst.n)} / ${figure(withFirst.exact)}`;
+    const kappa = estimate(withFirst.kappa, withFirst.kappa_ci95, withFirst.n);
+    first = `${kappa} / ${figure(withFirst.exact)}`;
   }
   return [
     judge.name,

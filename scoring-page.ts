@@ -10,7 +10,8 @@ import { FORMULA_START, allowedScores, rubricDimensions } from './run-judge.ts';
 import type { Rubric, TranscriptImage, TranscriptRef } from './run-judge.ts';
 import { escapeHtml } from './html-escape.ts';
 
-/** One message as the page shows it: who, the text, its images; `hidden` for a system prompt kept back. */
+/** One message as the page shows it: who, the text, its images; `hidden` for a system prompt kept
+ * back. */
 export type PageTurn = { who: string; text: string; images: TranscriptImage[]; hidden?: boolean };
 
 /** One transcript as its page shows it: the prompt's pieces (`promptValues`) and its turns. */
@@ -62,6 +63,7 @@ export function scoringPage(input: PageInput): string {
   // 3. The page.
   const scorer = escapeHtml(input.scorer);
   const json = JSON.stringify(data).replace(/</g, '\\u003c');
+  const keys = escapeHtml(digits.join(', '));
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -70,11 +72,12 @@ export function scoringPage(input: PageInput): string {
 <header><h1>Blind scoring: ${scorer}</h1>
 <p id="left" role="status">${count} of ${count} left</p>
 <button type="button" id="download">Download ${scorer}.csv</button>
-<label class="import">Import ${scorer}.csv <input type="file" id="import" accept=".csv,text/csv"></label>
+<label class="import">Import ${scorer}.csv <input type="file" id="import"
+accept=".csv,text/csv"></label>
 <p id="unsaved" class="warning" hidden>Answers not downloaded yet</p>
 <p id="import-status" role="status" hidden></p>
 <p class="hint">Your answers stay in this browser as you go. When done, download ${scorer}.csv
-and save it over the ${scorer}.csv of the plan: it holds every row of the sheet. Keys: ${escapeHtml(digits.join(', '))}
+and save it over the ${scorer}.csv of the plan: it holds every row of the sheet. Keys: ${keys}
 score the dimension in focus (else the first left open).</p>
 <p id="storage" class="warning" hidden>This browser does not keep your answers: download your CSV
 before you close the page.</p>
@@ -97,7 +100,10 @@ function transcriptSection(
   const values = transcript.values;
   const turns = transcript.turns.map((turn) => {
     if (turn.hidden === true) {
-      return `<p class="hidden-turn">The tutor's system prompt is hidden: it would tell the tutors apart.</p>`;
+      return (
+        `<p class="hidden-turn">The tutor's system prompt is hidden: ` +
+        'it would tell the tutors apart.</p>'
+      );
     }
     const images = turn.images.map((image) => {
       const source = `data:${image.source.media_type};base64,${image.source.data}`;
@@ -106,9 +112,15 @@ function transcriptSection(
       return `<figure>${img}<figcaption>${label}</figcaption></figure>`;
     });
     const role = turn.who === 'Student' ? 'student' : turn.who === 'Tutor' ? 'tutor' : 'other';
-    return `<div class="turn ${role}"><p class="who">${escapeHtml(turn.who)}</p><pre>${escapeHtml(turn.text)}</pre>${images.join('')}</div>`;
+    return (
+      `<div class="turn ${role}"><p class="who">${escapeHtml(turn.who)}</p>` +
+      `<pre>${escapeHtml(turn.text)}</pre>${images.join('')}</div>`
+    );
   });
 
+  const privateNotes =
+    '<summary>Private reference notes ' +
+    '<small>(never shown to the tutor; read them after the transcript)</small></summary>';
   const reading = `<div class="reading">
 <h3>Task</h3>
 <dl><dt>Task</dt><dd>${escapeHtml(values.task_id!)}</dd>
@@ -119,7 +131,7 @@ ${textBlock('Problem statement', values.problem_statement!)}
 <div class="turns">${turns.join('\n')}</div>
 <details class="reference"><summary>Expected tutor behaviours</summary>
 ${textBlock('Expected tutor behaviours', values.expected_behaviors!)}</details>
-<details class="reference"><summary>Private reference notes <small>(never shown to the tutor; read them after the transcript)</small></summary>
+<details class="reference">${privateNotes}
 ${textBlock('Proof skeleton', values.proof_skeleton!)}
 ${textBlock('Common misconceptions', values.common_misconceptions!)}
 ${textBlock('Red flags', values.red_flags!)}</details>
@@ -129,12 +141,16 @@ ${textBlock('Red flags', values.red_flags!)}</details>
     const levels = allowedScores(dimension).map((score) => {
       const level = escapeHtml(dimension.scores[String(score)]!);
       const name = escapeHtml(dimension.name);
-      return `<label class="level"><input type="radio" name="${name}" value="${score}"><b>${score}</b> <span>${level}</span></label>`;
+      return (
+        `<label class="level"><input type="radio" name="${name}" value="${score}">` +
+        `<b>${score}</b> <span>${level}</span></label>`
+      );
     });
     return `<fieldset><legend>${escapeHtml(dimension.name)}</legend>
 <p class="description">${escapeHtml(dimension.description)}</p>${levels.join('')}</fieldset>`;
   });
-  const form = `<form class="scores" data-row="${transcript.row}" autocomplete="off"><h3>Rubric and your scores</h3>
+  const form = `<form class="scores" data-row="${transcript.row}"
+autocomplete="off"><h3>Rubric and your scores</h3>
 ${dimensions.join('\n')}
 <label class="unsure"><input type="checkbox" name="unsure"> Unsure about these scores</label>
 <label class="notes">Notes<textarea name="notes" rows="4"></textarea></label></form>`;
@@ -182,7 +198,8 @@ background:#f3f4f6;padding:6px 8px;margin:2px 0}
 .turns{display:flex;flex-direction:column;gap:10px}
 .turn{border-radius:8px;padding:4px 10px 8px;max-width:92%}
 .turn pre{background:none;padding:0;font:14px/1.5 system-ui,sans-serif}
-.turn .who{font-size:12px;font-weight:bold;text-transform:uppercase;letter-spacing:.04em;margin:2px 0}
+.turn .who{font-size:12px;font-weight:bold;text-transform:uppercase;letter-spacing:.04em;
+margin:2px 0}
 .turn.student{background:#eff6ff;border:1px solid #bfdbfe;align-self:flex-start}
 .turn.student .who{color:#1e40af}
 .turn.tutor{background:#fffbeb;border:1px solid #fde68a;align-self:flex-end}
@@ -230,9 +247,12 @@ const PAGE_SCRIPT = String.raw`(() => {
   const links = Array.from(document.querySelectorAll('nav a'));
   const pairOf = (cells) => cells.task_id + '\n' + cells.model;
   const idOf = (cells) => pairOf(cells) + '\n' + cells.transcript_sha256;
-  const formOfPair = new Map(forms.map((form) => [pairOf(data.rows[Number(form.dataset.row)]), form]));
+  const formOfPair = new Map(
+    forms.map((form) => [pairOf(data.rows[Number(form.dataset.row)]), form])
+  );
   const cellsOf = (form) => data.rows[Number(form.dataset.row)];
-  const entryOf = (cells) => key + ':' + JSON.stringify([cells.task_id, cells.model, cells.transcript_sha256]);
+  const entryOf = (cells) => key + ':' +
+    JSON.stringify([cells.task_id, cells.model, cells.transcript_sha256]);
   const formOfEntry = new Map(forms.map((form) => [entryOf(cellsOf(form)), form]));
   let rows = data.rows.map((cells) => Object.assign({}, cells));
 
@@ -253,10 +273,12 @@ const PAGE_SCRIPT = String.raw`(() => {
     storable = false;
   }
 
-  // A dimension's radios; by name, as a lone radio is no RadioNodeList (its value is not an answer).
-  const radiosOf = (form, name) => Array.from(form.querySelectorAll('input[type=radio]')).filter((input) => {
-    return input.name === name;
-  });
+  // A dimension's radios; by name, as a lone radio is no RadioNodeList (its value is not an
+  // answer).
+  const radiosOf = (form, name) => Array.from(form.querySelectorAll('input[type=radio]'))
+    .filter((input) => {
+      return input.name === name;
+    });
   const answerOf = (form) => {
     const scores = {};
     for (const name of data.dimensions) {
@@ -462,7 +484,8 @@ const PAGE_SCRIPT = String.raw`(() => {
     const records = parseCsv(await file.text());
     const header = records.length > 0 ? records[0] : [];
     if (!header.includes('task_id') || !header.includes('model')) {
-      status.textContent = file.name + ': not a sheet (no task_id and model columns); nothing imported';
+      status.textContent = file.name +
+        ': not a sheet (no task_id and model columns); nothing imported';
       return;
     }
     const imported = records.slice(1).map((values) => {
@@ -494,7 +517,8 @@ const PAGE_SCRIPT = String.raw`(() => {
     rows = kept;
     update();
     let said = file.name + ': ' + taken + ' row(s) taken';
-    if (older > 0) said += '; ' + older + ' row(s) scored an older text of their transcript, left open';
+    if (older > 0) said += '; ' + older +
+      ' row(s) scored an older text of their transcript, left open';
     status.textContent = said;
   });
 
@@ -502,12 +526,14 @@ const PAGE_SCRIPT = String.raw`(() => {
   document.addEventListener('keydown', (event) => {
     if (!/^[0-9]$/.test(event.key) || event.ctrlKey || event.metaKey || event.altKey) return;
     const target = event.target;
-    if (target && (target.tagName === 'TEXTAREA' || (target.tagName === 'INPUT' && target.type !== 'radio' && target.type !== 'checkbox'))) return;
+    if (target && (target.tagName === 'TEXTAREA' || (target.tagName === 'INPUT' &&
+      target.type !== 'radio' && target.type !== 'checkbox'))) return;
     const fieldsets = Array.from(sections[current].querySelectorAll('fieldset'));
     let at = fieldsets.findIndex((fieldset) => fieldset.contains(document.activeElement));
     if (at < 0) at = fieldsets.findIndex((fieldset) => !fieldset.querySelector('input:checked'));
     if (at < 0) return;
-    const radio = Array.from(fieldsets[at].querySelectorAll('input[type=radio]')).find((input) => input.value === event.key);
+    const radio = Array.from(fieldsets[at].querySelectorAll('input[type=radio]'))
+      .find((input) => input.value === event.key);
     if (!radio) return;
     event.preventDefault();
     radio.checked = true;
