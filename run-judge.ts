@@ -1824,7 +1824,8 @@ export async function createJudges(
  * are off: run-judge has exactly one retry layer.
  */
 function anthropicJudge(config: JudgeConfig, key: string, env: NodeJS.ProcessEnv) {
-  const { Anthropic, AnthropicError } = loadSdk();
+  const sdk = loadSdk();
+  const { Anthropic, AnthropicError } = sdk;
   const client = new Anthropic({
     apiKey: key,
     baseURL: config.base_url ?? (env.ANTHROPIC_BASE_URL || undefined),
@@ -1837,7 +1838,7 @@ function anthropicJudge(config: JudgeConfig, key: string, env: NodeJS.ProcessEnv
     send: (request, signal) => client.messages.create(request, { signal }).asResponse(),
     answer: answerFromMessage,
     rateLimit: parseRateLimit,
-    errors: errorClassesOf(sdk!, AnthropicError),
+    errors: errorClassesOf(sdk, AnthropicError),
   };
   return { client, transport };
 }
@@ -1853,7 +1854,8 @@ function openAiJudge(
   env: NodeJS.ProcessEnv,
   clock: Clock,
 ) {
-  const { OpenAI, OpenAIError } = loadOpenAiSdk();
+  const openAiSdk = loadOpenAiSdk();
+  const { OpenAI, OpenAIError } = openAiSdk;
   const client = new OpenAI({
     apiKey: key ?? 'no-key', // the SDK insists on one; its header is removed below
     defaultHeaders: key === undefined ? { Authorization: null } : undefined,
@@ -1875,7 +1877,7 @@ function openAiJudge(
     },
     answer: answerFromCompletion,
     rateLimit: (headers) => parseOpenAiRateLimit(headers, clock.now()),
-    errors: errorClassesOf(openAiSdk!, OpenAIError),
+    errors: errorClassesOf(openAiSdk, OpenAIError),
   };
   return { client, transport };
 }
@@ -1891,39 +1893,28 @@ function errorClassesOf(module: object, base: ErrorClass): SdkErrors {
 
 type Sdk = typeof import('@anthropic-ai/sdk');
 
-let sdk: Sdk | undefined;
-
-/**
- * The SDK, loaded once when a run will call a judge (the dry-run never does). Its CommonJS build:
- * through tsx's loader it loads in about a third of the time its ES modules take.
- */
-export function loadSdk(): Sdk {
-  if (sdk === undefined) {
-    try {
-      sdk = createRequire(import.meta.url)('@anthropic-ai/sdk') as Sdk;
-    } catch (cause) {
-      const message = 'the package @anthropic-ai/sdk is not installed: run npm ci';
-      throw new EvalDependencyError(message, { cause });
-    }
-  }
-  return sdk;
-}
-
 type OpenAiSdk = typeof import('openai');
 
-let openAiSdk: OpenAiSdk | undefined;
+/** The Anthropic SDK, loaded when a run will call a judge (the dry-run never does). */
+export function loadSdk(): Sdk {
+  return loadPackage<Sdk>('@anthropic-ai/sdk');
+}
 
-/** The openai package, loaded once when a run has an OpenAI judge (its CommonJS build, as above). */
+/** The openai package, loaded when a run has an OpenAI judge. */
 function loadOpenAiSdk(): OpenAiSdk {
-  if (openAiSdk === undefined) {
-    try {
-      openAiSdk = createRequire(import.meta.url)('openai') as OpenAiSdk;
-    } catch (cause) {
-      const message = 'the package openai is not installed: run npm ci';
-      throw new EvalDependencyError(message, { cause });
-    }
+  return loadPackage<OpenAiSdk>('openai');
+}
+
+/**
+ * A vendor's SDK by its CommonJS build (through tsx's loader it loads in about a third of the time
+ * its ES modules take; require keeps it once loaded); a missing one says how to install it.
+ */
+function loadPackage<T>(name: string): T {
+  try {
+    return createRequire(import.meta.url)(name) as T;
+  } catch (cause) {
+    throw new EvalDependencyError(`the package ${name} is not installed: run npm ci`, { cause });
   }
-  return openAiSdk;
 }
 
 /**
