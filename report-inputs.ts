@@ -7,6 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { z } from 'zod';
 import {
+  AuditLineSchema,
   DEFAULTS,
   EvalError,
   EvalInputError,
@@ -239,7 +240,7 @@ export function readAuditLog(log: string, rubric?: Rubric, scored?: ScoreRow[]):
 }
 
 /** One scored entry as its row's record. */
-function auditRow(entry: AuditLine, judge: string): AuditRow {
+function auditRow(entry: LoggedLine, judge: string): AuditRow {
   const others = (entry.attempts ?? []).filter((attempt) => {
     return typeof attempt.judge === 'string' && attempt.judge !== judge;
   });
@@ -275,7 +276,7 @@ function checkSamples(samples: Scores[], rubric: Rubric, at: string): void {
 
 /** The log's lines, none without a log; a torn last line (a crash mid-write) is left out; a line
  * that is not an audit entry is an error naming the file and line. */
-function auditEntries(log: string): { entry: AuditLine; line: number }[] {
+function auditEntries(log: string): { entry: LoggedLine; line: number }[] {
   if (!fs.existsSync(log)) {
     return [];
   }
@@ -291,7 +292,7 @@ function auditEntries(log: string): { entry: AuditLine; line: number }[] {
   }
 
   const lines = content.split('\n');
-  const entries: { entry: AuditLine; line: number }[] = [];
+  const entries: { entry: LoggedLine; line: number }[] = [];
   lines.forEach((line, i) => {
     if (line.trim() === '') {
       return;
@@ -305,7 +306,7 @@ function auditEntries(log: string): { entry: AuditLine; line: number }[] {
       }
       throw new EvalInputError(`${log}: line ${i + 1} is not a JSON object`);
     }
-    const parsed = AuditLineSchema.safeParse(entry);
+    const parsed = LoggedLineSchema.safeParse(entry);
     if (!parsed.success) {
       const problems = parsed.error.issues.map((issue) => {
         return `${issuePath(issue.path)}: ${issue.message}`;
@@ -317,34 +318,34 @@ function auditEntries(log: string): { entry: AuditLine; line: number }[] {
   return entries;
 }
 
-/** A line of the audit log, loosely: only the fields the report reads; every one but the pair is
- * optional, for old logs. */
-const AuditLineSchema = z.object({
-  task_id: z.string(),
-  model: z.string(),
-  status: z.string().optional(),
-  judge: z.string().nullish(),
-  timestamp: z.string().optional(),
-  cost_usd: z.number().nullish(),
-  rubric_sha256: z.string().nullish(),
-  prompt_template_sha256: z.string().nullish(),
-  input_sha256: z.record(z.string(), z.string().nullable()).nullish(),
-  sample_scores: z.array(z.record(z.string(), z.number())).optional(),
-  attempts: z.array(z.object({ judge: z.string().nullish() })).optional(),
-  answers: z
-    .array(
-      z.object({
-        family: z.string().nullish(),
-        thinking: z.string().nullish(),
-        scores: z.record(z.string(), z.number()).nullish(),
-      }),
-    )
-    .optional(),
-  human_scoring: z.unknown().optional(),
-  before_human_scoring: z.boolean().optional(),
-});
+/** A line of the audit log as the report reads it: run-judge's AuditLineSchema, only the fields
+ * the report uses, and every one but the pair optional, for logs written before it had them. */
+const LoggedLineSchema = AuditLineSchema.pick({
+  task_id: true,
+  model: true,
+  status: true,
+  judge: true,
+  timestamp: true,
+  cost_usd: true,
+  rubric_sha256: true,
+  prompt_template_sha256: true,
+  input_sha256: true,
+  sample_scores: true,
+  human_scoring: true,
+  before_human_scoring: true,
+})
+  .extend({
+    attempts: z.array(AuditLineSchema.shape.attempts.element.pick({ judge: true }).partial()),
+    answers: z.array(
+      AuditLineSchema.shape.answers.element
+        .pick({ family: true, thinking: true, scores: true })
+        .partial(),
+    ),
+  })
+  .partial()
+  .required({ task_id: true, model: true });
 
-type AuditLine = z.infer<typeof AuditLineSchema>;
+type LoggedLine = z.infer<typeof LoggedLineSchema>;
 
 // ---- The transcripts, for the HTML page ---------------------------------------------------------
 

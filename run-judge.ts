@@ -3358,6 +3358,66 @@ async function recordOutcome(run: Run, ref: TranscriptRef, outcome: Outcome): Pr
 }
 
 /**
+ * One line of the audit log, the one spelling of it: auditEntry writes this shape (the compiler
+ * holds it to it) and report.ts reads its fields through this schema. Never parsed when written.
+ */
+export const AuditLineSchema = z.object({
+  run_id: z.string(),
+  timestamp: z.string(),
+  task_id: z.string(),
+  model: z.string(),
+  status: z.enum(['scored', 'failed']),
+  judge: z.string().nullable(), // the judge whose answer gave the scores
+  scores: z.record(z.string(), z.number()).optional(),
+  notes: z.string().optional(),
+  error: z.object({ class: z.string(), message: z.string() }).optional(), // why it failed
+  attempts: z.array(
+    z.object({
+      judge: z.string().nullable(),
+      error: z.string(), // the error class
+      status: z.number().nullable(), // the HTTP status, when there was an answer
+      message: z.string(),
+      raw_text: z.string().optional(), // left out when it is among the answers
+    }),
+  ),
+  answers: z.array(
+    z.object({
+      judge: z.string(), // the model id asked
+      provider: z.enum(PROVIDERS).nullable(),
+      family: z.string().nullable(),
+      model: z.string().nullable(), // the model id that answered
+      text: z.string(),
+      thinking: z.string().optional(),
+      redacted_thinking: z.number().optional(),
+      stop_reason: z.string().nullable(),
+      request_id: z.string().nullable(),
+      usage: z.custom<Usage>().nullable(), // null: unreadable, the cost is unknown
+      usage_raw: z.unknown(),
+      latency_ms: z.number(),
+      scores: z.record(z.string(), z.number()).nullable(),
+    }),
+  ),
+  usage: z.record(z.enum(USAGE_KINDS), z.number()),
+  cost_usd: z.number().nullable(), // null: unknown
+  latency_ms: z.number(),
+  prompt_sha256: z.string().nullable(),
+  rubric_sha256: z.string(),
+  prompt_template_sha256: z.string(),
+  input_sha256: z.object({
+    transcript: z.string().nullable(), // null: unreadable when hashed
+    task: z.string().nullable(),
+    reference_key: z.string().nullable(),
+    rubric: z.string().nullable(),
+    template: z.string(),
+  }),
+  sample_scores: z.array(z.record(z.string(), z.number())).optional(),
+  before_human_scoring: z.boolean(),
+  human_scoring: z.custom<HumanScoring>(),
+});
+
+export type AuditLine = z.infer<typeof AuditLineSchema>;
+
+/**
  * One audit-log line: the outcome, every failed attempt
  * and every raw answer, their usage, cost and hashes.
  */
@@ -3367,7 +3427,7 @@ function auditEntry(
   outcome: Outcome,
   usage: Record<UsageKind, number>,
   cost?: number,
-) {
+): AuditLine {
   const { verdict, error, answers } = outcome;
   const attempts = outcome.attempts.map((attempt) => {
     // A raw text already among the answers is not written twice.
@@ -3405,7 +3465,7 @@ function auditEntry(
     judge: outcome.judge ?? null,
     scores: verdict?.scores,
     notes: verdict?.notes,
-    error: verdict ? undefined : { class: error?.name, message: error?.message },
+    error: verdict || !error ? undefined : { class: error.name, message: error.message },
     attempts,
     answers: answerLines,
     usage,
@@ -3439,7 +3499,7 @@ function familyOf(judges: Judge[], answer: JudgeAnswer): string | null {
 export function inputHashes(
   files: { tasks: string; referenceKeys: string; rubric: string },
   ref: TranscriptRef,
-) {
+): AuditLine['input_sha256'] {
   const hashOf = (file: string) => {
     try {
       return sha256(fs.readFileSync(file));

@@ -16,7 +16,15 @@ import { parse as parseCsvSync } from 'csv-parse/sync';
 import { stringify as stringifyCsv } from 'csv-stringify/sync';
 import { FakeAnthropic } from './fake-anthropic.ts';
 import type { FakeOptions, RecordedRequest } from './fake-anthropic.ts';
-import type { Clock, JudgeConfig, ReferenceKey, Task, Transcript } from '../run-judge.ts';
+import { AuditLineSchema } from '../run-judge.ts';
+import type {
+  AuditLine,
+  Clock,
+  JudgeConfig,
+  ReferenceKey,
+  Task,
+  Transcript,
+} from '../run-judge.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Paths and constants
@@ -813,43 +821,18 @@ export function rowCount(file: string): number {
   );
 }
 
-export interface LogEntry {
-  run_id: string;
-  timestamp: string;
-  task_id: string;
-  model: string;
-  status: 'scored' | 'failed';
-  judge: string | null;
-  scores?: Record<string, number>;
-  notes?: string;
-  error?: { class: string; message: string };
-  attempts: { judge: string | null; error: string; status: number | null; message: string }[];
-  answers: {
-    judge: string;
-    model?: string | null; // the id that answered
-    text: string;
-    thinking?: string;
-    redacted_thinking?: number;
-    stop_reason: string | null;
-    request_id: string | null;
-    usage: { input_tokens: number; output_tokens: number };
-    usage_raw?: unknown; // the usage as the API sent it
-    latency_ms: number;
-  }[];
-  usage: { input_tokens: number; output_tokens: number };
-  latency_ms: number;
-  prompt_sha256: string | null;
-  rubric_sha256: string;
-}
+/** An audit-log line: run-judge's one type of it. */
+export type LogEntry = AuditLine;
 
-/** The audit log's entries, [] when it does not exist yet. */
+/** The audit log's entries, [] when it does not exist yet; a line off the one schema (or with a
+ * field it does not name) throws. */
 export function readLog(file: string): LogEntry[] {
   if (!fs.existsSync(file)) return [];
   const text = fs.readFileSync(file, 'utf8');
   return text
     .split('\n')
     .filter((line) => line !== '')
-    .map((line) => JSON.parse(line) as LogEntry);
+    .map((line) => AuditLineSchema.strict().parse(JSON.parse(line)));
 }
 
 /** Every file under `dir` with its size, mtime and content hash: compare before and after to prove nothing changed. */

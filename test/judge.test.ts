@@ -1559,7 +1559,7 @@ describe('rate-limit pacing in a run: every bucket the API reports, as token buc
       seconds: (fake.requests.at(-1)!.at - first) / 1000,
       // The clock skips ahead only over waits (real time runs while requests are in flight): the pacer's own waiting.
       waitedS: (clock as JumpClock).jumpedMs() / 1000,
-      inputTokens: log[0]!.answers[0]!.usage.input_tokens,
+      inputTokens: log[0]!.answers[0]!.usage!.input_tokens,
     };
   }
 

@@ -631,15 +631,7 @@ describe('`report.ts --html FILE`: the page written beside the usual output', ()
     const { code, stderr } = await run([...inputs, ...paths]);
     assert.equal(code, 0, stderr);
 
-    // The fields this test reads beyond helpers' LogEntry.
-    type Entry = {
-      judge: string;
-      timestamp: string;
-      prompt_template_sha256: string;
-      cost_usd: number;
-      answers: { thinking?: string }[];
-    };
-    const log = readLog(ws.log) as unknown as Entry[];
+    const log = readLog(ws.log);
     const html = fs.readFileSync(page, 'utf8');
     const fact = (name: string) => {
       return html.match(new RegExp(`<tr><th>${name}</th><td>([^<]*)</td>`))?.[1];
@@ -653,7 +645,7 @@ describe('`report.ts --html FILE`: the page written beside the usual output', ()
     assert.equal(fact('prompt template sha256'), [...templates][0]);
     const timestamps = log.map((entry) => entry.timestamp).sort();
     assert.equal(fact('last judged row'), timestamps.at(-1));
-    const total = log.reduce((sum, entry) => sum + entry.cost_usd, 0);
+    const total = log.reduce((sum, entry) => sum + entry.cost_usd!, 0);
     assert.equal(fact('total cost'), `$${total.toFixed(4)}`);
 
     const section = (id: string) => html.slice(html.indexOf(`id="${id}"`)).split('</section>')[0]!;

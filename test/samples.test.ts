@@ -20,7 +20,7 @@ import {
   tagOfParams,
   wellFormedCsv,
 } from './helpers.ts';
-import type { LogEntry, Workspace, WorkspaceOptions } from './helpers.ts';
+import type { Workspace, WorkspaceOptions } from './helpers.ts';
 import type { BatchResult, RecordedRequest, Reply } from './fake-anthropic.ts';
 
 // Destructured, not imported by name: a renamed export then fails its own tests, not the whole file.
@@ -30,14 +30,7 @@ const { main: reportMain } = await import('../report.ts');
 // ---- Local helpers ---------------------------------------------------------------------------------------------------
 
 type Scores = Record<string, number>;
-type Usage = { input_tokens: number; output_tokens: number; [cache: string]: number };
-/** An audit-log line with what samples add: each answer's scores, and every sample's scores. */
-type Entry = Omit<LogEntry, 'answers' | 'usage'> & {
-  usage: Usage;
-  answers: (LogEntry['answers'][number] & { scores: Scores | null; usage: Usage })[];
-  sample_scores?: Scores[];
-};
-const entries = (ws: Workspace) => readLog(ws.log) as unknown as Entry[];
+const entries = (ws: Workspace) => readLog(ws.log);
 const entryOf = (ws: Workspace, key: string) =>
   entries(ws).find((entry) => `${entry.model}/${entry.task_id}` === key)!;
 
@@ -243,8 +236,8 @@ describe('the prompt cache: samples 2..k read sample 1 from it', () => {
     assert.equal(result.code, 0, result.stderr);
     const { answers, usage } = entries(ws)[0]!;
     const cache = answers.map((answer) => [
-      answer.usage.cache_creation_input_tokens ?? 0,
-      answer.usage.cache_read_input_tokens ?? 0,
+      answer.usage!.cache_creation_input_tokens ?? 0,
+      answer.usage!.cache_read_input_tokens ?? 0,
     ]);
     const written = cache[0]![0]!;
     assert.ok(written > 1000, `the whole prompt written on sample 1 (${written} tokens)`);
@@ -536,14 +529,8 @@ describe("report.ts self_consistency: how often a transcript's samples agree", (
 // ---------------------------------------------------------------------------------------------
 describe('the judge settings in a run: thinking kept, prices by the model that answered, the cache lifetime', () => {
   const ROOMY = { buckets: { requests: { capacity: 1000, perSecond: 1000 } } }; // the fake computes the cache
-  type Answer = Entry['answers'][number] & {
-    model: string | null;
-    thinking?: string;
-    usage_raw: unknown;
-  };
-  const answersOf = (ws: Workspace) => entries(ws)[0]!.answers as Answer[];
-  const costOf = (ws: Workspace) =>
-    (entries(ws)[0] as Entry & { cost_usd: number | null }).cost_usd;
+  const answersOf = (ws: Workspace) => entries(ws)[0]!.answers;
+  const costOf = (ws: Workspace) => entries(ws)[0]!.cost_usd;
   const near = (actual: number | null, expected: number) =>
     assert.ok(actual !== null && Math.abs(actual - expected) < 1e-12, `${actual} ≠ ${expected}`);
 
@@ -616,12 +603,12 @@ describe('the judge settings in a run: thinking kept, prices by the model that a
       assert.deepEqual(lastBlock(req.body)?.cache_control, { type: 'ephemeral', ttl: '1h' });
     }
     const [first, second] = answersOf(ws);
-    const written = first!.usage.cache_creation_input_tokens!;
-    assert.deepEqual((first!.usage as { cache_creation?: unknown }).cache_creation, {
+    const written = first!.usage!.cache_creation_input_tokens!;
+    assert.deepEqual(first!.usage!.cache_creation, {
       ephemeral_5m_input_tokens: 0,
       ephemeral_1h_input_tokens: written,
     });
-    const uncached = first!.usage.input_tokens + second!.usage.input_tokens;
+    const uncached = first!.usage!.input_tokens + second!.usage!.input_tokens;
     const expected = (uncached * 5 + written * 2 * 5 + written * 0.1 * 5 + 2 * 20 * 25) / 1e6;
     near(costOf(ws), expected);
   });
@@ -631,8 +618,8 @@ describe('the judge settings in a run: thinking kept, prices by the model that a
     const { ws, run } = await setup(t, ROOMY, { ...ONE, judge });
     assert.equal((await run(['--samples', '2'])).code, 0);
     const [first, second] = answersOf(ws);
-    const written = first!.usage.cache_creation_input_tokens!;
-    const uncached = first!.usage.input_tokens + second!.usage.input_tokens;
+    const written = first!.usage!.cache_creation_input_tokens!;
+    const uncached = first!.usage!.input_tokens + second!.usage!.input_tokens;
     const expected = (uncached * 5 + written * 1.25 * 5 + written * 0.1 * 5 + 2 * 20 * 25) / 1e6;
     near(costOf(ws), expected);
   });
