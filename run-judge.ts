@@ -1805,7 +1805,7 @@ export async function createJudges(
     const made =
       config.provider === 'openai'
         ? openAiJudge(config, keys[i], env, clock)
-        : anthropicJudge(config, keys[i]!, env);
+        : anthropicJudge(config, keys[i]!, env, clock);
     return {
       model: judgeModel(config, env),
       config,
@@ -1823,7 +1823,7 @@ export async function createJudges(
  * An Anthropic judge's client and transport. The key is passed explicitly and the SDK's own retries
  * are off: run-judge has exactly one retry layer.
  */
-function anthropicJudge(config: JudgeConfig, key: string, env: NodeJS.ProcessEnv) {
+function anthropicJudge(config: JudgeConfig, key: string, env: NodeJS.ProcessEnv, clock: Clock) {
   const sdk = loadSdk();
   const { Anthropic, AnthropicError } = sdk;
   const client = new Anthropic({
@@ -1837,7 +1837,7 @@ function anthropicJudge(config: JudgeConfig, key: string, env: NodeJS.ProcessEnv
     baseUrlFrom: config.base_url ? '"base_url" in models.json' : 'ANTHROPIC_BASE_URL',
     send: (request, signal) => client.messages.create(request, { signal }).asResponse(),
     answer: answerFromMessage,
-    rateLimit: parseRateLimit,
+    rateLimit: (headers) => parseRateLimit(headers, clock.now()),
     errors: errorClassesOf(sdk, AnthropicError),
   };
   return { client, transport };
@@ -2692,7 +2692,6 @@ function answerFromMessage(
     rawUsage: data.usage,
     requestId: headers?.get('request-id') ?? undefined,
     latencyMs,
-    rateLimit: parseRateLimit(headers),
   };
 }
 
@@ -2967,7 +2966,7 @@ const RATE_FAMILIES = ['requests', 'input-tokens', 'output-tokens', 'tokens'] as
  * Reads the API's rate-limit headers
  * (`anthropic-ratelimit-<family>-limit/-remaining/-reset`), those it sent.
  */
-function parseRateLimit(headers: Headers | undefined): RateLimitInfo | undefined {
+function parseRateLimit(headers: Headers | undefined, now: number): RateLimitInfo | undefined {
   const info: RateLimitInfo = {};
   for (const family of RATE_FAMILIES) {
     const header = (name: string) =>
@@ -2978,7 +2977,7 @@ function parseRateLimit(headers: Headers | undefined): RateLimitInfo | undefined
     // A reset more than a minute away (a clock ahead of ours, a bad header) is unknown, never
     // waited for.
     const readable = [limit, remaining, resetAt].every(Number.isFinite);
-    if (readable && limit > 0 && resetAt - Date.now() <= 60_000) {
+    if (readable && limit > 0 && resetAt - now <= 60_000) {
       info[family] = { limit, remaining, resetAt };
     }
   }
