@@ -319,7 +319,8 @@ function auditEntries(log: string): { entry: LoggedLine; line: number }[] {
 }
 
 /** A line of the audit log as the report reads it: run-judge's AuditLineSchema, only the fields
- * the report uses, and every one but the pair optional, for logs written before it had them. */
+ * the report uses, and every one but the pair optional, for logs written before it had them (a
+ * null thinking, as a hand-written log may say, is none). */
 const LoggedLineSchema = AuditLineSchema.pick({
   task_id: true,
   model: true,
@@ -338,7 +339,8 @@ const LoggedLineSchema = AuditLineSchema.pick({
     attempts: z.array(AuditLineSchema.shape.attempts.element.pick({ judge: true }).partial()),
     answers: z.array(
       AuditLineSchema.shape.answers.element
-        .pick({ family: true, thinking: true, scores: true })
+        .pick({ family: true, scores: true })
+        .extend({ thinking: AuditLineSchema.shape.answers.element.shape.thinking.nullable() })
         .partial(),
     ),
   })

@@ -408,6 +408,7 @@ async function runJudge(
   const run: Run = {
     options,
     rubric: inputs.rubric,
+    rubricSha: inputs.rubricSha,
     selected: inputs.selected,
     taskFiles: inputs.taskFiles,
     judges,
@@ -666,8 +667,9 @@ export type TranscriptImage = {
 type Inputs = {
   options: RunOptions;
   rubric: Rubric;
+  rubricSha: string; // of the bytes the rubric was read from
   selected: TranscriptRef[]; // every transcript the filters chose, sorted
-  taskFiles: Map<string, { task: Task; referenceKey: ReferenceKey }>;
+  taskFiles: Map<string, TaskFiles>;
 };
 
 export type Task = z.infer<typeof TaskSchema>;
@@ -684,9 +686,15 @@ export type TranscriptRef = { task_id: string; model: string; path: string };
  * prepare one for judging (tasks are read once each).
  */
 function loadInputs(options: RunOptions): Inputs {
-  const rubric = loadRubric(options.rubric);
+  const rubric = loadHashed(options.rubric, RubricSchema, EvalConfigurationError);
   const selected = readTranscripts(options.transcripts, options.task, options.model);
-  return { options, rubric, selected, taskFiles: new Map() };
+  return {
+    options,
+    rubric: rubric.data,
+    rubricSha: rubric.sha256,
+    selected,
+    taskFiles: new Map(),
+  };
 }
 
 const RubricSchema = z.object({
@@ -895,7 +903,6 @@ type AuditLog = {
   fd: number;
   torn: number;
   runId: string;
-  rubricSha: string;
 };
 
 /**
@@ -929,7 +936,6 @@ function openOutput(options: RunOptions, rubric: Rubric, selected: TranscriptRef
       fd: opened.fd,
       torn: opened.torn,
       runId: randomUUID(),
-      rubricSha: sha256(fs.readFileSync(options.rubric)),
     };
     return { scoreFile, log, commit: new GroupCommit(), close };
   } catch (error) {
@@ -1287,6 +1293,7 @@ async function judgeTranscript(
   const answers = [...(prior?.answers ?? [])];
   const chain = new JudgeChain({ operation: label });
   let promptSha = prior?.promptSha;
+  let inputSha: InputHashes | undefined;
 
   try {
     // 1. The batch's attempt first, then the transcript's prompt and the judges that can take its
@@ -1294,6 +1301,7 @@ async function judgeTranscript(
     if (prior) chain.handle(prior.error);
     const prepared = prepareTranscript(run, ref);
     promptSha = prepared.promptSha;
+    inputSha = prepared.inputSha;
     const eligible = prepared.images.length > 0 ? judges.filter(canTakeImages) : judges;
     const mediaSkips = judges
       .filter((judge) => !eligible.includes(judge))
@@ -1318,6 +1326,7 @@ async function judgeTranscript(
       attempts: chain.attempts,
       answers,
       promptSha,
+      inputSha,
       startedAt,
     });
     if (chain.attempts.length > 0) {
@@ -1333,6 +1342,7 @@ async function judgeTranscript(
       attempts: chain.attempts,
       answers,
       promptSha,
+      inputSha,
       startedAt,
     });
     if (decide(error).action === 'stop-run') return;
@@ -1382,14 +1392,24 @@ async function judgeSamples(
 
 // ---- 6. Prepare: the prompt, one template filled by one pure function ---------------------------
 
-/** Reads one transcript and builds its prompt: the prompt, its hash and the images it holds. */
+/**
+ * Reads one transcript and builds its prompt: the prompt, its hash, the hashes of the bytes it was
+ * built from (read once, here: the audit line records them) and the images it holds.
+ */
 function prepareTranscript(inputs: Inputs, ref: TranscriptRef): PreparedTranscript {
-  const transcript = loadTranscript(ref);
-  const prompt = promptOf(inputs, ref, transcript);
+  const transcript = loadHashedTranscript(ref);
+  const prompt = promptOf(inputs, ref, transcript.data);
   return {
     prompt: prompt.text,
     promptSha: prompt.sha,
-    images: transcriptImages(transcript, ref.path),
+    inputSha: {
+      transcript: transcript.sha256,
+      task: prompt.files.taskSha,
+      reference_key: prompt.files.referenceKeySha,
+      rubric: inputs.rubricSha,
+      template: JUDGE_PROMPT_TEMPLATE_SHA,
+    },
+    images: transcriptImages(transcript.data, ref.path),
   };
 }
 
@@ -1401,12 +1421,18 @@ function promptOf(inputs: Inputs, ref: TranscriptRef, transcript: Transcript) {
     inputs.taskFiles.set(ref.task_id, files);
   }
   const text = buildJudgePrompt(files.task, files.referenceKey, transcript, inputs.rubric);
-  return { text, sha: sha256(text) };
+  return { text, sha: sha256(text), files };
 }
 
 /** Loads and validates one transcript; metadata, when present, must agree with its path. */
 export function loadTranscript(ref: TranscriptRef): Transcript {
-  const transcript = loadValidated(ref.path, TranscriptSchema, EvalInputError);
+  return loadHashedTranscript(ref).data;
+}
+
+/** loadTranscript, with the sha256 of the bytes it was read from. */
+function loadHashedTranscript(ref: TranscriptRef): { data: Transcript; sha256: string } {
+  const loaded = loadHashed(ref.path, TranscriptSchema, EvalInputError);
+  const transcript = loaded.data;
   for (const field of ['task_id', 'model'] as const) {
     const value = transcript.metadata?.[field];
     if (value !== undefined && value !== ref[field]) {
@@ -1415,17 +1441,29 @@ export function loadTranscript(ref: TranscriptRef): Transcript {
       );
     }
   }
-  return transcript;
+  return { data: transcript, sha256: loaded.sha256 };
 }
+
+/** A task's public context and its private reference key, with the sha256 of each file's bytes. */
+type TaskFiles = {
+  task: Task;
+  referenceKey: ReferenceKey;
+  taskSha: string;
+  referenceKeySha: string;
+};
 
 /** A task's public context and its private reference key, each checked against its file name. */
 export function loadTaskFiles(
   dirs: { tasks: string; referenceKeys: string },
   taskId: string,
-): { task: Task; referenceKey: ReferenceKey } {
+): TaskFiles {
+  const task = loadTaskFile(dirs.tasks, taskId, TaskSchema);
+  const referenceKey = loadTaskFile(dirs.referenceKeys, taskId, ReferenceKeySchema);
   return {
-    task: loadTaskFile(dirs.tasks, taskId, TaskSchema),
-    referenceKey: loadTaskFile(dirs.referenceKeys, taskId, ReferenceKeySchema),
+    task: task.data,
+    referenceKey: referenceKey.data,
+    taskSha: task.sha256,
+    referenceKeySha: referenceKey.sha256,
   };
 }
 
@@ -1434,19 +1472,28 @@ function loadTaskFile<S extends typeof TaskSchema | typeof ReferenceKeySchema>(
   dir: string,
   taskId: string,
   schema: S,
-): z.infer<S> {
+): { data: z.infer<S>; sha256: string } {
   const file = path.join(dir, `${taskId}.json`);
-  const data = loadValidated(file, schema, EvalInputError) as z.infer<S>;
+  const loaded = loadHashed(file, schema, EvalInputError);
+  const data = loaded.data as z.infer<S>;
   if (data.task_id !== taskId) {
     throw new EvalInputError(
       `${file}: task_id "${data.task_id}" does not match the file name "${taskId}"`,
     );
   }
-  return data;
+  return { data, sha256: loaded.sha256 };
 }
 
-/** One transcript made ready to judge: its prompt, the prompt's hash, its images. */
-type PreparedTranscript = { prompt: string; promptSha: string; images: TranscriptImage[] };
+/** One transcript made ready to judge: its prompt, the prompt's hash, its inputs' hashes, images. */
+type PreparedTranscript = {
+  prompt: string;
+  promptSha: string;
+  inputSha: InputHashes;
+  images: TranscriptImage[];
+};
+
+/** The sha256 of each input a prompt is built from, as an audit line records them. */
+type InputHashes = NonNullable<AuditLine['input_sha256']>;
 
 /**
  * Every marker of the template is a <<<...>>> line, so
@@ -1488,6 +1535,9 @@ Return JSON only: no prose, no Markdown, nothing before or after the JSON object
 {output_shape}
 Give every dimension listed above exactly one score, {score_rule}. Put a brief explanation of the scores in "notes".
 <<<END OUTPUT INSTRUCTIONS>>>`;
+
+/** The template's hash, which every audit line records. */
+const JUDGE_PROMPT_TEMPLATE_SHA = sha256(JUDGE_PROMPT_TEMPLATE);
 
 /** One complete judge prompt for one transcript. Pure: same inputs, same prompt. */
 export function buildJudgePrompt(
@@ -3246,6 +3296,7 @@ type Outcome = {
   attempts: EvalError[]; // the failed attempts before the outcome
   answers: JudgeAnswer[];
   promptSha?: string;
+  inputSha?: InputHashes; // of the bytes the prompt was built from
   startedAt: number; // performance.now() when judging began
 };
 
@@ -3281,6 +3332,7 @@ async function recordFailure(
     attempts: trace.attempts,
     answers: trace.answers,
     promptSha: trace.promptSha,
+    inputSha: trace.inputSha,
     startedAt: trace.startedAt,
   });
   // The stop at once, not once the line is on disk: no call starts in between.
@@ -3402,13 +3454,17 @@ export const AuditLineSchema = z.object({
   prompt_sha256: z.string().nullable(),
   rubric_sha256: z.string(),
   prompt_template_sha256: z.string(),
-  input_sha256: z.object({
-    transcript: z.string().nullable(), // null: unreadable when hashed
-    task: z.string().nullable(),
-    reference_key: z.string().nullable(),
-    rubric: z.string().nullable(),
-    template: z.string(),
-  }),
+  // null: no prompt was built (the transcript could not be read); in report.ts's hashes of the
+  // files now, an input null is one unreadable now
+  input_sha256: z
+    .object({
+      transcript: z.string().nullable(),
+      task: z.string().nullable(),
+      reference_key: z.string().nullable(),
+      rubric: z.string().nullable(),
+      template: z.string(),
+    })
+    .nullable(),
   sample_scores: z.array(z.record(z.string(), z.number())).optional(),
   before_human_scoring: z.boolean(),
   human_scoring: z.custom<HumanScoring>(),
@@ -3471,9 +3527,9 @@ function auditEntry(
     cost_usd: cost ?? null,
     latency_ms: Math.round(performance.now() - outcome.startedAt),
     prompt_sha256: outcome.promptSha ?? null,
-    rubric_sha256: run.log.rubricSha,
-    prompt_template_sha256: sha256(JUDGE_PROMPT_TEMPLATE),
-    input_sha256: inputHashes(run.options, ref),
+    rubric_sha256: run.rubricSha,
+    prompt_template_sha256: JUDGE_PROMPT_TEMPLATE_SHA,
+    input_sha256: outcome.inputSha ?? null,
     sample_scores: outcome.samples?.map((sample) => sample.scores),
     before_human_scoring: run.options.beforeHumanScoring === true,
     human_scoring: run.humanScoring(),
@@ -3492,13 +3548,14 @@ function familyOf(judges: Judge[], answer: JudgeAnswer): string | null {
 
 /**
  * The sha256 of each input a transcript's prompt is built from (its file, the task's, the reference
- * key's, the rubric's bytes) and of the template: the audit line records them, and report.ts
- * compares them with the files now to leave out judge rows of edited inputs. Null: unreadable.
+ * key's, the rubric's bytes) and of the template, as the files are now: report.ts compares them
+ * with those an audit line recorded (of the bytes read, prepareTranscript) to leave out judge rows
+ * of edited inputs. Null: unreadable now.
  */
 export function inputHashes(
   files: { tasks: string; referenceKeys: string; rubric: string },
   ref: TranscriptRef,
-): AuditLine['input_sha256'] {
+): InputHashes {
   const hashOf = (file: string) => {
     try {
       return sha256(fs.readFileSync(file));
@@ -3511,7 +3568,7 @@ export function inputHashes(
     task: hashOf(path.join(files.tasks, `${ref.task_id}.json`)),
     reference_key: hashOf(path.join(files.referenceKeys, `${ref.task_id}.json`)),
     rubric: hashOf(files.rubric),
-    template: sha256(JUDGE_PROMPT_TEMPLATE),
+    template: JUDGE_PROMPT_TEMPLATE_SHA,
   };
 }
 
@@ -5079,7 +5136,8 @@ async function settleBatchGroup(
         failed ??= error;
       }
     }
-    const stale = prepareTranscript(run, ref).promptSha !== promptSha;
+    const prepared = prepareTranscript(run, ref);
+    const stale = prepared.promptSha !== promptSha;
     const parsed = stale ? [] : answers.map((answer) => attemptVerdict(answer, run.rubric));
     if (failed !== undefined) throw failed;
     if (stale) {
@@ -5096,6 +5154,7 @@ async function settleBatchGroup(
       attempts: [],
       answers,
       promptSha,
+      inputSha: prepared.inputSha,
       startedAt: 0,
     };
     await recordOutcome(run, ref, outcome);
@@ -5299,6 +5358,7 @@ function* batchRequests(
       requests,
       prompt: prepared.prompt,
       promptSha: prepared.promptSha,
+      inputSha: prepared.inputSha,
       images: prepared.images,
       bytes,
     };
@@ -6117,9 +6177,18 @@ function loadValidated<S extends z.ZodType>(
   schema: S,
   ErrorClass: typeof EvalError,
 ): z.infer<S> {
-  const data = loadJson(file, ErrorClass);
+  return loadHashed(file, schema, ErrorClass).data;
+}
+
+/** loadValidated, with the sha256 of the bytes it parsed (what an audit line says was read). */
+function loadHashed<S extends z.ZodType>(
+  file: string,
+  schema: S,
+  ErrorClass: typeof EvalError,
+): { data: z.infer<S>; sha256: string } {
+  const { data, bytes } = readJson(file, ErrorClass);
   const result = schema.safeParse(data, { reportInput: true });
-  if (result.success) return result.data;
+  if (result.success) return { data: result.data, sha256: sha256(bytes) };
   const problems = result.error.issues.flatMap((issue) => describeIssue(issue, data, schema));
   throw new ErrorClass(`${file}: ${problems.join('; ')}`);
 }
@@ -6128,14 +6197,19 @@ function loadValidated<S extends z.ZodType>(
  * Reads a JSON file; a missing or malformed file is an error of the given class naming the file.
  */
 export function loadJson(file: string, ErrorClass: typeof EvalError = EvalInputError): unknown {
-  let content: string;
+  return readJson(file, ErrorClass).data;
+}
+
+/** loadJson, with the bytes it parsed. */
+function readJson(file: string, ErrorClass: typeof EvalError): { data: unknown; bytes: Buffer } {
+  let bytes: Buffer;
   try {
-    content = readRegularFile(file).toString('utf8');
+    bytes = readRegularFile(file);
   } catch (error) {
     throw new ErrorClass(`${file}: ${unreadableReason(file, error)}`, { cause: error });
   }
   try {
-    return JSON.parse(content);
+    return { data: JSON.parse(bytes.toString('utf8')), bytes };
   } catch (error) {
     throw new ErrorClass(`${file}: invalid JSON: ${(error as Error).message}`, { cause: error });
   }
