@@ -1,5 +1,6 @@
 // The command line as a user meets it: dry-run, exit statuses, concurrency, what is printed where, --help and Ctrl-C.
-// `main` runs in-process against the loopback fake; only the SIGINT tests spawn a real process.
+// `main` runs in-process against the loopback fake; a real process only where it is the point: signals that must
+// reach one (or exit it at once), npm's flag handling, the bin, and a script importing run-judge.ts.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -12,7 +13,8 @@ import {
   DEAD_BASE_URL,
   EXPECTED_HEADER,
   REPO,
-  TSX_LOADER,
+  SCRIPT,
+  bundled,
   csvRows,
   delay,
   hold,
@@ -21,7 +23,6 @@ import {
   readCsv,
   readLog,
   rowCount,
-  runCli,
   runEnv,
   runMain,
   setup,
@@ -549,11 +550,14 @@ describe('--version, and the bin `npx run-judge` runs', () => {
 
 // ---------------------------------------------------------------------------------------------
 describe("npm's own flags: a flag of ours that npm took (no `--`) stops the run before anything, exit 2", () => {
-  /** A package whose scripts run both tools, as this project's package.json does. */
+  /**
+   * A package whose scripts run both tools, as this project's package.json does; as plain node on their bundles (what
+   * is under test is what npm hands the script, not tsx's start-up).
+   */
   function npmPackage(t: TestContext): string {
     const dir = tempDir(t, 'rj-npm-');
-    const run = (file: string) => `node --import ${TSX_LOADER} ${path.join(REPO, file)}`;
-    const scripts = { judge: run('run-judge.ts'), report: run('report.ts') };
+    const run = (file: string) => `node ${bundled(file).main}`;
+    const scripts = { judge: run(SCRIPT), report: run(path.join(REPO, 'report.ts')) };
     writeJson(path.join(dir, 'package.json'), { name: 'npm-flags', version: '1.0.0', scripts });
     return dir;
   }
@@ -765,7 +769,14 @@ describe('exit status 2: an API that cannot be reached stops the run after 3 tra
   for (const concurrency of ['8', '64']) {
     test(`90 transcripts at --concurrency ${concurrency}: one message counting them, at most 5 lines, no listener warning`, async (t) => {
       const { ws } = await setup(t, {}, { models: 30 });
-      const result = await runCli(ws.args('--concurrency', concurrency));
+      // In-process, a warning (a listener leak is a MaxListenersExceededWarning) goes to this process's 'warning'.
+      const warnings: string[] = [];
+      const onWarning = (warning: Error) => warnings.push(`${warning.name}: ${warning.message}`);
+      process.on('warning', onWarning);
+      t.after(() => process.off('warning', onWarning));
+      const result = await runMain(ws.args('--concurrency', concurrency)); // the default base URL: a closed port
+      await new Promise((resolve) => setImmediate(resolve)); // a warning is emitted on the next tick
+      assert.deepEqual(warnings, [], 'no warning of any kind');
       assert.equal(result.code, 2, result.stderr);
       const printed = lines(result.stderr.trimEnd());
       assert.ok(printed.length <= 5, `${printed.length} lines:\n${result.stderr}`);
@@ -1269,11 +1280,18 @@ describe('SIGINT (a real process)', () => {
   });
 });
 
-describe('SIGINT (a real process): the first never cuts a judgement in flight short', () => {
+describe('the first SIGINT or SIGTERM never cuts a judgement in flight short (in-process)', () => {
+  // The signal goes to run-judge's listener in this process: one must be there (in a real process, a signal with no
+  // listener kills it), and process.exit (what a signal that exits at once calls) is recorded instead of exiting.
+  const signal = (name: 'SIGINT' | 'SIGTERM') =>
+    assert.ok(process.emit(name, name), `run-judge listens for ${name}`);
+  const recordExits = (t: TestContext) => t.mock.method(process, 'exit', () => undefined as never);
+
   test('after a 401 has stopped the run, one SIGINT does not exit at once: the judgement in flight is written, exit 2', async (t) => {
     // m01/proof01 gets a 401 at once; m01/proof02's answer is held until the SIGINT is sent; m01/proof03 never starts.
+    const exits = recordExits(t);
     const slow = hold();
-    const { fake, ws, spawn } = await setup(
+    const { fake, ws, run } = await setup(
       t,
       {
         responder: (req) =>
@@ -1283,21 +1301,20 @@ describe('SIGINT (a real process): the first never cuts a judgement in flight sh
       },
       { models: 1 },
     );
-    const { child, done, stderr } = spawn(['--concurrency', '2']);
-    // The 401's transcript is logged (failed) before the run is stopped: from then on, the run is stopping.
-    const logged = () => fs.existsSync(ws.log) && fs.readFileSync(ws.log, 'utf8').includes('\n');
-    await waitFor(logged, 20_000, 'the 401 to be logged');
-    assert.equal(rowCount(ws.output), 0, 'the slow answer is still in flight');
-    child.kill('SIGINT');
-    await waitFor(
-      () => stderr().includes('stopping:') || child.exitCode !== null,
-      20_000,
-      'the SIGINT to be taken',
-    );
-    slow.release();
-    const result = await done;
-    assert.equal(result.signal, null, result.stderr);
+    const running = run(['--concurrency', '2']);
+    try {
+      // The 401's transcript is logged (failed) before the run is stopped: from then on, the run is stopping.
+      const logged = () => fs.existsSync(ws.log) && fs.readFileSync(ws.log, 'utf8').includes('\n');
+      await waitFor(logged, 20_000, 'the 401 to be logged');
+      assert.equal(rowCount(ws.output), 0, 'the slow answer is still in flight');
+      signal('SIGINT');
+    } finally {
+      slow.release();
+    }
+    const result = await running;
+    assert.equal(exits.mock.callCount(), 0, 'the SIGINT did not exit at once');
     assert.equal(result.code, 2, result.stderr);
+    assert.match(result.stderr, /^stopping: /m, 'the SIGINT was taken');
     assert.match(
       result.stderr,
       /^stopped: judge judge-a: HTTP 401 authentication_error: invalid x-api-key/m,
@@ -1324,8 +1341,9 @@ describe('SIGINT (a real process): the first never cuts a judgement in flight sh
 
   test("a judgement in flight finishes its chain: the primary's unusable answer goes to the fallback, which scores; exit 130", async (t) => {
     // Every primary answer is unusable and held until the SIGINT is sent; the fallback answers validly at once.
+    const exits = recordExits(t);
     const primary = hold();
-    const { fake, ws, spawn } = await setup(
+    const { fake, ws, run } = await setup(
       t,
       {
         responder: (req) =>
@@ -1335,18 +1353,16 @@ describe('SIGINT (a real process): the first never cuts a judgement in flight sh
       },
       { models: 2, tasks: ['proof01', 'proof02'] },
     );
-    const { child, done, stderr } = spawn(['--concurrency', '2']);
-    await waitFor(() => fake.requests.length >= 2, 20_000, 'the first two requests');
-    assert.equal(rowCount(ws.output), 0, 'no answer yet');
-    child.kill('SIGINT');
-    await waitFor(
-      () => stderr().includes('stopping:') || child.exitCode !== null,
-      20_000,
-      'the SIGINT to be taken',
-    );
-    primary.release();
-    const result = await done;
-    assert.equal(result.signal, null, result.stderr);
+    const running = run(['--concurrency', '2']);
+    try {
+      await waitFor(() => fake.requests.length >= 2, 20_000, 'the first two requests');
+      assert.equal(rowCount(ws.output), 0, 'no answer yet');
+      signal('SIGINT');
+    } finally {
+      primary.release();
+    }
+    const result = await running;
+    assert.equal(exits.mock.callCount(), 0, 'the SIGINT did not exit at once');
     assert.equal(result.code, 130, result.stderr);
     assert.deepEqual(
       fake.requests.map((req) => `${tagOf(req)} ${modelOf(req)}`).sort(),
@@ -1361,6 +1377,36 @@ describe('SIGINT (a real process): the first never cuts a judgement in flight sh
         entry.task_id,
       );
     }
+    assert.equal(readLog(ws.log).length, 2);
+    assert.match(result.stderr, /^interrupted: 4 selected: 2 scored, 0 skipped/m);
+  });
+
+  test('a second SIGTERM within 1 s is the same signal: the judgements in flight are still written, exit 143', async (t) => {
+    // The answers are held until the second SIGTERM is sent, 0.5 s after the first (past the 0.3 s in which a second
+    // Ctrl-C is the same press): both judgements are in flight.
+    const exits = recordExits(t);
+    const answers = hold();
+    const { fake, ws, run } = await setup(
+      t,
+      { responder: () => ({ text: fake.validAnswer(), until: answers.until }) },
+      { models: 2, tasks: ['proof01', 'proof02'] },
+    );
+    let finished = false;
+    const running = run(['--concurrency', '2']).finally(() => (finished = true));
+    try {
+      await waitFor(() => fake.requests.length >= 2, 20_000, 'two requests in flight');
+      signal('SIGTERM');
+      await delay(500);
+      assert.equal(finished, false, 'the first SIGTERM waits for the judgements in flight');
+      signal('SIGTERM');
+    } finally {
+      answers.release();
+    }
+    const result = await running;
+    assert.equal(exits.mock.callCount(), 0, 'the second SIGTERM did not exit at once');
+    assert.equal(result.code, 143, result.stderr);
+    assert.equal(fake.requests.length, 2, 'nothing started after the first SIGTERM');
+    assert.equal(wellFormedCsv(ws.output).length, 2, 'both judgements in flight were written');
     assert.equal(readLog(ws.log).length, 2);
     assert.match(result.stderr, /^interrupted: 4 selected: 2 scored, 0 skipped/m);
   });
@@ -1395,31 +1441,6 @@ describe('SIGTERM (a real process) is the first Ctrl-C', () => {
     assert.equal(rerun.code, 0, rerun.stderr);
     assert.equal(fake.requests.length - before, 20 - rows.length);
     assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws));
-  });
-
-  test('a second SIGTERM within 1 s is the same signal: the judgements in flight are still written, exit 143', async (t) => {
-    // The answers are held until the second SIGTERM is sent, 0.5 s after the first: both judgements are in flight.
-    const answers = hold();
-    const { fake, ws, spawn } = await setup(
-      t,
-      { responder: () => ({ text: fake.validAnswer(), until: answers.until }) },
-      { models: 2, tasks: ['proof01', 'proof02'] },
-    );
-    const { child, done } = spawn(['--concurrency', '2']);
-    await waitFor(() => fake.requests.length >= 2, 20_000, 'two requests in flight');
-    child.kill('SIGTERM');
-    await delay(500);
-    assert.equal(child.exitCode, null, 'the first SIGTERM waits for the judgements in flight');
-    child.kill('SIGTERM');
-    await delay(200); // time for the child to take the second SIGTERM before the answers reach it
-    answers.release();
-    const result = await done;
-    assert.equal(result.signal, null, result.stderr);
-    assert.equal(result.code, 143, result.stderr);
-    assert.equal(fake.requests.length, 2, 'nothing started after the first SIGTERM');
-    assert.equal(wellFormedCsv(ws.output).length, 2, 'both judgements in flight were written');
-    assert.equal(readLog(ws.log).length, 2);
-    assert.match(result.stderr, /^interrupted: 4 selected: 2 scored, 0 skipped/m);
   });
 
   test('a SIGINT after a SIGTERM exits at once, not waiting for the answers in flight; what was written stays complete', async (t) => {
@@ -1468,20 +1489,18 @@ describe('importing run-judge.ts runs nothing', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rj-import-'));
     t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
     const script = path.join(dir, 'import-only.mjs');
+    // run-judge.ts as plain node runs it, bundled: the module's own code, without tsx's start-up.
+    const bundleUrl = pathToFileURL(bundled(SCRIPT).module).href;
     fs.writeFileSync(
       script,
-      `const m = await import(${JSON.stringify(moduleUrl)});\nprocess.stdout.write(typeof m.main);\n`,
+      `const m = await import(${JSON.stringify(bundleUrl)});\nprocess.stdout.write(typeof m.main);\n`,
     );
     const env = { ...process.env, ANTHROPIC_BASE_URL: 'http://127.0.0.1:9', ANTHROPIC_API_KEY: '' };
-    const result = spawnSync(
-      process.execPath,
-      ['--import', import.meta.resolve('tsx'), script, '--task', 'proof01'],
-      {
-        cwd: dir,
-        env,
-        encoding: 'utf8',
-      },
-    );
+    const result = spawnSync(process.execPath, [script, '--task', 'proof01'], {
+      cwd: dir,
+      env,
+      encoding: 'utf8',
+    });
     assert.equal(result.status, 0, result.stderr);
     assert.deepEqual([result.stdout, result.stderr], ['function', '']);
     assert.deepEqual(fs.readdirSync(dir), ['import-only.mjs']);

@@ -4,7 +4,7 @@
 // assignments; --before-human-scoring runs anyway and says so. Every audit line records the state of human scoring.
 // Rows judged on an older prompt are stale: listed, judged again, counted by the dry-run. Human rows are read
 // strictly: a column twice, a judge CSV given as human scores, are refused; scorer names are trimmed. `main` runs
-// in-process against the fake; the default folder is checked with the CLI in the workspace.
+// in-process against the fake; the default folder is checked with the workspace as the current folder.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -19,11 +19,11 @@ import {
   allKeys,
   csvRows,
   readLog,
+  runMain,
   runReport,
   setup,
   sha256,
   snapshot,
-  startCli,
   tagOf,
   tempDir,
   wellFormedCsv,
@@ -284,7 +284,11 @@ describe('the default --human-scores is the folder evals/human/, every *.csv in 
     fs.writeFileSync(path.join(sheets, 'bob.csv'), csvOf([blankRow('m02', 'proof01', 'bob')]));
     fs.writeFileSync(path.join(sheets, 'alice.csv'), csvOf([scoredRow('m01', 'proof01')]));
 
-    const run = () => startCli(argsWithoutHumanScores(ws), { cwd: ws.dir, baseUrl: fake.url }).done;
+    // Run in the workspace, as a user runs it there: the default folder is relative to the current one.
+    const cwd = process.cwd();
+    process.chdir(ws.dir);
+    t.after(() => process.chdir(cwd));
+    const run = () => runMain(argsWithoutHumanScores(ws), { baseUrl: fake.url });
 
     const refused = await run();
     assert.equal(refused.code, 2, refused.stderr);

@@ -59,16 +59,18 @@ const modelOf = (req: RecordedRequest) => req.body?.model as string;
 const judgedSince = (requests: RecordedRequest[], from: number) =>
   requests.slice(from).map(tagOf).sort();
 
-/** The pid of a process that has exited and been reaped. */
-const deadPid = () => spawnSync(process.execPath, ['-e', '']).pid!;
+/** The pid of a process that has exited and been reaped (`true`: a process with nothing to load). */
+function deadPid(): number {
+  const exited = spawnSync('true');
+  assert.equal(exited.status, 0, `true ran: ${exited.error}`);
+  return exited.pid!;
+}
 
-/** The pid of another live process, killed after the test. */
+/** The pid of another live process (`sleep`: a process with nothing to load), killed after the test. */
 async function livePid(t: TestContext): Promise<number> {
-  const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60_000)'], {
-    stdio: 'ignore',
-  });
+  const child = spawn('sleep', ['60'], { stdio: 'ignore' });
   t.after(() => child.kill('SIGKILL'));
-  await new Promise((resolve) => child.once('spawn', resolve));
+  await new Promise((resolve, reject) => child.once('spawn', resolve).once('error', reject));
   return child.pid!;
 }
 
@@ -1173,7 +1175,8 @@ describe('one writer per output: a run and the lock', () => {
   });
 
   test('a second run on the same output while the first runs exits 2 naming the first; the first completes', async (t) => {
-    // The first run's first answer is held until the second run has ended, so the first holds the lock meanwhile.
+    // The first run (in this process) holds its first answer until the second (another process, refused at once)
+    // has ended, so the first holds the lock meanwhile.
     const firstAnswer = hold();
     const {
       fake,
@@ -1184,13 +1187,13 @@ describe('one writer per output: a run and the lock', () => {
       responder: (_req, index) =>
         index === 0 ? { text: fake.validAnswer(), until: firstAnswer.until } : undefined,
     });
-    const first = spawnCli(['--concurrency', '1']);
+    const first = run(['--concurrency', '1']);
     await waitFor(() => fake.requests.length >= 1, 20_000, 'the first run to send a request');
-    assert.equal(fs.readFileSync(`${ws.output}.lock`, 'utf8'), `${first.child.pid}\n`);
-    const second = await run().finally(firstAnswer.release);
+    assert.equal(fs.readFileSync(`${ws.output}.lock`, 'utf8'), `${process.pid}\n`);
+    const second = await spawnCli().done.finally(firstAnswer.release);
     assert.equal(second.code, 2, second.stderr);
-    assert.ok(second.stderr.includes(`process ${first.child.pid}`), second.stderr);
-    const firstResult = await first.done;
+    assert.ok(second.stderr.includes(`process ${process.pid}`), second.stderr);
+    const firstResult = await first;
     assert.equal(firstResult.code, 0, firstResult.stderr);
     assert.equal(fake.requests.length, 6, 'the second run sent nothing');
     assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws));
