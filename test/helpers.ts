@@ -10,7 +10,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { Writable } from 'node:stream';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { TestContext } from 'node:test';
-import type { BrowserContext } from 'playwright-core';
+import type { Browser, BrowserContext } from 'playwright-core';
 import { buildSync } from 'esbuild';
 import { parse as parseCsvSync } from 'csv-parse/sync';
 import { stringify as stringifyCsv } from 'csv-stringify/sync';
@@ -67,6 +67,16 @@ export async function launchChromium(
     headless: true,
     ...opts,
   });
+}
+
+/** Headless Chromium with no profile of its own: each `newContext()` starts empty and costs far less
+ * than a launch, so one browser serves a whole test file. */
+export async function launchChromiumBrowser(): Promise<Browser> {
+  if (!fs.existsSync(CHROMIUM)) {
+    throw new Error('Chromium is not installed: apt-get install chromium (see README)');
+  }
+  const { chromium } = await import('playwright-core');
+  return chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true });
 }
 
 /** Where the SDK points when no fake is running: a closed loopback port, so nothing can reach the internet. */

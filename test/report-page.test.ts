@@ -7,8 +7,8 @@ import { after, before, describe, test } from 'node:test';
 import type { TestContext } from 'node:test';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { stringify } from 'csv-stringify/sync';
-import type { BrowserContext, Page } from 'playwright-core';
-import { DIMENSIONS, launchChromium, makeWorkspace, writeJson } from './helpers.ts';
+import type { Browser, Page } from 'playwright-core';
+import { DIMENSIONS, launchChromiumBrowser, makeWorkspace, writeJson } from './helpers.ts';
 
 const { main } = await import('../report.ts');
 
@@ -119,12 +119,15 @@ describe('the --html page in headless Chromium', () => {
   let dir: string;
   let pageUrl: string;
   let report: Report;
-  let browser: BrowserContext;
+  let browser: Browser;
+  let tab: Page;
+  const shots = process.env.RJ_SCREENSHOTS; // a folder to keep the screenshots in, to look at
 
   before(async () => {
     dir = fs.mkdtempSync(path.join(fs.realpathSync(os.tmpdir()), 'rj-page-'));
-    browser = await launchChromium(dir);
-    const written = await writePage(dir);
+    // Chromium starts while the report is written.
+    const [launched, written] = await Promise.all([launchChromiumBrowser(), writePage(dir)]);
+    browser = launched;
     pageUrl = pathToFileURL(written.page).href;
     report = written.report;
   });
@@ -134,16 +137,24 @@ describe('the --html page in headless Chromium', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  /** A fresh tab on the page, and every URL it requested. */
+  /**
+   * The page freshly loaded, and every URL it requested. One tab serves every test, as a new tab
+   * costs several loads of the page: each test loads it anew (what a test did to the last one, a
+   * fold opened, a filter, a scroll, is gone; the page keeps nothing in storage).
+   */
   async function openPage(
     t: TestContext,
     width = 1400,
   ): Promise<{ page: Page; requests: string[] }> {
-    const page = await browser.newPage();
+    if (tab === undefined || tab.isClosed()) {
+      tab = await browser.newPage();
+    }
+    const page = tab;
     await page.setViewportSize({ width, height: 900 });
-    t.after(() => page.close());
     const requests: string[] = [];
-    page.on('request', (request) => requests.push(request.url()));
+    const record = (request: { url(): string }) => requests.push(request.url());
+    page.on('request', record);
+    t.after(() => page.off('request', record));
     await page.goto(pageUrl, { waitUntil: 'load' });
     return { page, requests };
   }
@@ -214,8 +225,12 @@ describe('the --html page in headless Chromium', () => {
       assert.equal(await intervals.count(), expected, dimension.name);
       const box = (await plot.boundingBox())!;
       assert.ok(box.width > 500 && box.height > 100, JSON.stringify(box));
-      for (const interval of await intervals.all()) {
-        const mark = (await interval.boundingBox())!;
+      // Each interval found once, its box then asked of the browser directly (no query of the page
+      // per interval), all at once.
+      const handles = await intervals.elementHandles();
+      const marks = await Promise.all(handles.map((handle) => handle.boundingBox()));
+      for (const mark of marks) {
+        assert.ok(mark !== null, `${dimension.name}: an interval laid out`);
         assert.ok(mark.x >= box.x && mark.x + mark.width <= box.x + box.width, dimension.name);
         assert.ok(mark.y >= box.y && mark.y + mark.height <= box.y + box.height, dimension.name);
       }
@@ -444,7 +459,9 @@ describe('the --html page in headless Chromium', () => {
       const tables = await page.locator('table').count();
       const plots = await page.locator('svg.forest').count();
       assert.equal(captions, tables + plots, 'a caption under every table and plot');
-      await page.screenshot({ path: path.join(dir, `page-${width}.png`), fullPage: true });
+      if (shots !== undefined) {
+        await page.screenshot({ path: path.join(shots, `report-${width}.png`), fullPage: true });
+      }
     });
   }
 

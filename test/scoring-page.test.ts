@@ -4,13 +4,13 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { after, before, beforeEach, describe, test } from 'node:test';
 import type { TestContext } from 'node:test';
 import { pathToFileURL } from 'node:url';
-import type { BrowserContext, Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import {
   RUBRIC_FILE,
-  launchChromium,
+  launchChromiumBrowser,
   makeWorkspace,
   runReport,
   setup,
@@ -43,54 +43,77 @@ function writePlan(dir: string): { ws: Workspace; out: string } {
   return { ws, out: path.join(dir, 'human') };
 }
 
+// One Chromium and one browser profile for the whole file, as a scorer has: a launch costs far more
+// than a tab. A page keeps its answers per plan folder, and each test plans into folders of its own,
+// so no test sees another's answers. The blank tab keeps the window open: a tab costs less than a
+// window.
+let chromium: Browser;
+let browser: BrowserContext;
+before(async () => {
+  chromium = await launchChromiumBrowser();
+  browser = await chromium.newContext({ acceptDownloads: true });
+  browser.setDefaultTimeout(10_000); // a broken page fails in seconds, not minutes
+  await browser.newPage();
+});
+after(async () => {
+  await chromium?.close();
+});
+
+/** A new tab, in front, closed after the test. */
+async function newTab(t: TestContext): Promise<Page> {
+  const page = await browser.newPage();
+  t.after(() => page.close());
+  return page;
+}
+
 describe('the blind scoring page in headless Chromium', () => {
   let dir: string;
   let ws: Workspace;
-  let browser: BrowserContext;
   let rubric: ReturnType<typeof loadRubric>;
   const sheets = new Map<string, Sheet>();
 
+  let plans = 0;
+
   before(async () => {
     dir = fs.mkdtempSync(path.join(fs.realpathSync(os.tmpdir()), 'rj-scoring-'));
-    const plan = writePlan(dir);
-    ws = plan.ws;
+    ws = writePlan(dir).ws;
     rubric = loadRubric(ws.rubric);
+  });
+
+  // Each test its plan in a folder of its own: the pages start with no answer kept for it.
+  beforeEach(async () => {
+    const out = path.join(dir, `human-${plans++}`);
     const paths = ['--transcripts', ws.transcripts, '--tasks', ws.tasks];
-    const more = ['--reference-keys', ws.referenceKeys, '--rubric', ws.rubric, '--out', plan.out];
+    const more = ['--reference-keys', ws.referenceKeys, '--rubric', ws.rubric, '--out', out];
     const args = ['--scorers', 'alice,bob', '--overlap', '2'];
     const result = await runReport(['sheet', ...paths, ...more, ...args]);
     assert.equal(result.code, 0, result.stderr);
     for (const scorer of ['alice', 'bob']) {
-      const file = path.join(plan.out, `${scorer}.csv`);
+      const file = path.join(out, `${scorer}.csv`);
       const rows = readHumanScores(file, rubric).map((row) => ({
         task_id: row.task_id,
         model: row.model,
       }));
-      const url = pathToFileURL(path.join(plan.out, `${scorer}.html`)).href;
+      const url = pathToFileURL(path.join(out, `${scorer}.html`)).href;
       sheets.set(scorer, { scorer, file, url, rows: rows as Record<string, string>[] });
     }
-    browser = await launchChromium(dir, { acceptDownloads: true });
-    browser.setDefaultTimeout(10_000); // a broken page fails in seconds, not minutes
   });
 
   after(async () => {
-    await browser?.close();
     ws?.remove();
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  /** A fresh tab on a scorer's page, and every URL it requested; its storage starts empty. */
+  /** A fresh tab on a scorer's page of this test's plan (no answer kept yet), and every URL it
+   * requested. */
   async function openPage(
     t: TestContext,
     scorer = 'alice',
   ): Promise<{ page: Page; requests: string[] }> {
-    const page = await browser.newPage();
-    t.after(() => page.close());
+    const page = await newTab(t);
     const requests: string[] = [];
     page.on('request', (request) => requests.push(request.url()));
     await page.goto(sheets.get(scorer)!.url, { waitUntil: 'load' });
-    await page.evaluate(() => localStorage.clear());
-    await page.reload({ waitUntil: 'load' });
     return { page, requests };
   }
 
@@ -235,8 +258,7 @@ describe('the blind scoring page in headless Chromium', () => {
   test("two scorers' pages in one browser keep their answers apart", async (t) => {
     const { page } = await openPage(t);
     await scoreShown(page, () => 1);
-    const bob = await browser.newPage();
-    t.after(() => bob.close());
+    const bob = await newTab(t);
     await bob.goto(sheets.get('bob')!.url, { waitUntil: 'load' });
     assert.equal(await bob.locator('#left').textContent(), '4 of 4 left');
     assert.equal(await bob.locator('input:checked').count(), 0);
@@ -307,8 +329,7 @@ describe('the blind scoring page in headless Chromium', () => {
     const result = await runReport(['sheet', ...paths, ...more, '--scorers', scorer]);
     assert.equal(result.code, 0, result.stderr);
 
-    const page = await browser.newPage();
-    t.after(() => page.close());
+    const page = await newTab(t);
     await page.goto(pathToFileURL(path.join(out, `${scorer}.html`)).href, { waitUntil: 'load' });
     assert.equal(await page.locator('h1').textContent(), `Blind scoring: ${scorer}`);
     const img = page.locator('figure img');
@@ -332,11 +353,8 @@ describe('the blind scoring page in headless Chromium', () => {
     const planned = await runReport(['sheet', ...paths, ...more, '--scorers', 'alice']);
     assert.equal(planned.code, 0, planned.stderr);
 
-    const page = await browser.newPage();
-    t.after(() => page.close());
+    const page = await newTab(t); // a plan folder of its own: no answer kept for it yet
     await page.goto(pathToFileURL(path.join(out, 'alice.html')).href, { waitUntil: 'load' });
-    await page.evaluate(() => localStorage.clear());
-    await page.reload({ waitUntil: 'load' });
     const count = await page.locator('section.transcript').count();
     assert.equal(count, run.pairs.length);
 
@@ -364,17 +382,13 @@ describe('the blind scoring page in headless Chromium', () => {
 
 describe('the page in daily use: blind by default, keys, unsure, leaving, --update and import', () => {
   let dir: string;
-  let browser: BrowserContext;
   let rubric: ReturnType<typeof loadRubric>;
   const shots = process.env.RJ_SCREENSHOTS; // a folder to keep the screenshots in, to look at
 
   before(async () => {
     dir = fs.mkdtempSync(path.join(fs.realpathSync(os.tmpdir()), 'rj-daily-'));
-    browser = await launchChromium(dir, { acceptDownloads: true });
-    browser.setDefaultTimeout(10_000);
   });
   after(async () => {
-    await browser?.close();
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
@@ -392,13 +406,22 @@ describe('the page in daily use: blind by default, keys, unsure, leaving, --upda
     return { ws, out, sheet };
   }
 
+  /** A page of this test's plan (a folder of its own: no answer kept for it yet) in a new tab. */
   async function open(t: TestContext, file: string, width = 1400): Promise<Page> {
-    const page = await browser.newPage();
-    t.after(() => page.close());
+    const page = await newTab(t);
     await page.setViewportSize({ width, height: 900 });
     await page.goto(pathToFileURL(file).href, { waitUntil: 'load' });
-    await page.evaluate(() => localStorage.clear());
-    await page.reload({ waitUntil: 'load' });
+    return page;
+  }
+
+  /** `file` in a fresh browser profile of its own, its storage empty, closed after the test. */
+  async function openFresh(t: TestContext, file: string): Promise<Page> {
+    const fresh = await chromium.newContext({ acceptDownloads: true });
+    fresh.setDefaultTimeout(10_000);
+    t.after(() => fresh.close());
+    const page = await fresh.newPage();
+    await page.setViewportSize({ width: 1400, height: 900 });
+    await page.goto(pathToFileURL(file).href, { waitUntil: 'load' });
     return page;
   }
 
@@ -555,7 +578,7 @@ describe('the page in daily use: blind by default, keys, unsure, leaving, --upda
     );
 
     // A fresh browser's view: only what the page itself holds.
-    const again = await open(t, html);
+    const again = await openFresh(t, html);
     assert.equal(await page.isClosed(), false);
     assert.equal(
       await again.locator('section.transcript').count(),
@@ -634,12 +657,15 @@ describe('the page in daily use: blind by default, keys, unsure, leaving, --upda
     const { out } = await planned(t, 'alice');
     const html = path.join(out, 'alice.html');
     const first = await open(t, html);
-    const second = await browser.newPage();
-    t.after(() => second.close());
+    const second = await newTab(t);
     await second.goto(pathToFileURL(html).href, { waitUntil: 'load' });
 
+    // Each tab brought to the front before it is used, as a person does: a tab behind gets no
+    // animation frames, and each click on it waited 2 s for one.
+    await first.bringToFront();
     await scoreAll(first, '2');
     const firstKey = await shownKey(first);
+    await second.bringToFront();
     await second.locator('nav a').nth(1).click();
     const secondKey = await shownKey(second);
     assert.notEqual(firstKey, secondKey);
@@ -650,8 +676,7 @@ describe('the page in daily use: blind by default, keys, unsure, leaving, --upda
     await first.locator('#left').filter({ hasText: '2 of 4 left' }).waitFor();
     await first.close();
 
-    const again = await browser.newPage();
-    t.after(() => again.close());
+    const again = await newTab(t);
     await again.goto(pathToFileURL(html).href, { waitUntil: 'load' });
     assert.equal(await again.locator('#left').textContent(), '2 of 4 left');
     const rows = rowsOf(await download(again));
@@ -679,8 +704,7 @@ describe('the page in daily use: blind by default, keys, unsure, leaving, --upda
     const again = await sheet('--scorers', 'alice', '--seed', '7');
     assert.equal(again.code, 0, again.stderr + again.stdout);
 
-    const reopened = await browser.newPage();
-    t.after(() => reopened.close());
+    const reopened = await newTab(t);
     await reopened.goto(pathToFileURL(html).href, { waitUntil: 'load' });
     assert.equal(await reopened.locator('section.transcript').count(), 5);
     assert.equal(await reopened.locator('#left').textContent(), '4 of 5 left');
