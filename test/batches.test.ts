@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import { createServer } from 'node:net';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import * as path from 'node:path';
-import { describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import type { TestContext } from 'node:test';
 import type { BatchResult, FakeOptions, RecordedRequest } from './fake-anthropic.ts';
 import {
@@ -29,6 +29,8 @@ import {
   waitFor,
   assertAnswerSchema,
   allowedScoresOf,
+  bundled,
+  SCRIPT,
 } from './helpers.ts';
 import type { Intercept, JudgeEntry, JumpClock, Workspace, WorkspaceOptions } from './helpers.ts';
 import type { ReferenceKey, Task } from '../run-judge.ts';
@@ -741,7 +743,9 @@ describe('--batch: a rerun resumes pending batches', () => {
 });
 
 // ---------------------------------------------------------------------------------------------
-describe('--batch: a create that fails', () => {
+// Two at a time: the other tests run while the stalled create waits out timeout_s (1 s) in real time, each on its own
+// fake and clock.
+describe('--batch: a create that fails', { concurrency: 2 }, () => {
   interface CreateFailure {
     label: string;
     judge?: JudgeEntry;
@@ -795,6 +799,34 @@ describe('--batch: a create that fails', () => {
       mayExist: true,
     },
   ];
+
+  test(
+    'a create whose answer stalls ends at timeout_s (the body included): the batch may exist, its entry stays',
+    { timeout: 20_000 },
+    async (t) => {
+      const judge = judgeEntry('judge-a', { timeout_s: 1 }); // real time, as for a message request
+      const { http, ws, run, intercept, stateFile } = await setup(t, JUMP, { models: 1, judge });
+      intercept((req, res) => {
+        if (!isCreate(req)) return false;
+        req.resume().on('end', () => {
+          res.writeHead(200, { 'content-type': 'application/json' }).write('{"id": "msgbatch_');
+        });
+        return true;
+      });
+      const failed = await run(BATCH);
+      assert.equal(failed.code, 1, failed.stderr);
+      assert.match(
+        failed.stderr,
+        /run-judge: judge judge-a: request timed out .*; the batch may exist: .*delete its entry/,
+      );
+      assert.equal(count(http, CREATE), 1, 'never resubmitted');
+      assert.deepEqual(
+        readState(stateFile).batches.map((entry) => entry.id),
+        [null],
+      );
+      assert.deepEqual(rowKeys(ws.output), []);
+    },
+  );
 
   for (const { label, judge, answer, attempts, code, message, mayExist } of CASES) {
     const then = mayExist
@@ -856,34 +888,6 @@ describe('--batch: a create that fails', () => {
       assert.equal(fs.existsSync(`${ws.output}.lock`), false);
     });
   }
-
-  test(
-    'a create whose answer stalls ends at timeout_s (the body included): the batch may exist, its entry stays',
-    { timeout: 20_000 },
-    async (t) => {
-      const judge = judgeEntry('judge-a', { timeout_s: 1 }); // real time, as for a message request
-      const { http, ws, run, intercept, stateFile } = await setup(t, JUMP, { models: 1, judge });
-      intercept((req, res) => {
-        if (!isCreate(req)) return false;
-        req.resume().on('end', () => {
-          res.writeHead(200, { 'content-type': 'application/json' }).write('{"id": "msgbatch_');
-        });
-        return true;
-      });
-      const failed = await run(BATCH);
-      assert.equal(failed.code, 1, failed.stderr);
-      assert.match(
-        failed.stderr,
-        /run-judge: judge judge-a: request timed out .*; the batch may exist: .*delete its entry/,
-      );
-      assert.equal(count(http, CREATE), 1, 'never resubmitted');
-      assert.deepEqual(
-        readState(stateFile).batches.map((entry) => entry.id),
-        [null],
-      );
-      assert.deepEqual(rowKeys(ws.output), []);
-    },
-  );
 
   test('the API unreachable (connection refused: nothing was sent): exit 2, the one message naming the address; no state entry', async (t) => {
     const { fake, http, ws, run, stateFile } = await setup(t, JUMP, { models: 1 });
@@ -986,9 +990,13 @@ describe('--batch: a poll or a results download that fails is tried again at the
 });
 
 // ---------------------------------------------------------------------------------------------
-describe('--batch: every wait has an end: a stalled poll or results download fails at its deadline (timeout_s)', () => {
+const STALLS =
+  '--batch: every wait has an end: a stalled poll or results download fails at its deadline (timeout_s)';
+// Three at a time: each test waits out its stalls in real time while the others work, each on its own fake and clock.
+describe(STALLS, { concurrency: 3 }, () => {
   // timeout_s runs in real time, as for a message request: 1 s where a stall is waited out (not 0.1: a loaded
   // machine must still answer in time the polls that do not stall), else too long to pass within the test.
+  before(() => bundled(SCRIPT)); // the CLI's bundle is built (synchronously, a few 100 ms) before the stalls start
   const judge = judgeEntry('judge-a', { timeout_s: 1 });
   const patient = judgeEntry('judge-a', { timeout_s: 600 });
   const HANG_GUARD = { timeout: 20_000 }; // a run that never ends fails this test instead of hanging it

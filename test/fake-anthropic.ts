@@ -99,9 +99,15 @@ export interface FakeOptions {
   dimensions?: string[];
   /**
    * The time the fake keeps, shared with the client under test so both agree: it stamps arrivals, refills the buckets,
-   * and dates retry-after, resets, rate-limit windows and batch ends. Default the real clocks. Latency stays real.
+   * and dates retry-after, resets, rate-limit windows and batch ends. Default the real clocks. Latency stays real
+   * unless `latencyClock` is given.
    */
   clock?: { now(): number };
+  /**
+   * Waits the latency (and `delayMs`) on this clock instead of real time, the request held meanwhile, so a jump clock
+   * skips it as it skips the client's own waits: a run of many requests paced by a limiter then takes no real wait.
+   */
+  latencyClock?: { sleep(ms: number): Promise<void> };
 }
 
 export type Bucket = { capacity: number; perSecond: number };
@@ -392,8 +398,8 @@ export class FakeAnthropic {
     const delay = (this.opts.latencyMs ?? 0) + (reply.delayMs ?? 0);
     const answerLater = () => {
       if (this.closed) return; // held with `until` past the test's end
-      const timer = setTimeout(() => {
-        this.timers.delete(timer);
+      const answerNow = () => {
+        if (this.closed) return;
         const usage =
           admitted && (reply.kind ?? 'message') === 'message'
             ? { ...admitted.usage, output_tokens: 20, ...(reply as { usage?: object }).usage }
@@ -410,6 +416,17 @@ export class FakeAnthropic {
             (rl.end - this.wallNow()) / 1000,
           ).toFixed(3);
         this.send(res, n, answer);
+      };
+      const latencyClock = this.opts.latencyClock;
+      if (latencyClock) {
+        const waited = latencyClock.sleep(delay);
+        this.holdUntil(waited);
+        void waited.then(answerNow);
+        return;
+      }
+      const timer = setTimeout(() => {
+        this.timers.delete(timer);
+        answerNow();
       }, delay); // one timer per request, so concurrent requests see the latency in parallel
       this.timers.add(timer);
     };

@@ -142,7 +142,18 @@ export type JumpClock = Clock & { jumpedMs(): number; waitFor(settled: () => Pro
 
 type Sleeper = { target: number; timer?: ReturnType<typeof setTimeout>; wake(): void };
 
-const nextMacrotask = () => new Promise<void>((resolve) => setImmediate(resolve));
+let ownImmediates = 0; // every jump clock's own turns below, so that none waits on another's
+const nextMacrotask = () =>
+  new Promise<void>((resolve) => {
+    ownImmediates++;
+    setImmediate(() => {
+      ownImmediates--;
+      resolve();
+    });
+  });
+/** Turns of this process's own that are still to run (run-judge handles answers that came together one a turn). */
+const turnsPending = () =>
+  process.getActiveResourcesInfo().filter((name) => name === 'Immediate').length > ownImmediates;
 
 /** The pending requests of this process that are work under way (files, connections), not idle handles. */
 const IO_REQUESTS = new Set([
@@ -156,9 +167,10 @@ const ioPending = () => process.getActiveResourcesInfo().some((name) => IO_REQUE
 /**
  * A test clock: now() is the real time plus an offset, and time runs as real time does, except that while nothing is
  * under way (every fake settled: no request on its way, being answered or on its way back; no file or connection
- * request pending; what the last answers set off has run) it skips ahead to the earliest sleeper's wake time
- * (now() + ms at the call) and wakes every sleeper due. So sleepers wake in order and never early, a request's latency
- * stays real, and nothing waits for real for a sleep. A sleep rejects with its signal's reason once it is aborted.
+ * request pending; what the last answers set off has run, the turns they queued too) it skips ahead to the earliest
+ * sleeper's wake time (now() + ms at the call) and wakes every sleeper due. So sleepers wake in order and never early,
+ * a request's latency stays real (unless the fake waits it on this clock: `latencyClock`), and nothing waits for real
+ * for a sleep. A sleep rejects with its signal's reason once it is aborted.
  */
 export function jumpClock(): JumpClock {
   let offset = 0;
@@ -185,8 +197,8 @@ export function jumpClock(): JumpClock {
       await nextMacrotask(); // every sleeper of this turn is in
       await Promise.all(settlers.map((settled) => settled()));
       await nextMacrotask(); // what the last answers set off (microtasks) has run
-      if (!ioPending()) return;
-      await delay(1);
+      if (ioPending()) await delay(1);
+      else if (!turnsPending()) return; // and the turns they set off (each answer handled in its own)
     }
   };
 

@@ -28,7 +28,6 @@ import {
   assertAnswerSchema,
   allowedScoresOf,
 } from './helpers.ts';
-import type { JumpClock } from './helpers.ts';
 import type { FakeOptions, RecordedRequest, Reply } from './fake-anthropic.ts';
 import type {
   Clock,
@@ -99,6 +98,11 @@ const retriedCall = (judge: Judge, prompt = 'PROMPT-TEXT') =>
   callJudgeWithRetries(judge, buildJudgeRequest(judge, prompt, { rubric }));
 
 const modelOf = (req: RecordedRequest) => req.body?.model as string;
+/**
+ * For a suite whose deadline test waits out timeout_s (1 s) in real time: two tests at a time, so the tests after it run
+ * meanwhile (each on its own fake, judges and clock).
+ */
+const TWO_AT_A_TIME = { concurrency: 2 };
 const apiError = (
   status: number,
   type: string,
@@ -628,7 +632,7 @@ describe('callJudge: each failure classified', () => {
   }
 });
 
-describe('callJudge: an answer cut off or stalled while its body is read', () => {
+describe('callJudge: an answer cut off or stalled while its body is read', TWO_AT_A_TIME, () => {
   const cutOffs: [string, (body: any, res: ServerResponse) => void][] = [
     ['with content-length', cutOff],
     [
@@ -1249,7 +1253,7 @@ const ONE = ['--task', 'proof01', '--model', 'm01'];
 const attemptsOf = (log: string) =>
   readLog(log)[0]!.attempts.map((a) => [a.judge, a.error, a.status]);
 
-describe('retries and fallbacks in a run', () => {
+describe('retries and fallbacks in a run', TWO_AT_A_TIME, () => {
   test('429 then success on the same judge, after retry-after; the wait is not a failed attempt', async (t) => {
     const { fake, ws, run } = await setup(t, {
       responder: (_req, i) => (i === 0 ? rateLimited('0.05') : undefined),
@@ -1538,11 +1542,15 @@ describe('retries and fallbacks in a run', () => {
 });
 
 describe('rate-limit pacing in a run: every bucket the API reports, as token buckets', () => {
-  /** A run of 15 transcripts at --concurrency 15 against the fake's buckets; every row must come from judge-a. */
+  /**
+   * A run of 15 transcripts at --concurrency 15 against the fake's buckets (20 ms latency, on the jump clock); every
+   * row must come from judge-a.
+   */
   async function pacedRun(t: TestContext, buckets: FakeOptions['buckets'], only: string[] = []) {
-    const { fake, ws, run, clock } = await setup(
+    const clock = jumpClock();
+    const { fake, ws, run } = await setup(
       t,
-      { buckets, latencyMs: 20, clock: true },
+      { buckets, latencyMs: 20, clock, latencyClock: clock },
       { models: 5 },
     );
     const result = await run(['--concurrency', '15', ...only]);
@@ -1557,8 +1565,8 @@ describe('rate-limit pacing in a run: every bucket the API reports, as token buc
     return {
       fake,
       seconds: (fake.requests.at(-1)!.at - first) / 1000,
-      // The clock skips ahead only over waits (real time runs while requests are in flight): the pacer's own waiting.
-      waitedS: (clock as JumpClock).jumpedMs() / 1000,
+      // The clock skips ahead only over waits (real time runs while the run works): the pacer's and the latency.
+      waitedS: clock.jumpedMs() / 1000,
       inputTokens: log[0]!.answers[0]!.usage!.input_tokens,
     };
   }
