@@ -45,19 +45,36 @@ function writePlan(dir: string): { ws: Workspace; out: string } {
 
 // One Chromium and one browser profile for the whole file, as a scorer has: a launch costs far more
 // than a tab. A page keeps its answers per plan folder, and each test plans into folders of its own,
-// so no test sees another's answers. The blank tab keeps the window open: a tab costs less than a
-// window.
+// so no test sees another's answers. The witness tab keeps the window open (a tab costs less than a
+// window) and tells when the pages' answers are in the browser's storage (`stored`).
 let chromium: Browser;
 let browser: BrowserContext;
+let witness: Page;
 before(async () => {
   chromium = await launchChromiumBrowser();
   browser = await chromium.newContext({ acceptDownloads: true });
   browser.setDefaultTimeout(10_000); // a broken page fails in seconds, not minutes
-  await browser.newPage();
+  witness = await browser.newPage();
+  const blank = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'rj-witness-')), 'blank.html');
+  fs.writeFileSync(blank, '<!doctype html><title>witness</title>');
+  await witness.goto(pathToFileURL(blank).href);
 });
 after(async () => {
   await chromium?.close();
 });
+
+/**
+ * Waits until every answer `page` has stored is what another tab of the same origin reads. A tab
+ * writes its storage to the browser asynchronously, so a reload or a new tab a moment after a click
+ * (as no person is that quick) could be served before the write arrives, under load.
+ */
+async function stored(page: Page): Promise<void> {
+  const entries = await page.evaluate(() => Object.entries(localStorage));
+  assert.ok(entries.length > 0, 'the page stored its answers');
+  await witness.waitForFunction((expected) => {
+    return expected.every(([key, value]) => localStorage.getItem(key) === value);
+  }, entries);
+}
 
 /** A new tab, in front, closed after the test. */
 async function newTab(t: TestContext): Promise<Page> {
@@ -242,6 +259,7 @@ describe('the blind scoring page in headless Chromium', () => {
     await section.locator(`input[name="${rubric.dimensions[0]!.name}"][value="1"]`).check();
     assert.equal(await page.locator('#left').textContent(), '3 of 4 left');
 
+    await stored(page);
     await page.reload({ waitUntil: 'load' });
     assert.equal(await page.locator('#left').textContent(), '3 of 4 left');
     assert.deepEqual(await shownPair(page), second, 'opens at the first transcript not done');
@@ -277,6 +295,7 @@ describe('the blind scoring page in headless Chromium', () => {
     await bob.goto(sheets.get('bob')!.url, { waitUntil: 'load' });
     assert.equal(await bob.locator('#left').textContent(), '4 of 4 left');
     assert.equal(await bob.locator('input:checked').count(), 0);
+    await stored(page);
     await page.reload({ waitUntil: 'load' });
     assert.equal(await page.locator('#left').textContent(), '3 of 4 left');
   });
@@ -691,6 +710,7 @@ describe('the page in daily use: blind by default, keys, unsure, leaving, --upda
     // The other tab's answer reaches this one through the storage event, not a reload.
     assert.equal(await second.locator('#left').textContent(), '2 of 4 left');
     await first.locator('#left').filter({ hasText: '2 of 4 left' }).waitFor();
+    await stored(first);
     await first.close();
 
     const again = await newTab(t);
@@ -710,6 +730,7 @@ describe('the page in daily use: blind by default, keys, unsure, leaving, --upda
     const page = await open(t, html);
     await scoreAll(page, '2');
     const scored = await shownKey(page);
+    await stored(page);
     await page.close();
 
     const transcript = JSON.parse(
@@ -757,6 +778,7 @@ describe('the page in daily use: blind by default, keys, unsure, leaving, --upda
 
     await shown(page).locator(`input[name="${lone.name}"]`).check();
     assert.equal(await page.locator('#left').textContent(), '3 of 4 left');
+    await stored(page);
     await page.reload({ waitUntil: 'load' });
     await page.locator('nav a').first().click();
     assert.equal(await page.locator('#left').textContent(), '3 of 4 left');
