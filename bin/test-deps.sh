@@ -8,7 +8,9 @@ missing=''
 if [ ! -x /usr/bin/chromium ]; then
   missing="$missing chromium"
 fi
-if ! /usr/bin/python3 -c 'import nltk, scipy, sklearn' 2>/dev/null; then
+# found, not imported: importing scikit-learn alone takes a second
+found='import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in ("nltk", "scipy", "sklearn")))'
+if ! /usr/bin/python3 -c "$found" 2>/dev/null; then
   missing="$missing python3-nltk python3-scipy python3-sklearn"
 fi
 if [ -z "$missing" ]; then
