@@ -2236,12 +2236,12 @@ const PACE_STEP = 1 / 24;
  * a token bucket that refills continuously, or a fixed window once its answers show one (less left
  * and the same reset). Our level of a bucket is what we took from it, refilled as its headers imply.
  * An answer's `remaining` lowers our level (others may share the key) but raises it only when
- * nothing else is in flight: it may not count those yet. Every 429 also teaches a pace (AIMD): cut
+ * nothing else is in flight (it may not count those yet), and within one fixed window never. Every 429 also teaches a pace (AIMD): cut
  * on the 429, raised a little on each answer, so a limiter whose headers mislead or that sends none
  * is met rarely. Before any answer has told the limits, at most FIRST_BURST requests start, then
  * BLIND_GROWTH more an answer.
  */
-class RateGate {
+export class RateGate {
   overloadedInARow = 0; // transcripts given up on after 529s since this judge last answered
   hurried = 0; // transcripts that went on to the fallback after one try, the breaker open
   private pausedUntil = 0; // a bare 429 (no bucket headers) holds every request until then
@@ -2467,14 +2467,17 @@ class RateGate {
     // Ours counts what we took from this window: from its start, if we saw the last one end.
     const ours = this.levelOf(known, now);
     const counted = known.at >= window.end || seen.resetAt <= window.end + 1;
+    const sameWindow = seen.resetAt <= window.end + 1;
     if (seen.resetAt > window.end + 1) {
       // a later window: its length is the step between the ends
       const length = seen.resetAt - window.end;
       window.ms = Math.min(window.ms ?? length, length);
       window.end = seen.resetAt;
     }
+    // Within one window what is left only goes down: an answer read after a later one (answers
+    // that came together) tells an older, larger count.
     let level = seen.remaining;
-    if (this.inFlight > 0 && counted) level = Math.min(level, ours);
+    if (counted && (this.inFlight > 0 || sameWindow)) level = Math.min(level, ours);
     bucket.level = level;
     bucket.at = now;
     bucket.rate = bucket.limit / (window.ms ?? 60_000);
