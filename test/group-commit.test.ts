@@ -1,34 +1,20 @@
 // Group commit: rows and audit lines are made durable together, one fsync a file for everything
 // written since the last (at most every 100 ms, and once at the end), not one fsync a row.
 import assert from 'node:assert/strict';
-import * as fs from 'node:fs';
-import { createRequire, syncBuiltinESMExports } from 'node:module';
 import { describe, test } from 'node:test';
-import { readLog, rowCount, setup } from './helpers.ts';
+import { readLog, rowCount, setup, withFsWrapped } from './helpers.ts';
 
 /** Counts the fsyncs of the process (both forms) while `fn` runs. */
 async function countingFsyncs<T>(fn: () => Promise<T>): Promise<{ result: T; fsyncs: number }> {
-  const fsModule = createRequire(import.meta.url)('node:fs') as typeof fs;
-  const original = fsModule.fsync;
-  const originalSync = fsModule.fsyncSync;
   let fsyncs = 0;
-  fsModule.fsync = ((fd: number, done: (error: Error | null) => void) => {
-    fsyncs++;
-    return original(fd, done);
-  }) as typeof original;
-  fsModule.fsyncSync = ((fd: number) => {
-    fsyncs++;
-    return originalSync(fd);
-  }) as typeof originalSync;
-  syncBuiltinESMExports();
-  try {
-    const result = await fn();
-    return { result, fsyncs };
-  } finally {
-    fsModule.fsync = original;
-    fsModule.fsyncSync = originalSync;
-    syncBuiltinESMExports();
-  }
+  const counted = (original: (...args: unknown[]) => unknown) => {
+    return (...args: unknown[]) => {
+      fsyncs++;
+      return original(...args);
+    };
+  };
+  const result = await withFsWrapped(['fsync', 'fsyncSync'], counted, fn);
+  return { result, fsyncs };
 }
 
 describe('group commit: the rows and audit lines finished since the last flush share one fsync a file', () => {

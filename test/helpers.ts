@@ -4,6 +4,7 @@ import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
+import { createRequire, syncBuiltinESMExports } from 'node:module';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
@@ -104,6 +105,33 @@ export const CLI_KEY = 'sk-test';
 
 export const sha256 = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
 export const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+type AnyFunction = (...args: unknown[]) => unknown;
+
+/**
+ * Runs `fn` with each of node:fs's functions `names` replaced by `wrap(original)` (modules that
+ * imported node:fs see the replacement too), each put back after: a test counts calls with it.
+ */
+export async function withFsWrapped<T>(
+  names: string[],
+  wrap: (original: AnyFunction) => AnyFunction,
+  fn: () => Promise<T>,
+): Promise<T> {
+  const fsModule = createRequire(import.meta.url)('node:fs') as Record<string, unknown>;
+  const originals = names.map((name) => fsModule[name] as AnyFunction);
+  names.forEach((name, i) => {
+    fsModule[name] = wrap(originals[i]!);
+  });
+  syncBuiltinESMExports();
+  try {
+    return await fn();
+  } finally {
+    names.forEach((name, i) => {
+      fsModule[name] = originals[i];
+    });
+    syncBuiltinESMExports();
+  }
+}
 
 const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 

@@ -3,39 +3,29 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { createRequire, syncBuiltinESMExports } from 'node:module';
 import { describe, test } from 'node:test';
 import { sha256 } from '../run-judge.ts';
-import { readLog, rowCount, setup } from './helpers.ts';
+import { readLog, rowCount, setup, withFsWrapped } from './helpers.ts';
 
-/** How many times run-judge.ts read each file, by any of node:fs's read functions, while `fn` runs. */
+/** How many times run-judge.ts read each file, by node:fs's read and open functions, while `fn` runs. */
 async function countingReads<T>(
   fn: () => Promise<T>,
 ): Promise<{ result: T; reads: Map<string, number> }> {
-  const fsModule = createRequire(import.meta.url)('node:fs') as typeof fs;
-  const names = ['readFileSync', 'readFile', 'openSync', 'open'] as const;
-  const originals = names.map((name) => fsModule[name]);
-  const promisesRead = fsModule.promises.readFile;
   const reads = new Map<string, number>();
   let depth = 0;
-  const count = (file: unknown, flags?: unknown) => {
-    const writing = typeof flags === 'string' && /[wa+]/.test(flags);
-    if (typeof file !== 'string' || writing) return;
-    // run-judge's reads only: the test's own helpers read the rubric to write the human scores
-    if (!new Error().stack!.includes(`${path.sep}run-judge.ts:`)) return;
-    const resolved = path.resolve(file);
-    reads.set(resolved, (reads.get(resolved) ?? 0) + 1);
-  };
-  names.forEach((name, i) => {
-    const original = originals[i] as (...args: unknown[]) => unknown;
-    (fsModule as unknown as Record<string, unknown>)[name] = (...args: unknown[]) => {
-      const options = args[1];
+  const counted = (original: (...args: unknown[]) => unknown) => {
+    return (...args: unknown[]) => {
+      const [file, options] = args;
       const flags =
-        typeof options === 'object' && options !== null
-          ? (options as { flag?: string }).flag
-          : options;
-      // readFileSync opens through fs.openSync: a read is counted where it starts
-      if (depth === 0) count(args[0], flags);
+        typeof options === 'object' ? (options as { flag?: string } | null)?.flag : options;
+      const writing = typeof flags === 'string' && /[wa+]/.test(flags);
+      // run-judge's reads only (the test's helpers read the rubric to write the human scores), each
+      // counted where it starts: readFileSync opens through fs.openSync
+      const ours = new Error().stack!.includes(`${path.sep}run-judge.ts:`);
+      if (depth === 0 && typeof file === 'string' && !writing && ours) {
+        const resolved = path.resolve(file);
+        reads.set(resolved, (reads.get(resolved) ?? 0) + 1);
+      }
       depth++;
       try {
         return original(...args);
@@ -43,22 +33,10 @@ async function countingReads<T>(
         depth--;
       }
     };
-  });
-  fsModule.promises.readFile = ((file: unknown, ...rest: unknown[]) => {
-    count(file);
-    return (promisesRead as (...args: unknown[]) => unknown)(file, ...rest);
-  }) as typeof promisesRead;
-  syncBuiltinESMExports();
-  try {
-    const result = await fn();
-    return { result, reads };
-  } finally {
-    names.forEach((name, i) => {
-      (fsModule as unknown as Record<string, unknown>)[name] = originals[i];
-    });
-    fsModule.promises.readFile = promisesRead;
-    syncBuiltinESMExports();
-  }
+  };
+  const names = ['readFileSync', 'readFile', 'openSync', 'open'];
+  const result = await withFsWrapped(names, counted, fn);
+  return { result, reads };
 }
 
 describe('each input is read once a run, and the audit line hashes the bytes read', () => {
