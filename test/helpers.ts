@@ -11,7 +11,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { Writable } from 'node:stream';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { TestContext } from 'node:test';
-import type { Browser, BrowserContext } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { buildSync } from 'esbuild';
 import { parse as parseCsvSync } from 'csv-parse/sync';
 import { stringify as stringifyCsv } from 'csv-stringify/sync';
@@ -53,26 +53,12 @@ const CHROMIUM_ARGS = [
   '--disable-sync',
 ];
 
-/** Headless Chromium with a fresh profile in `dir`; a missing one fails the suite with one line, never skips it. */
-export async function launchChromium(
-  dir: string,
-  opts: { acceptDownloads?: boolean } = {},
-): Promise<BrowserContext> {
-  if (!fs.existsSync(CHROMIUM)) {
-    throw new Error('Chromium is not installed: apt-get install chromium (see README)');
-  }
-  const { chromium } = await import('playwright-core');
-  return chromium.launchPersistentContext(path.join(dir, 'profile'), {
-    executablePath: CHROMIUM,
-    args: CHROMIUM_ARGS,
-    headless: true,
-    ...opts,
-  });
-}
-
-/** Headless Chromium with no profile of its own: each `newContext()` starts empty and costs far less
- * than a launch, so one browser serves a whole test file. */
-export async function launchChromiumBrowser(): Promise<Browser> {
+/**
+ * Headless Chromium, the one launcher of the page tests. It has no profile of its own: each
+ * `newContext()` starts empty and costs far less than a launch, so one browser serves a whole test
+ * file. A missing Chromium fails the suite with one line, never skips it.
+ */
+export async function launchChromium(): Promise<Browser> {
   if (!fs.existsSync(CHROMIUM)) {
     throw new Error('Chromium is not installed: apt-get install chromium (see README)');
   }

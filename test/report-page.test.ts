@@ -8,7 +8,7 @@ import type { TestContext } from 'node:test';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { stringify } from 'csv-stringify/sync';
 import type { Browser, Page } from 'playwright-core';
-import { DIMENSIONS, launchChromiumBrowser, makeWorkspace, writeJson } from './helpers.ts';
+import { DIMENSIONS, launchChromium, makeWorkspace, writeJson } from './helpers.ts';
 
 const { main } = await import('../report.ts');
 
@@ -126,7 +126,7 @@ describe('the --html page in headless Chromium', () => {
   before(async () => {
     dir = fs.mkdtempSync(path.join(fs.realpathSync(os.tmpdir()), 'rj-page-'));
     // Chromium starts while the report is written.
-    const [launched, written] = await Promise.all([launchChromiumBrowser(), writePage(dir)]);
+    const [launched, written] = await Promise.all([launchChromium(), writePage(dir)]);
     browser = launched;
     pageUrl = pathToFileURL(written.page).href;
     report = written.report;

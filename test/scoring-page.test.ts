@@ -10,7 +10,7 @@ import { pathToFileURL } from 'node:url';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import {
   RUBRIC_FILE,
-  launchChromiumBrowser,
+  launchChromium,
   makeWorkspace,
   runReport,
   setup,
@@ -51,7 +51,7 @@ let chromium: Browser;
 let browser: BrowserContext;
 let witness: Page;
 before(async () => {
-  chromium = await launchChromiumBrowser();
+  chromium = await launchChromium();
   browser = await chromium.newContext({ acceptDownloads: true });
   browser.setDefaultTimeout(10_000); // a broken page fails in seconds, not minutes
   witness = await browser.newPage();
