@@ -1958,12 +1958,18 @@ function loadOpenAiSdk(): OpenAiSdk {
 /**
  * A vendor's SDK by its CommonJS build (through tsx's loader it loads in about a third of the time
  * its ES modules take; require keeps it once loaded); a missing one says how to install it.
+ * Source maps are off while it loads: with them on (tsx turns them on) Node reads the map of each
+ * of its files, a quarter of the load, for stack traces run-judge never prints.
  */
 function loadPackage<T>(name: string): T {
+  const sourceMaps = process.sourceMapsEnabled;
+  process.setSourceMapsEnabled(false);
   try {
     return createRequire(import.meta.url)(name) as T;
   } catch (cause) {
     throw new EvalDependencyError(`the package ${name} is not installed: run npm ci`, { cause });
+  } finally {
+    process.setSourceMapsEnabled(sourceMaps);
   }
 }
 

@@ -285,8 +285,10 @@ async function benchTokenBuckets(): Promise<void> {
 /** The Node options `npm run judge` passes (package.json), so (c) measures what a long run started that way gets. */
 const JUDGE_SCRIPT = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts
   .judge as string;
-const JUDGE_NODE_OPTIONS =
-  /^node (.*?) ?--import tsx/.exec(JUDGE_SCRIPT)?.[1]?.split(' ').filter(Boolean) ?? [];
+const JUDGE_NODE = /^node (.*) run-judge\.ts$/.exec(JUDGE_SCRIPT)![1]!.split(' ');
+const JUDGE_NODE_OPTIONS = JUDGE_NODE.slice(0, JUDGE_NODE.indexOf('--import'));
+/** The tsx loader `npm run judge` imports (`tsx/esm`: its CommonJS hook left out, see benchmark.md). */
+const JUDGE_LOADER = JUDGE_NODE.slice(JUDGE_NODE.indexOf('--import'));
 /** Peak RSS (KiB) of one CLI process judging `count` transcripts, read by GNU time. */
 async function peakRss(count: number, nodeOptions: string[]): Promise<number> {
   const fake = await FakeAnthropic.start({ latencyMs: 0 });
@@ -298,8 +300,7 @@ async function peakRss(count: number, nodeOptions: string[]): Promise<number> {
       'maxrss_kib=%M',
       process.execPath,
       ...nodeOptions,
-      '--import',
-      'tsx',
+      ...JUDGE_LOADER,
       SCRIPT,
       ...args,
       '--concurrency',
@@ -324,8 +325,8 @@ async function benchMemory(): Promise<void> {
   const set = await ratio(JUDGE_NODE_OPTIONS);
   const plain = await ratio([]);
   console.log(
-    `[c] peak RSS at 5000 over 50 transcripts, with ${JUDGE_NODE_OPTIONS.join(' ')} as npm run judge passes it: ${set} ` +
-      `(target <= 1.5x); without it (plain npx tsx): ${plain}`,
+    `[c] peak RSS at 5000 over 50 transcripts, with ${JUDGE_NODE_OPTIONS.join(' ')} as npm run judge passes them: ${set} ` +
+      `(target <= 1.5x); without them (node ${JUDGE_LOADER.join(' ')} alone): ${plain}`,
   );
 }
 
@@ -373,7 +374,7 @@ async function benchBareLoop(
 ): Promise<void> {
   const repeats = 5; // the per-run ratios spread widely on a shared 2-core machine
   const { dir, args } = makeEvalSet(count);
-  const node = [...JUDGE_NODE_OPTIONS, '--import', 'tsx'];
+  const node = [...JUDGE_NODE_OPTIONS, ...JUDGE_LOADER];
   const fresh = () => fs.mkdtempSync(path.join(os.tmpdir(), 'run-judge-bench-out-'));
   const judgeOnce = async (set: { dir: string; args: string[] }) => {
     const fake = await FakeAnthropic.start(Object.assign({ latencyMs }, API_LIMITS));
@@ -455,14 +456,7 @@ async function benchProfile(): Promise<void> {
   const profiled = async (what: string, script: string[], rows: () => number) => {
     const fake = await FakeAnthropic.start({ latencyMs });
     const profiles = fs.mkdtempSync(path.join(os.tmpdir(), 'run-judge-bench-profile-'));
-    const node = [
-      '--cpu-prof',
-      '--cpu-prof-dir',
-      profiles,
-      ...JUDGE_NODE_OPTIONS,
-      '--import',
-      'tsx',
-    ];
+    const node = ['--cpu-prof', '--cpu-prof-dir', profiles, ...JUDGE_NODE_OPTIONS, ...JUDGE_LOADER];
     const result = await run(process.execPath, [...node, ...script], judgeEnv(fake));
     await fake.close();
     const sizes = fake.requests.map((r) => Buffer.byteLength(JSON.stringify(r.body)));

@@ -2,7 +2,7 @@
 // validation. For each transcript under TRANSCRIPTS it reads the file, POSTs a request of about BYTES bytes to
 // $ANTHROPIC_BASE_URL/v1/messages with fetch, CONCURRENCY at a time (a simple pool), parses the JSON answer and
 // appends one line to OUTPUT.
-// Usage: node --optimize-for-size --import tsx test/bench/bare-loop.ts TRANSCRIPTS OUTPUT CONCURRENCY BYTES
+// Usage: node --import tsx/esm test/bench/bare-loop.ts TRANSCRIPTS OUTPUT CONCURRENCY BYTES
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 
