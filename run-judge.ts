@@ -6578,8 +6578,21 @@ export function isEntryModule(
   return real(argv1) === real(fileURLToPath(moduleUrl));
 }
 
+/**
+ * When the reader of stdout or stderr has gone (`--help | head`), a write fails with EPIPE: the rest
+ * of that output is dropped and the run goes on, where Node would stop it with a stack trace.
+ */
+export function ignoreClosedPipes(streams: NodeJS.WriteStream[]): void {
+  for (const stream of streams) {
+    stream.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EPIPE') throw error;
+    });
+  }
+}
+
 // Last, so that every constant above is initialised before main runs.
 if (isEntryModule(import.meta.url)) {
+  ignoreClosedPipes([process.stdout, process.stderr]);
   main(process.argv.slice(2), process).then((code) => {
     process.exitCode = code;
   });

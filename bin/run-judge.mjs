@@ -3,5 +3,6 @@
 import { register } from 'tsx/esm/api';
 
 register();
-const { main } = await import('../run-judge.ts');
+const { ignoreClosedPipes, main } = await import('../run-judge.ts');
+ignoreClosedPipes([process.stdout, process.stderr]);
 process.exitCode = await main(process.argv.slice(2), process);

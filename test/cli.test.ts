@@ -2,7 +2,7 @@
 // `main` runs in-process against the loopback fake; a real process only where it is the point: signals that must
 // reach one (or exit it at once), npm's flag handling, the bin, and a script importing run-judge.ts.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -14,6 +14,7 @@ import {
   EXPECTED_HEADER,
   REPO,
   SCRIPT,
+  TSX_LOADER,
   bundled,
   csvRows,
   delay,
@@ -1220,7 +1221,31 @@ describe('--help', () => {
     assert.match(help, /Exit status/);
     assert.equal(stderr, '');
   });
+
+  test('a reader of stdout that has gone (`--help | head -0`): both scripts exit 0, no stack trace', async () => {
+    const scripts = [SCRIPT, path.join(REPO, 'report.ts')];
+    const results = await Promise.all(scripts.map((script) => helpWithClosedStdout(script)));
+    assert.deepEqual(results, [
+      { code: 0, stderr: '' },
+      { code: 0, stderr: '' },
+    ]);
+  });
 });
+
+/** `script --help` as `npx tsx` starts it, its stdout's reader gone before it writes (as `| head -0` leaves it). */
+function helpWithClosedStdout(script: string): Promise<{ code: number | null; stderr: string }> {
+  const child = spawn(process.execPath, ['--import', TSX_LOADER, script, '--help'], {
+    cwd: REPO,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout.destroy(); // node takes far longer to start than this takes: no write has happened yet
+  let stderr = '';
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (code) => resolve({ code, stderr }));
+  });
+}
 
 // ---------------------------------------------------------------------------------------------
 describe('SIGINT (a real process)', () => {

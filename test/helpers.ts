@@ -696,8 +696,19 @@ export function bundled(entry: string): { module: string; main: string } {
   const dir = path.join(REPO, 'node_modules', '.cache', 'run-judge-test');
   fs.mkdirSync(dir, { recursive: true });
   const name = `${path.basename(entry, '.ts')}-${sha256(code).slice(0, 16)}`;
-  const files = { module: path.join(dir, `${name}.mjs`), main: path.join(dir, `${name}.main.mjs`) };
-  const runner = `import { main } from './${name}.mjs';\nprocess.exitCode = await main(process.argv.slice(2), process);\n`;
+  // ignoreClosedPipes is run-judge.ts's (report.ts imports it, and a bundle exports only what its entry does)
+  const pipes = entry === SCRIPT ? `./${name}.mjs` : pathToFileURL(bundled(SCRIPT).module).href;
+  const runner = [
+    `import { main } from './${name}.mjs';`,
+    `import { ignoreClosedPipes } from '${pipes}';`,
+    'ignoreClosedPipes([process.stdout, process.stderr]);',
+    'process.exitCode = await main(process.argv.slice(2), process);',
+    '',
+  ].join('\n');
+  const files = {
+    module: path.join(dir, `${name}.mjs`),
+    main: path.join(dir, `${name}.main-${sha256(runner).slice(0, 16)}.mjs`),
+  };
   for (const [file, text] of [
     [files.module, code],
     [files.main, runner],
