@@ -63,7 +63,15 @@ export async function launchChromium(): Promise<Browser> {
     throw new Error('Chromium is not installed: apt-get install chromium (see README)');
   }
   const { chromium } = await import('playwright-core');
-  return chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true });
+  // Playwright's own SIGINT handler exits the process: tests that send themselves a Ctrl-C share it.
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    args: CHROMIUM_ARGS,
+    headless: true,
+    handleSIGINT: false,
+    handleSIGTERM: false,
+    handleSIGHUP: false,
+  });
 }
 
 /** Where the SDK points when no fake is running: a closed loopback port, so nothing can reach the internet. */
