@@ -5,7 +5,8 @@
 // but report-analysis.ts (for a type), so the report's modules form no circle.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { z } from 'zod';
+import type * as Zod from 'zod';
+// run-judge's zod, so one copy of it is loaded and both scripts' schemas are of one kind
 import {
   AuditLineSchema,
   DEFAULTS,
@@ -24,6 +25,7 @@ import {
   readTranscripts,
   transcriptToText,
   unreadableReason,
+  z,
 } from './run-judge.ts';
 import type { Rubric, ScoreRow, TranscriptRef } from './run-judge.ts';
 import type { Scores } from './report-analysis.ts';
@@ -347,7 +349,7 @@ const LoggedLineSchema = AuditLineSchema.pick({
   .partial()
   .required({ task_id: true, model: true });
 
-type LoggedLine = z.infer<typeof LoggedLineSchema>;
+type LoggedLine = Zod.infer<typeof LoggedLineSchema>;
 
 // ---- The transcripts, for the HTML page ---------------------------------------------------------
 

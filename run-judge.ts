@@ -35,7 +35,11 @@ import type OpenAI from 'openai';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { parse as parseCsv } from 'csv-parse/sync';
 import { stringify as stringifyCsv } from 'csv-stringify/sync';
-import { z } from 'zod';
+import type * as Zod from 'zod';
+
+// zod by its CommonJS build, as the SDKs are (loadPackage): through tsx's ESM loader its modules
+// cost about 160 ms more CPU at every start (measured with --help). Its types are `Zod.`'s.
+export const { z } = createRequire(import.meta.url)('zod') as typeof Zod;
 
 // ---- 1. The entry point: main, the command line, signals ----------------------------------------
 
@@ -652,15 +656,15 @@ const MessageSchema = z.object({
 
 export type Dimension = Rubric['dimensions'][number];
 
-export type JudgeConfig = z.infer<typeof JudgeSchema>;
+export type JudgeConfig = Zod.infer<typeof JudgeSchema>;
 
-type ModelsConfig = z.input<typeof ModelsSchema>;
+type ModelsConfig = Zod.input<typeof ModelsSchema>;
 
 /** An image sent after the prompt; `label` is its placeholder in the transcript text. */
 export type TranscriptImage = {
   label: string;
   file?: string;
-  source: z.infer<typeof ImageSourceSchema>;
+  source: Zod.infer<typeof ImageSourceSchema>;
 };
 
 /** What a run reads before it judges; each task's files are read once, when first needed. */
@@ -672,9 +676,9 @@ type Inputs = {
   taskFiles: Map<string, TaskFiles>;
 };
 
-export type Task = z.infer<typeof TaskSchema>;
+export type Task = Zod.infer<typeof TaskSchema>;
 
-export type ReferenceKey = z.infer<typeof ReferenceKeySchema>;
+export type ReferenceKey = Zod.infer<typeof ReferenceKeySchema>;
 
 /**
  * A transcript found on disk: the path alone identifies it; its content is read when it is judged.
@@ -711,7 +715,7 @@ const RubricSchema = z.object({
     }),
 });
 
-export type Rubric = z.infer<typeof RubricSchema>;
+export type Rubric = Zod.infer<typeof RubricSchema>;
 
 export function loadRubric(file: string): Rubric {
   return loadValidated(file, RubricSchema, EvalConfigurationError);
@@ -873,7 +877,7 @@ const TranscriptSchema = z.object({
   messages: z.array(MessageSchema).min(1, 'is empty'),
 });
 
-export type Transcript = z.infer<typeof TranscriptSchema>;
+export type Transcript = Zod.infer<typeof TranscriptSchema>;
 
 /** Strict at the top too: a misspelt "fallback_judge" would silently mean no fallback. */
 const ModelsSchema = z.strictObject({
@@ -1472,10 +1476,10 @@ function loadTaskFile<S extends typeof TaskSchema | typeof ReferenceKeySchema>(
   dir: string,
   taskId: string,
   schema: S,
-): { data: z.infer<S>; sha256: string } {
+): { data: Zod.infer<S>; sha256: string } {
   const file = path.join(dir, `${taskId}.json`);
   const loaded = loadHashed(file, schema, EvalInputError);
-  const data = loaded.data as z.infer<S>;
+  const data = loaded.data as Zod.infer<S>;
   if (data.task_id !== taskId) {
     throw new EvalInputError(
       `${file}: task_id "${data.task_id}" does not match the file name "${taskId}"`,
@@ -3155,7 +3159,7 @@ export function verdictFromAnswer(answer: JudgeAnswer, rubric: Rubric): JudgeVer
  * once: exactly its dimensions, each an allowed integer.
  */
 const judgeAnswerSchema = cachedByObject((rubric: Rubric) => {
-  const scores: Record<string, z.ZodType> = {};
+  const scores: Record<string, Zod.ZodType> = {};
   for (const dimension of rubric.dimensions) {
     scores[dimension.name] = z.literal(allowedScores(dimension));
   }
@@ -3479,7 +3483,7 @@ export const AuditLineSchema = z.object({
   human_scoring: z.custom<HumanScoring>(),
 });
 
-export type AuditLine = z.infer<typeof AuditLineSchema>;
+export type AuditLine = Zod.infer<typeof AuditLineSchema>;
 
 /**
  * One audit-log line: the outcome, every failed attempt
@@ -3639,7 +3643,7 @@ function promptTokens(usage: Partial<Usage>): number {
   return (usage.input_tokens ?? 0) + written + (usage.cache_read_input_tokens ?? 0);
 }
 
-type Price = z.infer<typeof PriceSchema>;
+type Price = Zod.infer<typeof PriceSchema>;
 
 /**
  * A model id's list price in a judge entry: a single price is its `model`'s alone (never a
@@ -4606,7 +4610,7 @@ const PlanManifestSchema = z.strictObject({
   ),
 });
 
-export type PlanManifest = z.infer<typeof PlanManifestSchema>;
+export type PlanManifest = Zod.infer<typeof PlanManifestSchema>;
 
 /** The plan's assignments when the human scores are a folder holding plan.json; else none. */
 function readPlanManifest(source: string): PlanManifest['assignments'] {
@@ -4906,7 +4910,7 @@ async function submitToBatches(run: Run, pending: TranscriptRef[]) {
 /** How the run judges, through the chain, what a batch left without a usable answer. */
 type JudgeDirectly = (items: PendingItem[], judges: Judge[]) => Promise<void>;
 
-type BatchEntry = z.infer<typeof BatchEntrySchema>;
+type BatchEntry = Zod.infer<typeof BatchEntrySchema>;
 
 /** A stopped run leaves its batches running: says which, and how to resume them. */
 function sayBatchesLeft(run: Run, batches: BatchState): void {
@@ -6181,20 +6185,20 @@ export function unguard(cell: string): string {
 }
 
 /** Reads and validates a JSON file; an error names the file, the field path and what is wrong. */
-function loadValidated<S extends z.ZodType>(
+function loadValidated<S extends Zod.ZodType>(
   file: string,
   schema: S,
   ErrorClass: typeof EvalError,
-): z.infer<S> {
+): Zod.infer<S> {
   return loadHashed(file, schema, ErrorClass).data;
 }
 
 /** loadValidated, with the sha256 of the bytes it parsed (what an audit line says was read). */
-function loadHashed<S extends z.ZodType>(
+function loadHashed<S extends Zod.ZodType>(
   file: string,
   schema: S,
   ErrorClass: typeof EvalError,
-): { data: z.infer<S>; sha256: string } {
+): { data: Zod.infer<S>; sha256: string } {
   const { data, bytes } = readJson(file, ErrorClass);
   const result = schema.safeParse(data, { reportInput: true });
   if (result.success) return { data: result.data, sha256: sha256(bytes) };
@@ -6286,13 +6290,13 @@ function relativeHint(file: string): string {
  * unknown key a did-you-mean among the keys of its own level. A union (a price, or prices by model
  * id) is described by the option the value's shape chose.
  */
-function describeIssue(issue: z.core.$ZodIssue, data: unknown, schema?: z.ZodType): string[] {
+function describeIssue(issue: Zod.core.$ZodIssue, data: unknown, schema?: Zod.ZodType): string[] {
   if (issue.code === 'invalid_union' && schema) {
     const union = schemaAt(schema, issue.path, data, false);
     if (union instanceof z.ZodUnion) {
       const chosen = union.options.indexOf(unionOption(union, issue.input));
       return (issue.errors[chosen] ?? []).flatMap((inner) => {
-        const nested = { ...inner, path: [...issue.path, ...inner.path] } as z.core.$ZodIssue;
+        const nested = { ...inner, path: [...issue.path, ...inner.path] } as Zod.core.$ZodIssue;
         return describeIssue(nested, data, schema);
       });
     }
@@ -6327,16 +6331,16 @@ function describeIssue(issue: z.core.$ZodIssue, data: unknown, schema?: z.ZodTyp
  * union resolved by the value's shape, unless it is the last); undefined past the schema's end.
  */
 function schemaAt(
-  schema: z.ZodType,
+  schema: Zod.ZodType,
   keys: PropertyKey[],
   data: unknown,
   resolveLast = true,
-): z.ZodType | undefined {
-  let current: z.ZodType | undefined = schema;
+): Zod.ZodType | undefined {
+  let current: Zod.ZodType | undefined = schema;
   let value = data;
   for (let depth = 0; ; depth++) {
     while (current instanceof z.ZodOptional || current instanceof z.ZodDefault) {
-      current = current.unwrap() as z.ZodType;
+      current = current.unwrap() as Zod.ZodType;
     }
     const last = depth === keys.length;
     if (current instanceof z.ZodUnion && (resolveLast || !last)) {
@@ -6348,9 +6352,9 @@ function schemaAt(
     if (current instanceof z.ZodObject) {
       current = current.shape[String(key)];
     } else if (current instanceof z.ZodArray) {
-      current = current.element as z.ZodType;
+      current = current.element as Zod.ZodType;
     } else if (current instanceof z.ZodRecord) {
-      current = current.valueType as z.ZodType;
+      current = current.valueType as Zod.ZodType;
     } else {
       return undefined;
     }
@@ -6363,9 +6367,9 @@ function schemaAt(
  * The option of a union that a value means: the object whose keys it uses (`{"inpt": 5,
  * "output": 25}` is a mistyped price), else the last option (prices by model id).
  */
-function unionOption(union: z.ZodUnion, value: unknown): z.ZodType {
-  const options = union.options as readonly z.ZodType[];
-  const usesKeys = (option: z.ZodType) =>
+function unionOption(union: Zod.ZodUnion, value: unknown): Zod.ZodType {
+  const options = union.options as readonly Zod.ZodType[];
+  const usesKeys = (option: Zod.ZodType) =>
     option instanceof z.ZodObject &&
     isRecord(value) &&
     Object.keys(value).some((key) => Object.hasOwn(option.shape, key));
