@@ -467,7 +467,8 @@ describe('callJudge on an OpenAI judge: one request through the openai SDK', () 
   test('a hang past timeout_s → EvalTimeoutError after one request; a 200 that is not a completion → EvalJudgeResponseError', async (t) => {
     const fake = await startOpenAi(t);
     fake.enqueue({ kind: 'hang' });
-    const judge = await judgeAt(fake, { timeout_s: 0.5 });
+    // 1 s, not 0.5: the request must reach the fake before the deadline, however loaded the machine
+    const judge = await judgeAt(fake, { timeout_s: 1 });
     await assert.rejects(call(judge), { name: 'EvalTimeoutError' });
     assert.equal(fake.requests.length, 1);
 
