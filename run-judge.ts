@@ -75,7 +75,7 @@ type RunOptions = typeof DEFAULTS & {
 export async function main(argv: string[], io: IO): Promise<number> {
   const controller = new AbortController();
   setMaxListeners(0, controller.signal); // each judgement in flight may wait on it: not a leak
-  const signals = listenForSignals(controller, io.stderr);
+  const signals = listenForSignals(controller, io.stderr, io.clock ?? systemClock);
 
   try {
     // 1. Read the command line (npm must not have taken a flag); the dry-run calls nothing.
@@ -163,12 +163,12 @@ const signalExitCode = (signal: NodeJS.Signals) => (signal === 'SIGTERM' ? 143 :
  * second Ctrl-C exits at once, unless within 0.3 s of the first (a terminal's Ctrl-C also arrives
  * relayed by tsx).
  */
-function listenForSignals(controller: AbortController, stderr: Stream) {
+function listenForSignals(controller: AbortController, stderr: Stream, clock: Clock) {
   let first: { signal: NodeJS.Signals; at: number } | undefined;
 
   const onSignal = (signal: 'SIGINT' | 'SIGTERM') => {
     if (first === undefined) {
-      first = { signal, at: Date.now() };
+      first = { signal, at: clock.now() };
       // no-op once an error stopped the run
       controller.abort(new EvalInterruptedError(`interrupted (${signal})`));
       stderr.write(
@@ -178,7 +178,7 @@ function listenForSignals(controller: AbortController, stderr: Stream) {
     }
     const repeated = first.signal === signal;
     if (repeated && signal === 'SIGTERM') return;
-    if (repeated && Date.now() - first.at <= 300) return;
+    if (repeated && clock.now() - first.at <= 300) return;
     process.exit(signalExitCode(signal));
   };
   const onSigint = () => onSignal('SIGINT');

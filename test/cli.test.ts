@@ -39,10 +39,10 @@ import {
 } from './helpers.ts';
 import type { MainOptions, MainResult, Workspace, WorkspaceOptions } from './helpers.ts';
 import type { RecordedRequest, Reply } from './fake-anthropic.ts';
-import type { ReferenceKey, Task } from '../run-judge.ts';
+import type { Clock, ReferenceKey, Task } from '../run-judge.ts';
 
 // Destructured, not imported by name: a renamed export then fails its own tests, not the whole file.
-const { buildJudgePrompt, isEntryModule, loadJson, loadRubric, loadTranscript } =
+const { buildJudgePrompt, isEntryModule, loadJson, loadRubric, loadTranscript, systemClock } =
   await import('../run-judge.ts');
 
 const modelOf = (req: RecordedRequest) => req.body?.model as string;
@@ -768,16 +768,9 @@ describe('exit status 2: an API that cannot be reached stops the run after 3 tra
   });
 
   for (const concurrency of ['8', '64']) {
-    test(`90 transcripts at --concurrency ${concurrency}: one message counting them, at most 5 lines, no listener warning`, async (t) => {
+    test(`90 transcripts at --concurrency ${concurrency}: one message counting them, at most 5 lines`, async (t) => {
       const { ws } = await setup(t, {}, { models: 30 });
-      // In-process, a warning (a listener leak is a MaxListenersExceededWarning) goes to this process's 'warning'.
-      const warnings: string[] = [];
-      const onWarning = (warning: Error) => warnings.push(`${warning.name}: ${warning.message}`);
-      process.on('warning', onWarning);
-      t.after(() => process.off('warning', onWarning));
       const result = await runMain(ws.args('--concurrency', concurrency)); // the default base URL: a closed port
-      await new Promise((resolve) => setImmediate(resolve)); // a warning is emitted on the next tick
-      assert.deepEqual(warnings, [], 'no warning of any kind');
       assert.equal(result.code, 2, result.stderr);
       const printed = lines(result.stderr.trimEnd());
       assert.ok(printed.length <= 5, `${printed.length} lines:\n${result.stderr}`);
@@ -996,6 +989,36 @@ describe('concurrency: at most --concurrency requests in flight, rows written as
       );
     });
   }
+
+  test('--concurrency 32 on 90 transcripts: 32 judgements wait on the one stop signal at once, no listener warning', async (t) => {
+    // The first two answers tell the limits; the rest are held until 32 are in flight, each waiting on the run's
+    // signal: past the 10 listeners an emitter has before Node warns of a leak (a MaxListenersExceededWarning).
+    const answers = hold();
+    const { fake, ws, run } = await setup(
+      t,
+      {
+        buckets: { requests: { capacity: 1000, perSecond: 1000 } },
+        responder: (_req, index) =>
+          index < 2 ? undefined : { text: fake.validAnswer(), until: answers.until },
+      },
+      { models: 30 },
+    );
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(`${warning.name}: ${warning.message}`);
+    process.on('warning', onWarning);
+    t.after(() => process.off('warning', onWarning));
+
+    const running = run(['--concurrency', '32']);
+    await waitFor(() => fake.requests.length >= 34, 10_000, '32 requests in flight').finally(
+      answers.release,
+    );
+    const result = await running;
+    await new Promise((resolve) => setImmediate(resolve)); // a warning is emitted on the next tick
+
+    assert.deepEqual(warnings, [], 'no warning of any kind');
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(rowCount(ws.output), 90);
+  });
 
   test('rows are appended as judgements finish, not at the end of the run', async (t) => {
     // The slow answer is held until five rows are on disk (or the wait gives up), not for a guessed time.
@@ -1406,35 +1429,78 @@ describe('the first SIGINT or SIGTERM never cuts a judgement in flight short (in
     assert.match(result.stderr, /^interrupted: 4 selected: 2 scored, 0 skipped/m);
   });
 
-  test('a second SIGTERM within 1 s is the same signal: the judgements in flight are still written, exit 143', async (t) => {
-    // The answers are held until the second SIGTERM is sent, 0.5 s after the first (past the 0.3 s in which a second
-    // Ctrl-C is the same press): both judgements are in flight.
+  /**
+   * The run's clock, stepped by the test: the 0.3 s in which a second Ctrl-C is the same press passes at once (the
+   * steps are far from it on either side: real time moves the clock on too).
+   */
+  const steppedClock = () => {
+    let aheadMs = 0;
+    const clock: Clock = { now: () => Date.now() + aheadMs, sleep: systemClock.sleep };
+    return { clock, step: (ms: number) => (aheadMs += ms) };
+  };
+
+  test('a second SIGTERM, even 0.5 s on, is the same signal: the judgements in flight are still written, exit 143', async (t) => {
+    // Both answers are held until the second SIGTERM is sent, 0.5 s after the first on the run's clock.
     const exits = recordExits(t);
     const answers = hold();
+    const { clock, step } = steppedClock();
     const { fake, ws, run } = await setup(
       t,
       { responder: () => ({ text: fake.validAnswer(), until: answers.until }) },
       { models: 2, tasks: ['proof01', 'proof02'] },
     );
-    let finished = false;
-    const running = run(['--concurrency', '2']).finally(() => (finished = true));
+    const running = run(['--concurrency', '2'], { clock });
     try {
       await waitFor(() => fake.requests.length >= 2, 20_000, 'two requests in flight');
       signal('SIGTERM');
-      await delay(500);
-      assert.equal(finished, false, 'the first SIGTERM waits for the judgements in flight');
+      step(500);
       signal('SIGTERM');
     } finally {
       answers.release();
     }
     const result = await running;
-    assert.equal(exits.mock.callCount(), 0, 'the second SIGTERM did not exit at once');
+    assert.equal(exits.mock.callCount(), 0, 'neither SIGTERM exited at once');
     assert.equal(result.code, 143, result.stderr);
     assert.equal(fake.requests.length, 2, 'nothing started after the first SIGTERM');
     assert.equal(wellFormedCsv(ws.output).length, 2, 'both judgements in flight were written');
     assert.equal(readLog(ws.log).length, 2);
     assert.match(result.stderr, /^interrupted: 4 selected: 2 scored, 0 skipped/m);
   });
+
+  for (const [afterMs, exitsAtOnce] of [
+    [100, false],
+    [500, true],
+  ] as const) {
+    const what = exitsAtOnce ? 'a second press: exits at once with 130' : 'the same press';
+    test(`a second SIGINT ${afterMs} ms after the first (on the run's clock) is ${what}`, async (t) => {
+      // A terminal's Ctrl-C reaches the run twice (directly and relayed by tsx) within moments.
+      const exits = recordExits(t);
+      const answers = hold();
+      const { clock, step } = steppedClock();
+      const { fake, ws, run } = await setup(
+        t,
+        { responder: () => ({ text: fake.validAnswer(), until: answers.until }) },
+        { models: 1, tasks: ['proof01'] },
+      );
+      const running = run([], { clock });
+      try {
+        await waitFor(() => fake.requests.length >= 1, 20_000, 'a request in flight');
+        signal('SIGINT');
+        step(afterMs);
+        signal('SIGINT');
+      } finally {
+        answers.release();
+      }
+      const result = await running;
+      assert.deepEqual(
+        exits.mock.calls.map((call) => call.arguments),
+        exitsAtOnce ? [[130]] : [],
+      );
+      // process.exit is recorded, not carried out: the run goes on and writes what is in flight
+      assert.equal(result.code, 130, result.stderr);
+      assert.equal(wellFormedCsv(ws.output).length, 1);
+    });
+  }
 });
 
 describe('SIGTERM (a real process) is the first Ctrl-C', () => {
