@@ -12,7 +12,7 @@ import {
   EvalError,
   EvalInputError,
   checkOutputFile,
-  ignoreClosedPipes,
+  guardOutputStreams,
   inStudyDir,
   isEntryModule,
   loadModelsConfig,
@@ -945,7 +945,7 @@ function markdownTable(rows: string[][]): string {
 
 // Last, so that everything above is defined before the command runs.
 if (isEntryModule(import.meta.url)) {
-  ignoreClosedPipes([process.stdout, process.stderr]);
+  guardOutputStreams('report', process);
   main(process.argv.slice(2), process).then((code) => {
     process.exitCode = code;
   });

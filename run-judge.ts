@@ -6583,20 +6583,35 @@ export function isEntryModule(
 }
 
 /**
- * When the reader of stdout or stderr has gone (`--help | head`), a write fails with EPIPE: the rest
- * of that output is dropped and the run goes on, where Node would stop it with a stack trace.
+ * A failed write to stdout or stderr never ends a script with a stack trace. When the reader has
+ * gone (EPIPE: `--help | head`), the rest of that output is dropped and the run goes on. Any other
+ * failure (ENOSPC: a full disk) drops the rest too, is said on stderr when stdout failed, and makes
+ * the exit status at least 1, as the output is incomplete.
  */
-export function ignoreClosedPipes(streams: NodeJS.WriteStream[]): void {
-  for (const stream of streams) {
-    stream.on('error', (error: NodeJS.ErrnoException) => {
-      if (error.code !== 'EPIPE') throw error;
-    });
-  }
+export function guardOutputStreams(script: string, proc: NodeJS.Process): void {
+  let incomplete = false;
+
+  proc.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code === 'EPIPE') return;
+    incomplete = true;
+    proc.stderr.write(
+      `${script}: cannot write to stdout (${oneLine(error.message)}): the rest of its output is lost\n`,
+    );
+  });
+  proc.stderr.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code === 'EPIPE') return;
+    incomplete = true; // nowhere left to say so
+  });
+
+  // At exit: a failed write's error comes a few ticks after it, maybe after main has returned.
+  proc.on('exit', (code) => {
+    if (incomplete && code === 0) proc.exitCode = 1;
+  });
 }
 
 // Last, so that every constant above is initialised before main runs.
 if (isEntryModule(import.meta.url)) {
-  ignoreClosedPipes([process.stdout, process.stderr]);
+  guardOutputStreams('run-judge', process);
   main(process.argv.slice(2), process).then((code) => {
     process.exitCode = code;
   });

@@ -3,6 +3,6 @@
 import { register } from 'tsx/esm/api';
 
 register();
-const { ignoreClosedPipes, main } = await import('../run-judge.ts');
-ignoreClosedPipes([process.stdout, process.stderr]);
+const { guardOutputStreams, main } = await import('../run-judge.ts');
+guardOutputStreams('run-judge', process);
 process.exitCode = await main(process.argv.slice(2), process);

@@ -1247,23 +1247,45 @@ describe('--help', () => {
 
   test('a reader of stdout that has gone (`--help | head -0`): both scripts exit 0, no stack trace', async () => {
     const scripts = [SCRIPT, path.join(REPO, 'report.ts')];
-    const results = await Promise.all(scripts.map((script) => helpWithClosedStdout(script)));
+    const results = await Promise.all(scripts.map((script) => helpWithStdout(script, 'gone')));
     assert.deepEqual(results, [
       { code: 0, stderr: '' },
       { code: 0, stderr: '' },
     ]);
   });
+
+  test('a stdout that cannot be written (a full disk: /dev/full): both scripts say so in one line, exit 1', async () => {
+    const scripts = [SCRIPT, path.join(REPO, 'report.ts')];
+    const results = await Promise.all(scripts.map((script) => helpWithStdout(script, 'full')));
+    const lost =
+      'cannot write to stdout (ENOSPC: no space left on device, write): the rest of its output is lost\n';
+    assert.deepEqual(results, [
+      { code: 1, stderr: `run-judge: ${lost}` },
+      { code: 1, stderr: `report: ${lost}` },
+    ]);
+  });
 });
 
-/** `script --help` as `npx tsx` starts it, its stdout's reader gone before it writes (as `| head -0` leaves it). */
-function helpWithClosedStdout(script: string): Promise<{ code: number | null; stderr: string }> {
+/**
+ * `script --help` as `npx tsx` starts it, its stdout's reader gone before it writes (as `| head -0` leaves it), or its
+ * stdout a device that is always full.
+ */
+function helpWithStdout(
+  script: string,
+  stdout: 'gone' | 'full',
+): Promise<{ code: number | null; stderr: string }> {
+  const full = stdout === 'full' ? fs.openSync('/dev/full', 'w') : undefined;
   const child = spawn(process.execPath, ['--import', TSX_LOADER, script, '--help'], {
     cwd: REPO,
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['ignore', full ?? 'pipe', 'pipe'],
   });
-  child.stdout.destroy(); // node takes far longer to start than this takes: no write has happened yet
+  if (full === undefined) {
+    child.stdout!.destroy(); // node takes far longer to start than this takes: no write has happened yet
+  } else {
+    fs.closeSync(full); // the child has its own copy
+  }
   let stderr = '';
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   return new Promise((resolve, reject) => {
     child.once('error', reject);
     child.once('close', (code) => resolve({ code, stderr }));

@@ -704,12 +704,13 @@ export function bundled(entry: string): { module: string; main: string } {
   const dir = path.join(REPO, 'node_modules', '.cache', 'run-judge-test');
   fs.mkdirSync(dir, { recursive: true });
   const name = `${path.basename(entry, '.ts')}-${sha256(code).slice(0, 16)}`;
-  // ignoreClosedPipes is run-judge.ts's (report.ts imports it, and a bundle exports only what its entry does)
-  const pipes = entry === SCRIPT ? `./${name}.mjs` : pathToFileURL(bundled(SCRIPT).module).href;
+  // guardOutputStreams is run-judge.ts's (report.ts imports it, and a bundle exports only what its entry does)
+  const guard = entry === SCRIPT ? `./${name}.mjs` : pathToFileURL(bundled(SCRIPT).module).href;
+  const script = path.basename(entry, '.ts');
   const runner = [
     `import { main } from './${name}.mjs';`,
-    `import { ignoreClosedPipes } from '${pipes}';`,
-    'ignoreClosedPipes([process.stdout, process.stderr]);',
+    `import { guardOutputStreams } from '${guard}';`,
+    `guardOutputStreams('${script}', process);`,
     'process.exitCode = await main(process.argv.slice(2), process);',
     '',
   ].join('\n');
