@@ -6586,26 +6586,29 @@ export function isEntryModule(
  * A failed write to stdout or stderr never ends a script with a stack trace. When the reader has
  * gone (EPIPE: `--help | head`), the rest of that output is dropped and the run goes on. Any other
  * failure (ENOSPC: a full disk) drops the rest too, is said on stderr when stdout failed, and makes
- * the exit status at least 1, as the output is incomplete.
+ * the exit status 2, as a full disk is elsewhere (1 would read as failed transcripts or a failed
+ * gate); a signal's 130 or 143 stays.
  */
 export function guardOutputStreams(script: string, proc: NodeJS.Process): void {
-  let incomplete = false;
+  let stdoutLost = false;
+  let stderrLost = false;
 
   proc.stdout.on('error', (error: NodeJS.ErrnoException) => {
-    if (error.code === 'EPIPE') return;
-    incomplete = true;
+    if (error.code === 'EPIPE' || stdoutLost) return;
+    stdoutLost = true;
     proc.stderr.write(
       `${script}: cannot write to stdout (${oneLine(error.message)}): the rest of its output is lost\n`,
     );
   });
   proc.stderr.on('error', (error: NodeJS.ErrnoException) => {
     if (error.code === 'EPIPE') return;
-    incomplete = true; // nowhere left to say so
+    stderrLost = true; // nowhere left to say so
   });
 
   // At exit: a failed write's error comes a few ticks after it, maybe after main has returned.
   proc.on('exit', (code) => {
-    if (incomplete && code === 0) proc.exitCode = 1;
+    const incomplete = stdoutLost || stderrLost;
+    if (incomplete && code < 2) proc.exitCode = 2;
   });
 }
 

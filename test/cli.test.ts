@@ -3,6 +3,7 @@
 // reach one (or exit it at once), npm's flag handling, the bin, and a script importing run-judge.ts.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
+import { EventEmitter } from 'node:events';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -42,8 +43,15 @@ import type { RecordedRequest, Reply } from './fake-anthropic.ts';
 import type { Clock, ReferenceKey, Task } from '../run-judge.ts';
 
 // Destructured, not imported by name: a renamed export then fails its own tests, not the whole file.
-const { buildJudgePrompt, isEntryModule, loadJson, loadRubric, loadTranscript, systemClock } =
-  await import('../run-judge.ts');
+const {
+  buildJudgePrompt,
+  guardOutputStreams,
+  isEntryModule,
+  loadJson,
+  loadRubric,
+  loadTranscript,
+  systemClock,
+} = await import('../run-judge.ts');
 
 const modelOf = (req: RecordedRequest) => req.body?.model as string;
 const apiError = (status: number, type: string, message: string): Reply => ({
@@ -1254,15 +1262,73 @@ describe('--help', () => {
     ]);
   });
 
-  test('a stdout that cannot be written (a full disk: /dev/full): both scripts say so in one line, exit 1', async () => {
+  test('a stdout that cannot be written (a full disk: /dev/full): both scripts say so in one line, exit 2', async () => {
     const scripts = [SCRIPT, path.join(REPO, 'report.ts')];
     const results = await Promise.all(scripts.map((script) => helpWithStdout(script, 'full')));
     const lost =
       'cannot write to stdout (ENOSPC: no space left on device, write): the rest of its output is lost\n';
     assert.deepEqual(results, [
-      { code: 1, stderr: `run-judge: ${lost}` },
-      { code: 1, stderr: `report: ${lost}` },
+      { code: 2, stderr: `run-judge: ${lost}` },
+      { code: 2, stderr: `report: ${lost}` },
     ]);
+  });
+
+  describe('guardOutputStreams: what a failed write to stdout or stderr makes of the exit status', () => {
+    /** A process whose streams fail as the test says; stderr's lines are kept. */
+    const fakeProcess = () => {
+      const said: string[] = [];
+      const stderr = Object.assign(new EventEmitter(), {
+        write: (text: string) => said.push(text),
+      });
+      const proc = Object.assign(new EventEmitter(), {
+        stdout: new EventEmitter(),
+        stderr,
+        exitCode: undefined as number | undefined,
+      });
+      guardOutputStreams('run-judge', proc as unknown as NodeJS.Process);
+      const exitWith = (code: number) => {
+        proc.exitCode = code;
+        proc.emit('exit', code);
+        return proc.exitCode;
+      };
+      return { proc, said, exitWith };
+    };
+    const failure = (code: string) => Object.assign(new Error(`${code}: failed, write`), { code });
+
+    for (const status of [0, 1]) {
+      test(`stdout full, main's status ${status}: 2, said in one line though two writes failed`, () => {
+        const { proc, said, exitWith } = fakeProcess();
+        proc.stdout.emit('error', failure('ENOSPC'));
+        proc.stdout.emit('error', failure('ENOSPC'));
+        assert.equal(exitWith(status), 2);
+        assert.deepEqual(said, [
+          'run-judge: cannot write to stdout (ENOSPC: failed, write): the rest of its output is lost\n',
+        ]);
+      });
+    }
+
+    test("a signal's 130 or 143, or a 2 already, stays", () => {
+      for (const status of [2, 130, 143]) {
+        const { proc, exitWith } = fakeProcess();
+        proc.stdout.emit('error', failure('ENOSPC'));
+        assert.equal(exitWith(status), status);
+      }
+    });
+
+    test('stderr full: 2, with nowhere to say it; nothing thrown', () => {
+      const { proc, said, exitWith } = fakeProcess();
+      proc.stderr.emit('error', failure('ENOSPC'));
+      assert.equal(exitWith(0), 2);
+      assert.deepEqual(said, []);
+    });
+
+    test('a reader gone (EPIPE) from either: the status stays, nothing said', () => {
+      const { proc, said, exitWith } = fakeProcess();
+      proc.stdout.emit('error', failure('EPIPE'));
+      proc.stderr.emit('error', failure('EPIPE'));
+      assert.equal(exitWith(0), 0);
+      assert.deepEqual(said, []);
+    });
   });
 });
 
@@ -1452,20 +1518,30 @@ describe('the first SIGINT or SIGTERM never cuts a judgement in flight short (in
   });
 
   /**
-   * The run's clock, stepped by the test: the 0.3 s in which a second Ctrl-C is the same press passes at once (the
-   * steps are far from it on either side: real time moves the clock on too).
+   * The run's clock, which the test moves on: `apart(ms, first, second)` runs `first`, then `second` exactly `ms` later
+   * on that clock, with no real wait (real time stands still for the clock between the two).
    */
   const steppedClock = () => {
     let aheadMs = 0;
-    const clock: Clock = { now: () => Date.now() + aheadMs, sleep: systemClock.sleep };
-    return { clock, step: (ms: number) => (aheadMs += ms) };
+    let stoppedAt: number | undefined;
+    const now = () => stoppedAt ?? Date.now() + aheadMs;
+    const apart = (ms: number, first: () => void, second: () => void) => {
+      stoppedAt = now();
+      first();
+      stoppedAt += ms;
+      aheadMs += ms; // never back: Date.now() + aheadMs is at least stoppedAt from here on
+      second();
+      stoppedAt = undefined;
+    };
+    const clock: Clock = { now, sleep: systemClock.sleep };
+    return { clock, apart };
   };
 
   test('a second SIGTERM, even 0.5 s on, is the same signal: the judgements in flight are still written, exit 143', async (t) => {
     // Both answers are held until the second SIGTERM is sent, 0.5 s after the first on the run's clock.
     const exits = recordExits(t);
     const answers = hold();
-    const { clock, step } = steppedClock();
+    const { clock, apart } = steppedClock();
     const { fake, ws, run } = await setup(
       t,
       { responder: () => ({ text: fake.validAnswer(), until: answers.until }) },
@@ -1474,9 +1550,11 @@ describe('the first SIGINT or SIGTERM never cuts a judgement in flight short (in
     const running = run(['--concurrency', '2'], { clock });
     try {
       await waitFor(() => fake.requests.length >= 2, 20_000, 'two requests in flight');
-      signal('SIGTERM');
-      step(500);
-      signal('SIGTERM');
+      apart(
+        500,
+        () => signal('SIGTERM'),
+        () => signal('SIGTERM'),
+      );
     } finally {
       answers.release();
     }
@@ -1490,15 +1568,15 @@ describe('the first SIGINT or SIGTERM never cuts a judgement in flight short (in
   });
 
   for (const [afterMs, exitsAtOnce] of [
-    [100, false],
-    [500, true],
+    [300, false],
+    [301, true],
   ] as const) {
     const what = exitsAtOnce ? 'a second press: exits at once with 130' : 'the same press';
     test(`a second SIGINT ${afterMs} ms after the first (on the run's clock) is ${what}`, async (t) => {
       // A terminal's Ctrl-C reaches the run twice (directly and relayed by tsx) within moments.
       const exits = recordExits(t);
       const answers = hold();
-      const { clock, step } = steppedClock();
+      const { clock, apart } = steppedClock();
       const { fake, ws, run } = await setup(
         t,
         { responder: () => ({ text: fake.validAnswer(), until: answers.until }) },
@@ -1507,9 +1585,11 @@ describe('the first SIGINT or SIGTERM never cuts a judgement in flight short (in
       const running = run([], { clock });
       try {
         await waitFor(() => fake.requests.length >= 1, 20_000, 'a request in flight');
-        signal('SIGINT');
-        step(afterMs);
-        signal('SIGINT');
+        apart(
+          afterMs,
+          () => signal('SIGINT'),
+          () => signal('SIGINT'),
+        );
       } finally {
         answers.release();
       }
