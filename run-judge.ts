@@ -6540,8 +6540,10 @@ export function oneLine(message: string): string {
 const SECRETS = new Set<string>();
 
 function redact(text: string): string {
+  // longest first: a key that begins another must not leave the other's tail behind
+  const keys = [...SECRETS].sort((a, b) => b.length - a.length);
   let redacted = text;
-  for (const key of SECRETS) {
+  for (const key of keys) {
     redacted = redacted.replaceAll(key, '[redacted]');
   }
   return redacted;

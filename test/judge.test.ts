@@ -1899,29 +1899,35 @@ describe('the API key is never printed or logged, even when the server echoes it
     assert.match(entry!.answers[0]!.text, /the tutor leaked \[redacted\] in turn 3/);
   });
 
-  test("each configured key: the fallback judge's own key, echoed in the primary's error, is redacted too", async (t) => {
-    const { fake, ws, run } = await setup(
-      t,
-      {
-        responder: (req) =>
-          modelOf(req) === 'judge-a'
-            ? apiError(500, 'api_error', `keys seen: ${keyOf(req)} and ${FALLBACK_KEY}`)
-            : undefined,
-      },
-      { fallbacks: [judgeEntry('judge-b', { api_key_env: 'RJ_FALLBACK_KEY' })] },
-    );
-    const result = await run(ONE, { apiKey: KEY, env: { RJ_FALLBACK_KEY: FALLBACK_KEY } });
-    assert.equal(result.code, 0, result.stderr);
-    assert.deepEqual(
-      fake.requests.map((req) => [modelOf(req), keyOf(req)]),
-      [
-        ['judge-a', KEY],
-        ['judge-b', FALLBACK_KEY],
-      ],
-    );
-    assertRedacted(outputsOf(ws, result), ['stderr', 'log']);
-    assert.match(result.stderr, /keys seen: \[redacted\] and \[redacted\]/);
-  });
+  // A key may begin another (a proxy's keys, say): the longer is redacted whole, not left with a tail.
+  for (const [fallbackKey, how] of [
+    [FALLBACK_KEY, 'its own'],
+    [`${KEY}-FALLBACKSECRET`, 'the primary key and more'],
+  ]) {
+    test(`each configured key: the fallback judge's key (${how}), echoed in the primary's error, is redacted too`, async (t) => {
+      const { fake, ws, run } = await setup(
+        t,
+        {
+          responder: (req) =>
+            modelOf(req) === 'judge-a'
+              ? apiError(500, 'api_error', `keys seen: ${keyOf(req)} and ${fallbackKey}`)
+              : undefined,
+        },
+        { fallbacks: [judgeEntry('judge-b', { api_key_env: 'RJ_FALLBACK_KEY' })] },
+      );
+      const result = await run(ONE, { apiKey: KEY, env: { RJ_FALLBACK_KEY: fallbackKey } });
+      assert.equal(result.code, 0, result.stderr);
+      assert.deepEqual(
+        fake.requests.map((req) => [modelOf(req), keyOf(req)]),
+        [
+          ['judge-a', KEY],
+          ['judge-b', fallbackKey],
+        ],
+      );
+      assertRedacted(outputsOf(ws, result), ['stderr', 'log']);
+      assert.match(result.stderr, /keys seen: \[redacted\] and \[redacted\]/);
+    });
+  }
 });
 
 // ---- Judge settings: thinking, effort, the cache's lifetime ---------------------------------------------------------
