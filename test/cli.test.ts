@@ -1358,37 +1358,47 @@ function helpWithStdout(
   });
 }
 
+/**
+ * A real process gets `signal` once its first row is written (200 ms an answer, 2 at a time, 20 transcripts): it
+ * finishes the judgements in flight, writes them, prints the summary and what is left, and exits by itself with the
+ * signal's status; a rerun judges exactly the rest.
+ */
+async function firstSignalFinishesInFlight(t: TestContext, signal: 'SIGINT' | 'SIGTERM') {
+  const { fake, ws, run, spawn } = await setup(
+    t,
+    { latencyMs: 200 },
+    { models: 10, tasks: ['proof01', 'proof02'] },
+  );
+  const { child, done } = spawn(['--concurrency', '2']);
+  await waitFor(() => rowCount(ws.output) >= 1, 20_000, 'the first rows');
+  child.kill(signal);
+  const result = await done;
+  assert.equal(result.signal, null, `exited by itself, not killed by ${signal}: ${result.stderr}`);
+  assert.equal(result.code, signal === 'SIGINT' ? 130 : 143, result.stderr);
+  assert.match(result.stderr, /stopping: finishing the judgements in flight/);
+  const rows = wellFormedCsv(ws.output);
+  assert.equal(rows.length, fake.requests.length, 'every request answered became a row');
+  assert.ok(rows.length >= 2 && rows.length < 20, `rows: ${rows.length}`);
+  assert.match(
+    result.stderr,
+    new RegExp(`^interrupted: 20 selected: ${rows.length} scored, 0 skipped`, 'm'),
+  );
+  const left = `  ${20 - rows.length} transcript(s) left without a row: run the same command again to continue`;
+  assert.ok(result.stderr.includes(left), result.stderr);
+  assert.equal(readLog(ws.log).length, rows.length);
+  assert.equal(fs.existsSync(`${ws.output}.lock`), false);
+
+  const before = fake.requests.length;
+  const rerun = await run(['--concurrency', '8']);
+  assert.equal(rerun.code, 0, rerun.stderr);
+  assert.equal(fake.requests.length - before, 20 - rows.length);
+  assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws));
+}
+
 // ---------------------------------------------------------------------------------------------
 describe('SIGINT (a real process)', () => {
   test('the first finishes the judgements in flight, writes them, prints the summary, exits 130; a rerun completes', async (t) => {
-    const { fake, ws, run, spawn } = await setup(
-      t,
-      { latencyMs: 200 },
-      { models: 10, tasks: ['proof01', 'proof02'] },
-    );
-    const { child, done } = spawn(['--concurrency', '2']);
-    await waitFor(() => rowCount(ws.output) >= 1, 20_000, 'the first rows');
-    child.kill('SIGINT');
-    const result = await done;
-    assert.equal(result.code, 130, result.stderr);
-    assert.match(result.stderr, /stopping: finishing the judgements in flight/);
-    const rows = wellFormedCsv(ws.output);
-    assert.equal(rows.length, fake.requests.length, 'every request answered became a row');
-    assert.ok(rows.length >= 2 && rows.length < 20, `rows: ${rows.length}`);
-    assert.match(
-      result.stderr,
-      new RegExp(`^interrupted: 20 selected: ${rows.length} scored, 0 skipped`, 'm'),
-    );
-    const left = `  ${20 - rows.length} transcript(s) left without a row: run the same command again to continue`;
-    assert.ok(result.stderr.includes(left), result.stderr);
-    assert.equal(readLog(ws.log).length, rows.length);
-    assert.equal(fs.existsSync(`${ws.output}.lock`), false);
-
-    const before = fake.requests.length;
-    const rerun = await run(['--concurrency', '8']);
-    assert.equal(rerun.code, 0, rerun.stderr);
-    assert.equal(fake.requests.length - before, 20 - rows.length);
-    assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws));
+    await firstSignalFinishesInFlight(t, 'SIGINT');
   });
 
   test('a second exits at once with 130, not waiting for the answers in flight; what was written stays complete', async (t) => {
@@ -1607,33 +1617,7 @@ describe('the first SIGINT or SIGTERM never cuts a judgement in flight short (in
 
 describe('SIGTERM (a real process) is the first Ctrl-C', () => {
   test('it finishes the judgements in flight, writes them, prints the summary, exits 143; a rerun completes', async (t) => {
-    const { fake, ws, run, spawn } = await setup(
-      t,
-      { latencyMs: 200 },
-      { models: 10, tasks: ['proof01', 'proof02'] },
-    );
-    const { child, done } = spawn(['--concurrency', '2']);
-    await waitFor(() => rowCount(ws.output) >= 1, 20_000, 'the first rows');
-    child.kill('SIGTERM');
-    const result = await done;
-    assert.equal(result.signal, null, `exited by itself, not killed by SIGTERM: ${result.stderr}`);
-    assert.equal(result.code, 143, result.stderr);
-    assert.match(result.stderr, /stopping: finishing the judgements in flight/);
-    const rows = wellFormedCsv(ws.output);
-    assert.equal(rows.length, fake.requests.length, 'every request answered became a row');
-    assert.ok(rows.length >= 2 && rows.length < 20, `rows: ${rows.length}`);
-    assert.match(
-      result.stderr,
-      new RegExp(`^interrupted: 20 selected: ${rows.length} scored, 0 skipped`, 'm'),
-    );
-    assert.equal(readLog(ws.log).length, rows.length);
-    assert.equal(fs.existsSync(`${ws.output}.lock`), false);
-
-    const before = fake.requests.length;
-    const rerun = await run(['--concurrency', '8']);
-    assert.equal(rerun.code, 0, rerun.stderr);
-    assert.equal(fake.requests.length - before, 20 - rows.length);
-    assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws));
+    await firstSignalFinishesInFlight(t, 'SIGTERM');
   });
 
   test('a SIGINT after a SIGTERM exits at once, not waiting for the answers in flight; what was written stays complete', async (t) => {
