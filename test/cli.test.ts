@@ -25,6 +25,7 @@ import {
   readCsv,
   readLog,
   rowCount,
+  route,
   runEnv,
   runMain,
   setup,
@@ -982,13 +983,41 @@ describe('concurrency: at most --concurrency requests in flight, rows written as
   ];
   for (const [concurrency, models] of cases) {
     test(`--concurrency ${concurrency} on ${models * 3} transcripts: ${concurrency} in flight at most (and reached); every row`, async (t) => {
-      // Reached only if `concurrency` requests go out within one latency: 250 ms, so a loaded machine sends them in time.
-      const latencyMs = concurrency > 1 ? 250 : 40;
-      const { fake, ws, run } = await setup(t, { latencyMs }, { models });
-      const result = await run(['--concurrency', String(concurrency)]);
+      // Counted at the fake, from a request's arrival to its answer's end. The first two answers tell the limits (a
+      // judge that knows none starts slowly); the rest are held until `concurrency` are in flight, so reaching it
+      // does not depend on how fast the machine sends them.
+      const answers = hold();
+      const { fake, ws, run, intercept } = await setup(
+        t,
+        {
+          buckets: { requests: { capacity: 1000, perSecond: 1000 } },
+          responder: (_req, index) =>
+            index < 2 ? undefined : { text: fake.validAnswer(), until: answers.until },
+        },
+        { models },
+      );
+      let open = 0;
+      let most = 0;
+      intercept((req, res) => {
+        if (route(req) !== 'POST /v1/messages') return false;
+        open++;
+        most = Math.max(most, open);
+        res.on('close', () => open--);
+        return false; // the fake answers it
+      });
+
+      let finished = false;
+      const running = run(['--concurrency', String(concurrency)]).finally(() => (finished = true));
+      await waitFor(
+        () => most >= concurrency || finished,
+        10_000,
+        'the requests in flight',
+      ).finally(answers.release);
+      const result = await running;
+
       assert.equal(result.code, 0, result.stderr);
       assert.equal(fake.requests.length, models * 3);
-      assert.equal(maxInFlight(fake.requests, latencyMs), concurrency);
+      assert.equal(most, concurrency);
       assert.deepEqual(wellFormedCsv(ws.output), allKeys(ws));
       assert.equal(
         lines(fs.readFileSync(ws.output, 'utf8')).length,
