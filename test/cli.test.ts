@@ -21,7 +21,6 @@ import {
   delay,
   hold,
   judgeEntry,
-  maxInFlight,
   readCsv,
   readLog,
   rowCount,

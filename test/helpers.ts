@@ -440,18 +440,6 @@ export function tagOfParams(params: any): string | undefined {
   return /test-tag (\S+\/\S+)/.exec(text)?.[1];
 }
 
-/** The greatest number of requests the fake held at once, given each is answered `latencyMs` after it arrived. */
-export function maxInFlight(requests: RecordedRequest[], latencyMs: number): number {
-  let max = 0;
-  for (const req of requests) {
-    const open = requests.filter(
-      (other) => other.at <= req.at && req.at < other.at + latencyMs,
-    ).length;
-    max = Math.max(max, open);
-  }
-  return max;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Workspaces: a temp eval set with every path flag
 // ---------------------------------------------------------------------------------------------
