@@ -9,7 +9,7 @@ import {
   DIMENSIONS,
   MODELS_FILE,
   RUBRIC_FILE,
-  delay,
+  waitFor,
   judgeConfig,
   makeTranscript,
   mentioning,
@@ -764,32 +764,30 @@ describe('transcriptImages: only a regular file within the 5 MB limit is read', 
   const SPECIAL: {
     label: string;
     also: string;
-    make: (file: string, t: TestContext) => () => Promise<void>;
+    make: (file: string, t: TestContext) => Promise<() => void>;
   }[] = [
     {
       label: 'a directory',
       also: '',
-      make: (file) => {
+      make: async (file) => {
         fs.mkdirSync(file);
-        return async () => {};
+        return () => {};
       },
     },
     {
       label: 'a FIFO',
       also: '; the FIFO is never opened',
-      make: (file, t) => {
+      make: async (file, t) => {
         execFileSync('mkfifo', [file]);
-        // A writer in another process: a reader's open lets it write and exit, so a regression fails instead of hanging.
+        // A writer in another process, blocked in its open until a reader opens the FIFO (so a regression fails
+        // instead of hanging). Linux names where a process sleeps: a writer woken by a reader no longer sleeps there.
         const writer = spawn('sh', ['-c', 'printf x > "$1"', 'sh', file], { stdio: 'ignore' });
         t.after(() => void writer.kill('SIGKILL'));
-        return async () => {
-          await delay(50);
-          const ended = [writer.exitCode, writer.signalCode];
-          assert.deepEqual(
-            ended,
-            [null, null],
-            'the writer still waits: the FIFO was never opened',
-          );
+        const waitsForReader = () =>
+          fs.readFileSync(`/proc/${writer.pid}/wchan`, 'utf8') === 'wait_for_partner';
+        await waitFor(waitsForReader, 10_000, 'the writer to wait for a reader');
+        return () => {
+          assert.ok(waitsForReader(), 'the writer still waits: the FIFO was never opened');
         };
       },
     },
@@ -799,12 +797,12 @@ describe('transcriptImages: only a regular file within the 5 MB limit is read', 
     test(name, { timeout: 5_000 }, async (t) => {
       const { transcripts, transcriptPath, imagesOf } = layout(t);
       const file = path.join(transcripts, 'm01', 'special.png');
-      const check = make(file, t);
+      const check = await make(file, t);
       assert.throws(() => imagesOf('special.png'), {
         name: 'EvalInputError',
         message: mentioning(transcriptPath, file, 'not a regular file'),
       });
-      await check();
+      check();
     });
   }
 
