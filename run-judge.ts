@@ -2004,7 +2004,7 @@ function checkedApiKey(config: JudgeConfig, env: NodeJS.ProcessEnv): string | un
       { judge },
     );
   }
-  SECRETS.add(key);
+  keepSecret(key);
 
   // A key with a space or line break would fail inside the HTTP library, whose error quotes the
   // header: the key.
@@ -6537,13 +6537,18 @@ export function oneLine(message: string): string {
  * Every configured key's value, replaced in whatever
  * a run writes: a server or gateway may echo it back.
  */
-const SECRETS = new Set<string>();
+const SECRETS: string[] = [];
+
+/** Longest first: a key that begins another must not leave the other's tail behind. */
+function keepSecret(key: string): void {
+  if (SECRETS.includes(key)) return;
+  SECRETS.push(key);
+  SECRETS.sort((a, b) => b.length - a.length);
+}
 
 function redact(text: string): string {
-  // longest first: a key that begins another must not leave the other's tail behind
-  const keys = [...SECRETS].sort((a, b) => b.length - a.length);
   let redacted = text;
-  for (const key of keys) {
+  for (const key of SECRETS) {
     redacted = redacted.replaceAll(key, '[redacted]');
   }
   return redacted;

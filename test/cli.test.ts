@@ -53,6 +53,15 @@ const {
   systemClock,
 } = await import('../run-judge.ts');
 
+/** The warnings this process emits during the test (in-process, a listener leak is a MaxListenersExceededWarning). */
+function warningsDuring(t: TestContext): string[] {
+  const warnings: string[] = [];
+  const onWarning = (warning: Error) => warnings.push(`${warning.name}: ${warning.message}`);
+  process.on('warning', onWarning);
+  t.after(() => process.off('warning', onWarning));
+  return warnings;
+}
+
 const modelOf = (req: RecordedRequest) => req.body?.model as string;
 const apiError = (status: number, type: string, message: string): Reply => ({
   kind: 'error',
@@ -776,9 +785,12 @@ describe('exit status 2: an API that cannot be reached stops the run after 3 tra
   });
 
   for (const concurrency of ['8', '64']) {
-    test(`90 transcripts at --concurrency ${concurrency}: one message counting them, at most 5 lines`, async (t) => {
+    test(`90 transcripts at --concurrency ${concurrency}: one message counting them, at most 5 lines, no warning`, async (t) => {
       const { ws } = await setup(t, {}, { models: 30 });
+      const warnings = warningsDuring(t);
       const result = await runMain(ws.args('--concurrency', concurrency)); // the default base URL: a closed port
+      await new Promise((resolve) => setImmediate(resolve)); // a warning is emitted on the next tick
+      assert.deepEqual(warnings, [], 'no warning of any kind');
       assert.equal(result.code, 2, result.stderr);
       const printed = lines(result.stderr.trimEnd());
       assert.ok(printed.length <= 5, `${printed.length} lines:\n${result.stderr}`);
@@ -1039,10 +1051,7 @@ describe('concurrency: at most --concurrency requests in flight, rows written as
       },
       { models: 30 },
     );
-    const warnings: string[] = [];
-    const onWarning = (warning: Error) => warnings.push(`${warning.name}: ${warning.message}`);
-    process.on('warning', onWarning);
-    t.after(() => process.off('warning', onWarning));
+    const warnings = warningsDuring(t);
 
     const running = run(['--concurrency', '32']);
     await waitFor(() => fake.requests.length >= 34, 10_000, '32 requests in flight').finally(
@@ -1585,7 +1594,8 @@ describe('the first SIGINT or SIGTERM never cuts a judgement in flight short (in
       { responder: () => ({ text: fake.validAnswer(), until: answers.until }) },
       { models: 2, tasks: ['proof01', 'proof02'] },
     );
-    const running = run(['--concurrency', '2'], { clock });
+    let finished = false;
+    const running = run(['--concurrency', '2'], { clock }).finally(() => (finished = true));
     try {
       await waitFor(() => fake.requests.length >= 2, 20_000, 'two requests in flight');
       apart(
@@ -1593,6 +1603,8 @@ describe('the first SIGINT or SIGTERM never cuts a judgement in flight short (in
         () => signal('SIGTERM'),
         () => signal('SIGTERM'),
       );
+      await delay(100); // a run that cut its requests would end within a few turns
+      assert.equal(finished, false, 'the SIGTERMs wait for the judgements in flight');
     } finally {
       answers.release();
     }
