@@ -1,8 +1,8 @@
 // report.ts: the analysis after the judge run. Does the judge agree with the people who scored the
 // transcripts as well as they agree with each other, and does it rank the tutors as they do?
-// `sheet` makes the scoring plan (report-sheet.ts, its pages scoring-page.ts) or a blank sheet.
-// This file runs the commands and prints; the inputs are read in report-inputs.ts, the figures are
-// pure functions in report-analysis.ts, the HTML page (--html) is in report-html.ts. Importing it
+// `sheet` makes the scoring plan (report/sheet.ts, its pages report/scoring-page.ts) or a blank sheet.
+// This file runs the commands and prints; the inputs are read in report/inputs.ts, the figures are
+// pure functions in report/analysis.ts, the HTML page (--html) is in report/html.ts. Importing it
 // runs nothing: `main` runs only when this file is the program.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -42,19 +42,19 @@ import {
   juryRows,
   reportCells,
   verdictWords,
-} from './report-analysis.ts';
+} from './report/analysis.ts';
 import type {
   AnalysisAudit,
   AnalysisOptions,
   CellTable,
   Report,
   Scores,
-} from './report-analysis.ts';
-import { writeHtmlPage } from './report-html.ts';
-import { judgeInputs, noAudit, readAuditLog, staleJudgeRows } from './report-inputs.ts';
-import type { Audit, JudgeInput, JudgeRun } from './report-inputs.ts';
-import { scoringSheet, updateScoringPlan, writeScoringPlan } from './report-sheet.ts';
-import type { PlanOptions } from './report-sheet.ts';
+} from './report/analysis.ts';
+import { writeHtmlPage } from './report/html.ts';
+import { judgeInputs, noAudit, readAuditLog, staleJudgeRows } from './report/inputs.ts';
+import type { Audit, JudgeInput, JudgeRun } from './report/inputs.ts';
+import { scoringSheet, updateScoringPlan, writeScoringPlan } from './report/sheet.ts';
+import type { PlanOptions } from './report/sheet.ts';
 
 /** Where the report writes and which environment it checks: run-judge's IO. `env` may be left out
  * by callers written before it was injected; it is then the process's. */

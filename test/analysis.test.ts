@@ -7,9 +7,9 @@ import { describe, test } from 'node:test';
 import { referenceRun, referenceSkip } from './python-reference.ts';
 
 const { agreement, analyse, intervalAlpha, judgesAgainstEachOther, reportCells } =
-  await import('../report-analysis.ts');
+  await import('../report/analysis.ts');
 const { compareJudges, juryOf } = await import('../report.ts');
-const { noAudit } = await import('../report-inputs.ts');
+const { noAudit } = await import('../report/inputs.ts');
 type Rubric = import('../run-judge.ts').Rubric;
 type HumanRow = import('../run-judge.ts').HumanRow;
 type ScoreRow = import('../run-judge.ts').ScoreRow;

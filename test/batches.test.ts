@@ -9,7 +9,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import * as path from 'node:path';
 import { before, describe, test } from 'node:test';
 import type { TestContext } from 'node:test';
-import type { BatchResult, FakeOptions, RecordedRequest } from './fake-anthropic.ts';
+import type { BatchResult, FakeOptions, RecordedRequest } from '../fakes/anthropic.ts';
 import {
   answerJson,
   csvRows,

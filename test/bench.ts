@@ -5,8 +5,8 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { FakeAnthropic } from './fake-anthropic.ts';
-import type { FakeOptions } from './fake-anthropic.ts';
+import { FakeAnthropic } from '../fakes/anthropic.ts';
+import type { FakeOptions } from '../fakes/anthropic.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SCRIPT = path.join(ROOT, 'run-judge.ts');

@@ -39,7 +39,7 @@ import {
   wellFormedCsv,
 } from './helpers.ts';
 import type { MainOptions, MainResult, Workspace, WorkspaceOptions } from './helpers.ts';
-import type { RecordedRequest, Reply } from './fake-anthropic.ts';
+import type { RecordedRequest, Reply } from '../fakes/anthropic.ts';
 import type { Clock, ReferenceKey, Task } from '../run-judge.ts';
 
 // Destructured, not imported by name: a renamed export then fails its own tests, not the whole file.

@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { FakeAnthropic, IMAGE_TOKENS, countInputTokens } from './fake-anthropic.ts';
-import type { FakeOptions } from './fake-anthropic.ts';
+import { FakeAnthropic, IMAGE_TOKENS, countInputTokens } from '../fakes/anthropic.ts';
+import type { FakeOptions } from '../fakes/anthropic.ts';
 
 const DIMS = { dimensions: ['clarity'] };
 

@@ -15,8 +15,8 @@ import type { Browser } from 'playwright-core';
 import { buildSync } from 'esbuild';
 import { parse as parseCsvSync } from 'csv-parse/sync';
 import { stringify as stringifyCsv } from 'csv-stringify/sync';
-import { FakeAnthropic } from './fake-anthropic.ts';
-import type { FakeOptions, RecordedRequest } from './fake-anthropic.ts';
+import { FakeAnthropic } from '../fakes/anthropic.ts';
+import type { FakeOptions, RecordedRequest } from '../fakes/anthropic.ts';
 import { AuditLineSchema } from '../run-judge.ts';
 import type {
   AuditLine,

@@ -30,7 +30,7 @@ import {
   writeJson,
 } from './helpers.ts';
 import type { MainResult, Workspace } from './helpers.ts';
-import type { FakeAnthropic, RecordedRequest } from './fake-anthropic.ts';
+import type { FakeAnthropic, RecordedRequest } from '../fakes/anthropic.ts';
 
 // Destructured, not imported by name: a renamed export then fails its own tests, not the whole file.
 const { main: reportMain } = await import('../report.ts');

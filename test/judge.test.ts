@@ -28,7 +28,7 @@ import {
   assertAnswerSchema,
   allowedScoresOf,
 } from './helpers.ts';
-import type { FakeOptions, RecordedRequest, Reply } from './fake-anthropic.ts';
+import type { FakeOptions, RecordedRequest, Reply } from '../fakes/anthropic.ts';
 import type {
   Clock,
   Decision,

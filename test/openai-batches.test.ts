@@ -1,12 +1,12 @@
 // --batch with an OpenAI primary judge (issue 22): OpenAI's Batch API through the real openai SDK, against the
-// loopback fake of test/fake-openai.ts (a JSONL file uploaded, the batch created from it, polled, its output and error
+// loopback fake of fakes/openai.ts (a JSONL file uploaded, the batch created from it, polled, its output and error
 // files read). In-process runs on a jump clock: no poll is waited out for real.
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import { describe, test } from 'node:test';
 import type { TestContext } from 'node:test';
-import { FakeOpenAi } from './fake-openai.ts';
-import type { FakeOpenAiOptions, OpenAiBatchResult } from './fake-openai.ts';
+import { FakeOpenAi } from '../fakes/openai.ts';
+import type { FakeOpenAiOptions, OpenAiBatchResult } from '../fakes/openai.ts';
 import {
   csvRows,
   jumpClock,

@@ -1,13 +1,13 @@
 // Judges of the OpenAI API and OpenAI-compatible servers (issue 22): the entry, the request as Chat Completions take
 // it, the answer and its cost, each failure classified, a keyless local server, and a fallback across providers. Every
-// call goes through the real openai SDK to a loopback fake (test/fake-openai.ts), never the network.
+// call goes through the real openai SDK to a loopback fake (fakes/openai.ts), never the network.
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
 import type { TestContext } from 'node:test';
-import { FakeOpenAi } from './fake-openai.ts';
-import type { FakeOpenAiOptions } from './fake-openai.ts';
+import { FakeOpenAi } from '../fakes/openai.ts';
+import type { FakeOpenAiOptions } from '../fakes/openai.ts';
 import {
   RUBRIC_FILE,
   allowedScoresOf,

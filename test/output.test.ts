@@ -34,7 +34,7 @@ import {
   wellFormedCsv,
 } from './helpers.ts';
 import type { LogEntry, Workspace } from './helpers.ts';
-import type { RecordedRequest } from './fake-anthropic.ts';
+import type { RecordedRequest } from '../fakes/anthropic.ts';
 import type { ScoreRow } from '../run-judge.ts';
 
 // Destructured, not imported by name: a renamed export then fails its own tests, not the whole file.

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { TestContext } from 'node:test';
-import type { FakeOptions } from './fake-anthropic.ts';
+import type { FakeOptions } from '../fakes/anthropic.ts';
 import { judgeEntry, jumpClock, readLog, rowCount, setup } from './helpers.ts';
 
 const MODELS = 20; // 60 transcripts: three tasks each

@@ -17,7 +17,7 @@ import {
 } from './helpers.ts';
 
 const { compareJudges, main } = await import('../report.ts');
-const { judgeInputs, readAuditLog } = await import('../report-inputs.ts');
+const { judgeInputs, readAuditLog } = await import('../report/inputs.ts');
 const { DEFAULTS, loadRubric, pairKey } = await import('../run-judge.ts');
 const rubric = loadRubric(RUBRIC_FILE);
 const DIMENSIONS = rubric.dimensions.map((dimension) => dimension.name);

@@ -13,11 +13,11 @@ const {
   quadraticWeightedKappa,
   spearman,
   unitSums,
-} = await import('../report-analysis.ts');
-const { analyse } = await import('../report-analysis.ts');
+} = await import('../report/analysis.ts');
+const { analyse } = await import('../report/analysis.ts');
 const { main } = await import('../report.ts');
 const { readJudgeCsv } = await import('../run-judge.ts');
-const { scoringSheet } = await import('../report-sheet.ts');
+const { scoringSheet } = await import('../report/sheet.ts');
 const { isComplete, loadRubric, readHumanScores } = await import('../run-judge.ts');
 const rubric = loadRubric(RUBRIC_FILE);
 const DIMENSIONS = rubric.dimensions.map((dimension) => dimension.name);

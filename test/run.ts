@@ -32,7 +32,7 @@ const SHARDS = 3;
  * What most test files import, loaded in each shard before its first file: a test file's import
  * runs while the files before it are testing (up to 1.5 s of stall seen in a running test).
  */
-const SHARED = ['../run-judge.ts', '../report.ts', 'helpers.ts', 'fake-openai.ts'];
+const SHARED = ['../run-judge.ts', '../report.ts', 'helpers.ts', '../fakes/openai.ts'];
 
 const dir = fileURLToPath(new URL('.', import.meta.url));
 const names = fs.readdirSync(dir).filter((name) => name.endsWith('.test.ts'));

@@ -21,7 +21,7 @@ import {
   wellFormedCsv,
 } from './helpers.ts';
 import type { Workspace, WorkspaceOptions } from './helpers.ts';
-import type { BatchResult, RecordedRequest, Reply } from './fake-anthropic.ts';
+import type { BatchResult, RecordedRequest, Reply } from '../fakes/anthropic.ts';
 
 // Destructured, not imported by name: a renamed export then fails its own tests, not the whole file.
 const { batchCustomId, medianVerdict, splitIntoBatches } = await import('../run-judge.ts');

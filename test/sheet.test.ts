@@ -20,7 +20,7 @@ import {
 } from './helpers.ts';
 import type { Workspace } from './helpers.ts';
 
-const { planScoring, sampleSize } = await import('../report-sheet.ts');
+const { planScoring, sampleSize } = await import('../report/sheet.ts');
 const { isComplete, loadRubric, readHumanScores, scoreColumns } = await import('../run-judge.ts');
 const rubric = loadRubric(RUBRIC_FILE);
 
@@ -692,7 +692,7 @@ describe('one study folder (--dir) and a rehearsal without a key (fake-api)', ()
   }
 
   test('the whole protocol against fake-api with --dir only: plan, scores, the full run, the report (--exclude-unsure too); scores a mix on the scale', async (t) => {
-    const { startFakeApi } = await import('../fake-api.ts');
+    const { startFakeApi } = await import('../fakes/serve.ts');
     const dir = study(t);
     const api = await startFakeApi({ rubric: path.join(dir, 'rubric.json'), seed: 0 });
     t.after(() => api.close());

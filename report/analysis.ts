@@ -1,7 +1,7 @@
-// report-analysis.ts: the figures of the report, over the matched transcripts: agreement per
+// report/analysis.ts: the figures of the report, over the matched transcripts: agreement per
 // dimension and per tutor, the human ceiling and the gap to it, leniency, Krippendorff's alpha, the
 // judge's self-consistency, the models side by side, and the report's text cells, which the text
-// formats (report.ts) and the page (report-html.ts) both print. Definitions: docs/analysis.md, "How
+// formats (report.ts) and the page (report/html.ts) both print. Definitions: docs/analysis.md, "How
 // the figures are computed". Pure functions, nothing read or printed here.
 import {
   allowedScores,
@@ -14,8 +14,8 @@ import {
   pairKey,
   pairLabel,
   rubricDimensions,
-} from './run-judge.ts';
-import type { Dimension, HumanRow, Rubric, ScoreRow } from './run-judge.ts';
+} from '../run-judge.ts';
+import type { Dimension, HumanRow, Rubric, ScoreRow } from '../run-judge.ts';
 
 /** A row with scores, as the statistics read it: they need no notes. */
 type Scored = Omit<ScoreRow, 'notes'>;
@@ -23,7 +23,7 @@ type Scored = Omit<ScoreRow, 'notes'>;
 /** One judging's scores, dimension by dimension: a CSV row's. */
 export type Scores = ScoreRow['scores'];
 
-/** What the analysis takes of the audit log (report.ts's `analysisAudit` makes it of report-inputs'
+/** What the analysis takes of the audit log (report.ts's `analysisAudit` makes it of report/inputs.ts'
  * `Audit`): rows scored per judge, and the samples of each transcript judged k times. */
 export type AnalysisAudit = {
   judges: Record<string, number>;

@@ -1,15 +1,15 @@
-// fake-api.ts: `npm run fake-api`, a rehearsal without a key. Starts the loopback fakes of the
+// fakes/serve.ts: `npm run fake-api`, a rehearsal without a key. Starts the loopback fakes of the
 // Anthropic API (Messages, Message Batches) and of the OpenAI API (Chat Completions, Batch API)
 // that the tests use, answering every judge request with valid scores on the rubric's own scale:
 // a mix seeded by the prompt and --seed, so the same transcript gets the same scores and the report
 // has something to measure. It prints where they listen and the variables to set; Ctrl-C stops it.
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
-import { DEFAULTS, allowedScores, isEntryModule, loadRubric, sha256 } from './run-judge.ts';
-import type { Rubric } from './run-judge.ts';
-import { mulberry32 } from './report-analysis.ts';
-import { FakeAnthropic } from './test/fake-anthropic.ts';
-import { FakeOpenAi } from './test/fake-openai.ts';
+import { DEFAULTS, allowedScores, isEntryModule, loadRubric, sha256 } from '../run-judge.ts';
+import type { Rubric } from '../run-judge.ts';
+import { mulberry32 } from '../report/analysis.ts';
+import { FakeAnthropic } from './anthropic.ts';
+import { FakeOpenAi } from './openai.ts';
 
 /** The two fakes, what to tell a user about them, and how to stop both. */
 export type FakeApi = {

@@ -1,4 +1,4 @@
-// html-escape.ts: untrusted text as HTML text, for both pages (report-html.ts, scoring-page.ts), so
+// report/html-escape.ts: untrusted text as HTML text, for both pages (report/html.ts, report/scoring-page.ts), so
 // neither page imports the other.
 
 /** Untrusted text (transcripts, notes, every name) as HTML text: `<script>` shows, never runs. */

@@ -1,4 +1,4 @@
-// scoring-page.ts: one scorer's blind scoring page (`<out>/<scorer>.html`, written with the
+// report/scoring-page.ts: one scorer's blind scoring page (`<out>/<scorer>.html`, written with the
 // sheets): each assigned transcript, its turns as labelled messages (the tutor's system prompt
 // hidden unless the plan shows it), then the task's expected behaviours and the private reference
 // notes, folded; a form per transcript (scores, notes, unsure) saved in the browser as it is
@@ -6,8 +6,8 @@
 // sheet's scores as written and can import the sheet again, so a download never blanks a score the
 // sheet holds. Self-contained: inline style and script, nothing fetched, no judge score. Every text
 // is escaped (the script sets text as text); the data rides as JSON with `<` escaped.
-import { FORMULA_START, allowedScores, rubricDimensions } from './run-judge.ts';
-import type { Rubric, TranscriptImage, TranscriptRef } from './run-judge.ts';
+import { FORMULA_START, allowedScores, rubricDimensions } from '../run-judge.ts';
+import type { Rubric, TranscriptImage, TranscriptRef } from '../run-judge.ts';
 import { escapeHtml } from './html-escape.ts';
 
 /** One message as the page shows it: who, the text, its images; `hidden` for a system prompt kept

@@ -1,4 +1,4 @@
-// report-sheet.ts: the scoring plan (`report.ts sheet --scorers a,b,c`): which transcripts people
+// report/sheet.ts: the scoring plan (`report.ts sheet --scorers a,b,c`): which transcripts people
 // score (all, or a sample stratified by model and task), who scores each (K scorers, the work
 // spread evenly), one sheet and one blind scoring page per scorer. The plan is pure functions of
 // the transcripts and a seed; `writeScoringPlan` reads the inputs, checks the folder, then writes.
@@ -28,7 +28,7 @@ import {
   transcriptImages,
   unguard,
   writablePath,
-} from './run-judge.ts';
+} from '../run-judge.ts';
 import type {
   PlanManifest,
   ReferenceKey,
@@ -37,9 +37,9 @@ import type {
   Transcript,
   TranscriptImage,
   TranscriptRef,
-} from './run-judge.ts';
-import { groupBy, mulberry32 } from './report-analysis.ts';
-import { holdsScores, readTranscriptBytes } from './report-inputs.ts';
+} from '../run-judge.ts';
+import { groupBy, mulberry32 } from './analysis.ts';
+import { holdsScores, readTranscriptBytes } from './inputs.ts';
 import { scoringPage } from './scoring-page.ts';
 import type { PageTranscript, PageTurn } from './scoring-page.ts';
 

@@ -1,4 +1,4 @@
-// report-html.ts: the report as one self-contained HTML page (`report.ts --html FILE`), in the
+// report/html.ts: the report as one self-contained HTML page (`report.ts --html FILE`), in the
 // order a researcher reads it: the run and one verdict line per dimension; per dimension a forest
 // plot (inline SVG), the per-model table, the confusion grid and the rubric's levels; then every
 // transcript, the most disputed first, behind an index its filters narrow. Inline style and one
@@ -7,13 +7,13 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { EvalInputError, comparePairs, compareText, pairKey } from './run-judge.ts';
-import type { HumanRow, Rubric, ScoreRow } from './run-judge.ts';
-import { figure, groupBy, reportCells, undefinedShare, withInterval } from './report-analysis.ts';
-import type { DimensionReport, ModelReport, Report } from './report-analysis.ts';
+import { EvalInputError, comparePairs, compareText, pairKey } from '../run-judge.ts';
+import type { HumanRow, Rubric, ScoreRow } from '../run-judge.ts';
+import { figure, groupBy, reportCells, undefinedShare, withInterval } from './analysis.ts';
+import type { DimensionReport, ModelReport, Report } from './analysis.ts';
 import { escapeHtml } from './html-escape.ts';
-import { listedTranscripts, transcriptTextOf } from './report-inputs.ts';
-import type { Audit, TranscriptText } from './report-inputs.ts';
+import { listedTranscripts, transcriptTextOf } from './inputs.ts';
+import type { Audit, TranscriptText } from './inputs.ts';
 
 /** What the page says about the run, from the audit log; null where the log does not say. */
 export type RunFacts = {
@@ -88,7 +88,7 @@ export function writeHtmlPage(
 
   // 2. The page; a path it cannot write is an input error naming the file, not a stack trace.
   const run = runFacts(inputs.audit);
-  const analysisDoc = fileURLToPath(new URL('docs/analysis.md', import.meta.url));
+  const analysisDoc = fileURLToPath(new URL('../docs/analysis.md', import.meta.url));
   const docs = encodeURI(path.relative(path.dirname(path.resolve(file)), analysisDoc));
   const html = renderHtml({ report: inputs.report, rubric: inputs.rubric, run, entries, docs });
   try {

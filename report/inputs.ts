@@ -1,8 +1,8 @@
-// report-inputs.ts: what report.ts reads from disk, and the types of what it reads: the judges'
+// report/inputs.ts: what report.ts reads from disk, and the types of what it reads: the judges'
 // CSVs and audit logs, the transcripts the HTML page shows, and the scorers' sheets and transcript
 // files the scoring plan checks. The human scores and the plan are read by run-judge.ts's
 // readHumanScores, the same reader the human-scores gate uses. Nothing here imports a report file
-// but report-analysis.ts (for a type), so the report's modules form no circle.
+// but report/analysis.ts (for a type), so the report's modules form no circle.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type * as Zod from 'zod';
@@ -26,9 +26,9 @@ import {
   transcriptToText,
   unreadableReason,
   z,
-} from './run-judge.ts';
-import type { Rubric, ScoreRow, TranscriptRef } from './run-judge.ts';
-import type { Scores } from './report-analysis.ts';
+} from '../run-judge.ts';
+import type { Rubric, ScoreRow, TranscriptRef } from '../run-judge.ts';
+import type { Scores } from './analysis.ts';
 
 // ---- The judges: which files, their CSV rows and their audit logs -------------------------------
 
