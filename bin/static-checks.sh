@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 node_modules/.bin/tsc --noEmit &
 types=$!
-node_modules/.bin/prettier --check --cache --cache-strategy content '*.ts' report fakes test &
+node_modules/.bin/prettier --check --cache --cache-strategy content '*.ts' report fakes calibrate test &
 format=$!
 
 status=0
