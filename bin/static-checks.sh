@@ -6,7 +6,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-node_modules/.bin/tsc --noEmit &
+# typescript 7 by its path: typescript5 (kept for its compiler API) also installs a `tsc`
+node_modules/typescript/bin/tsc --noEmit &
 types=$!
 node_modules/.bin/prettier --check --cache --cache-strategy content '*.ts' report fakes calibrate test &
 format=$!
