@@ -65,6 +65,8 @@ export interface FakeBatch {
 }
 
 export interface FakeOptions {
+  /** The loopback port to listen on; default any free one. */
+  port?: number;
   latencyMs?: number;
   /** Message Batches: a batch ends at its `pollsUntilEnded`-th retrieve (default 1); `result` scripts each request's result. */
   batch?: {
@@ -273,7 +275,7 @@ export class FakeAnthropic {
     let fake: FakeAnthropic | undefined;
     const server = createServer((req, res) => void fake?.handle(req, res));
     await new Promise<void>((resolve, reject) =>
-      server.once('error', reject).listen(0, '127.0.0.1', resolve),
+      server.once('error', reject).listen(opts.port ?? 0, '127.0.0.1', resolve),
     );
     const { port } = server.address() as AddressInfo;
     fake = new FakeAnthropic(server, `http://127.0.0.1:${port}`, opts);

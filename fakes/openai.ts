@@ -65,6 +65,8 @@ export interface RecordedOpenAiRequest {
 }
 
 export interface FakeOpenAiOptions {
+  /** The loopback port to listen on; default any free one. */
+  port?: number;
   /** The key the server wants (`Authorization: Bearer <key>`), else a 401 in OpenAI's words; default: none wanted. */
   key?: string;
   /** The models it serves; another gets a 404 `model_not_found`. Default: any. */
@@ -128,7 +130,7 @@ export class FakeOpenAi {
     let fake: FakeOpenAi | undefined;
     const server = createServer((req, res) => void fake?.handle(req, res));
     await new Promise<void>((resolve, reject) =>
-      server.once('error', reject).listen(0, '127.0.0.1', resolve),
+      server.once('error', reject).listen(opts.port ?? 0, '127.0.0.1', resolve),
     );
     const { port } = server.address() as AddressInfo;
     fake = new FakeOpenAi(server, `http://127.0.0.1:${port}`, opts);
