@@ -196,7 +196,7 @@ function buildCli(io: ReportIO, result: { status: number }): Command {
     .option(
       '--models <file>',
       "models.json: each tutor's family (its entry's family, else its provider), " +
-        `for self-preference (default: ${DEFAULTS.models} when it exists)`,
+        `for self-preference (default: ${DEFAULTS.models} in --dir, or here, when it exists)`,
     )
     .option(
       '--jury',
@@ -334,7 +334,7 @@ function printAgreement(options: AgreementOptions, io: ReportIO): number {
   const on = options.on ?? 'kappa';
   const analysisOptions = {
     margin: marginOf(options.margin),
-    tutorFamilies: tutorFamilies(options.models),
+    tutorFamilies: tutorFamilies(options.models, options.dir),
   };
   if (options.on !== undefined && options.minKappa.length === 0) {
     throw new EvalInputError(
@@ -632,11 +632,11 @@ function judgeFamily(run: ComparedRun, keys?: Set<string>): string | null {
 }
 
 /** Each tutor's family, from the `models` entries of models.json: its `family`, else its
- * `provider`. Without --models and without the default file, there are none (and no
- * self-preference); a file --models names must exist. */
-function tutorFamilies(named: string | undefined): Map<string, string> {
+ * `provider`. Without --models, the study's models.json (under --dir, else here) when it exists;
+ * without either there are none (and no self-preference); a file --models names must exist. */
+function tutorFamilies(named: string | undefined, dir: string | undefined): Map<string, string> {
   const families = new Map<string, string>();
-  const file = named ?? DEFAULTS.models;
+  const file = named ?? path.join(dir ?? '.', DEFAULTS.models);
   if (named === undefined && !fs.existsSync(file)) {
     return families;
   }

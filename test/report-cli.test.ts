@@ -504,6 +504,13 @@ describe("self-preference: the judge's family from its audit log, the tutors' fr
 
     const missing = await run([...base, '--models', path.join(dir, 'none.json')]);
     assert.equal(missing.code, 2);
+
+    // --dir STUDY reads STUDY/models.json, not the project's (which names neither tutor)
+    const study = await run([...base, '--dir', dir, '--format', 'json']);
+    assert.equal(study.code, 0, study.stderr);
+    const fromStudy = JSON.parse(study.stdout).self_preference;
+    assert.equal(fromStudy.family, 'anthropic');
+    assert.equal(fromStudy.dimensions[0].diff, 1);
   });
 });
 
