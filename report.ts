@@ -239,10 +239,17 @@ function buildCli(io: ReportIO, result: { status: number }): Command {
     )
     .allowExcessArguments()
     .action((options: AgreementOptions, command: Command) => {
-      refuseArguments(command.args, cli);
+      refuseArguments(command.args, cli, io.env ?? process.env);
       inStudyDir(command, options.dir);
       result.status = printAgreement(options, io);
     });
+
+  // `report.ts --help` is asked of the report: its flags are the default command's
+  const agreement = cli.commands.find((command) => command.name() === 'agreement')!;
+  cli.addHelpText('after', () => {
+    const flags = agreement.helpInformation().replace(/^Usage: .*\n/, '');
+    return `\nThe report (agreement, the default command):${flags}\nThe plan: report sheet --help`;
+  });
 
   return cli;
 }
@@ -477,15 +484,25 @@ function marginOf(value: string): number {
 }
 
 /** A word on the command line that is no option: a mistyped command (`sheets`), named as such. */
-function refuseArguments(args: string[], cli: Command): void {
+function refuseArguments(args: string[], cli: Command, env: NodeJS.ProcessEnv): void {
   if (args.length === 0) {
     return;
   }
   const known = cli.commands.map((command) => command.name());
   const hint = nearestKeyHint(args[0]!, known);
   const listed = known.map((name) => (name === 'agreement' ? `${name} (the default)` : name));
+
+  // npm takes a flag it knows (--format) without a trace and passes its value on as a word
+  const script = env.npm_lifecycle_event;
+  const format = ['table', 'markdown', 'latex', 'json'].includes(args[0]!);
+  const flags = format ? `--format ${args[0]}` : '<flags>';
+  const npm =
+    script === undefined
+      ? ''
+      : `; if npm took a flag before it, put -- before the script's flags: ` +
+        `npm run ${script} -- ${flags}`;
   throw new EvalInputError(
-    `unknown command "${args[0]}"${hint}; the commands are ${listed.join(', ')}`,
+    `unknown command "${args[0]}"${hint}; the commands are ${listed.join(', ')}${npm}`,
   );
 }
 

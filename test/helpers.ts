@@ -647,11 +647,12 @@ export async function runMain(args: string[], opts: MainOptions = {}): Promise<M
 }
 
 /** Runs report.ts's `main` in this process with `args`, capturing stdout and stderr. */
-export async function runReport(args: string[]): Promise<MainResult> {
+/** report.ts's main in process; its environment is `env` alone, not npm test's own. */
+export async function runReport(args: string[], env: NodeJS.ProcessEnv = {}): Promise<MainResult> {
   const { main } = await import('../report.ts');
   const stdout = collector();
   const stderr = collector();
-  const code = await main(args, { stdout, stderr });
+  const code = await main(args, { stdout, stderr, env });
   return { code, stdout: stdout.text(), stderr: stderr.text() };
 }
 

@@ -12,11 +12,12 @@ import {
   fallbackAndThinkingRun,
   mentioning,
   readLog,
+  runReport,
   tempDir,
   writeJson,
 } from './helpers.ts';
 
-const { compareJudges, main } = await import('../report.ts');
+const { compareJudges } = await import('../report.ts');
 const { judgeInputs, readAuditLog } = await import('../report/inputs.ts');
 const { DEFAULTS, loadRubric, pairKey } = await import('../run-judge.ts');
 const rubric = loadRubric(RUBRIC_FILE);
@@ -48,17 +49,8 @@ function writeLog(t: TestContext, lines: string[]): string {
   return file;
 }
 
-/** `main` with stdout and stderr captured. */
-async function run(args: string[]) {
-  let stdout = '';
-  let stderr = '';
-  const io = {
-    stdout: { write: (text: string) => (stdout += text) },
-    stderr: { write: (text: string) => (stderr += text) },
-  } as never;
-  const code = await main(args, io);
-  return { code, stdout, stderr };
-}
+/** report.ts's main with stdout and stderr captured, in no npm script. */
+const run = (args: string[]) => runReport(args);
 
 describe('the audit log as the report and the page header read it', () => {
   test('rows per judge in a Map, fallbacks, hashes, the last judged row, the total cost, thinking', (t) => {
@@ -792,6 +784,24 @@ describe("report.ts's messages and the files it refuses (issue 18)", () => {
       stderr,
       'report: unknown command "sheets" (did you mean "sheet"?); the commands are sheet, agreement (the default)\n',
     );
+  });
+
+  test('under npm run, an unknown command that is a flag npm took gets the -- hint', async () => {
+    const { code, stderr } = await runReport(['json'], { npm_lifecycle_event: 'report' });
+    assert.equal(code, 2);
+    assert.match(
+      stderr,
+      /unknown command "json".*put -- before the script's flags: npm run report -- --format json\n$/,
+    );
+  });
+
+  test("--help lists the report's own flags, and names the plan's help", async () => {
+    const { code, stdout } = await run(['--help']);
+    assert.equal(code, 0);
+    for (const flag of ['--format', '--scores', '--min-kappa', '--margin', '--jury', '--dir']) {
+      assert.match(stdout, new RegExp(`^  ${flag} `, 'm'), flag);
+    }
+    assert.match(stdout, /report sheet --help/);
   });
 
   test('a usage error is one line, with the suggestion', async () => {
