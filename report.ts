@@ -790,7 +790,8 @@ export function formatReport(report: FullReport, options: PrintOptions): string 
       ...comparisonTables(report.comparison, options.wide).map((t) => titled(t.title, t.rows)),
     );
   }
-  parts.push(cells.notes.join('\n'));
+  // a note may quote a tutor's or a scorer's name: its control characters escaped
+  parts.push(cells.notes.map(oneLine).join('\n'));
   if (report.gate !== undefined) {
     parts.push(gateVerdict(report.gate, options.on, report.comparison !== undefined));
   }
@@ -918,10 +919,13 @@ function latexTable(tables: CellTable[], notes: string[]): string {
     '\\bottomrule',
     '\\end{tabular}',
   ];
-  return `${[...notes.map((note) => `% ${note}`), ...body].join('\n')}\n`;
+  // one comment line a note, whatever a name in it holds: a newline would start a live line
+  const comments = notes.map((note) => `% ${oneLine(note)}`);
+  return `${[...comments, ...body].join('\n')}\n`;
 }
 
-/** Text as LaTeX: its special characters escaped, the marks as math superscripts. */
+/** Text as LaTeX: its special characters escaped, a number's minus sign as math (a hyphen
+ * otherwise), the marks as math superscripts. */
 function latexText(text: string): string {
   const escaped = text.replace(/[\\{}&%$#_^~]/g, (char) => {
     const named: Record<string, string> = {
@@ -932,6 +936,7 @@ function latexText(text: string): string {
     return named[char] ?? `\\${char}`;
   });
   return escaped
+    .replace(/(^|[^\w.])-(?=\.?\d)/g, '$1$-$')
     .replace(/†/g, '$^\\dagger$')
     .replace(
       new RegExp(`[${SUPERSCRIPT_DIGITS}]+`, 'g'),

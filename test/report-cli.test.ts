@@ -737,6 +737,42 @@ describe('output a person reads (issue 23): within 100 columns, --wide, notes, -
   });
 });
 
+describe('LaTeX a paper can include whatever the names hold', () => {
+  test('a tutor named with a newline and \\input: its note stays one comment line; minus is math', async (t) => {
+    const dir = tempDir(t);
+    const humans = humanCsv(dir, { p1: 1, p2: 2, p3: 2, p4: 1 });
+    const scores = judgeCsv(dir, 'judge.csv', { p1: 0, p2: 1, p3: 2, p4: 1 });
+    // a tutor of its own, scored by both: the per-tutor notes name it
+    const evil = '"evil\n\\input{secrets}"';
+    fs.appendFileSync(humans, `p1,${evil},${same(1)},,al\np2,${evil},${same(2)},,al\n`);
+    fs.appendFileSync(scores, `p1,${evil},${same(1)},ok\np2,${evil},${same(1)},ok\n`);
+
+    const { code, stdout, stderr } = await run([
+      '--scores',
+      scores,
+      '--human-scores',
+      humans,
+      '--rubric',
+      RUBRIC_FILE,
+      '--format',
+      'latex',
+    ]);
+    assert.equal(code, 0, stderr);
+    assert.match(stdout, /evil\\n\\input\{secrets\}/, 'the name is in a note');
+    const live = stdout.split('\n').filter((line) => line !== '' && !line.startsWith('%'));
+    assert.ok(
+      live.every((line) => !line.includes('input{secrets}')),
+      `a live line holds the name:\n${live.join('\n')}`,
+    );
+    assert.match(stdout, /\$-\$0\.\d/, 'a negative figure written with a math minus');
+    assert.doesNotMatch(stdout.replace(/^%.*$/gm, ''), /(^|[ &[(])-\d/m, 'no hyphen as minus');
+
+    const text = await run(['--scores', scores, '--human-scores', humans, '--rubric', RUBRIC_FILE]);
+    assert.match(text.stdout, /evil\\n\\input\{secrets\}/, 'the name in a text note');
+    assert.doesNotMatch(text.stdout, /^\\input/m, 'a name split over two lines');
+  });
+});
+
 describe("report.ts's messages and the files it refuses (issue 18)", () => {
   function setUp(t: TestContext) {
     const dir = tempDir(t);
