@@ -12,6 +12,7 @@ import type { HumanRow, Rubric, ScoreRow } from '../run-judge.ts';
 import { figure, groupBy, reportCells, undefinedShare, withInterval } from './analysis.ts';
 import type { DimensionReport, ModelReport, Report } from './analysis.ts';
 import { escapeHtml } from './html-escape.ts';
+import { pageScript } from './page-script.ts';
 import { listedTranscripts, transcriptTextOf } from './inputs.ts';
 import type { Audit, TranscriptText } from './inputs.ts';
 
@@ -262,7 +263,7 @@ ${dimensions.join('')}
 <h2 id="transcripts">Transcripts</h2>${filters}${index}
 <p><span class="differs">Highlighted</span>: a human's score that differs from the judge's.</p>
 <div id="transcript-list">${transcripts.join('')}</div>
-<script>${FILTER_SCRIPT}</script></body></html>\n`;
+<script>${pageScript('report-filters.js')}</script></body></html>\n`;
 }
 
 /** What each of the three figure tables shows, and its n. */
@@ -926,50 +927,6 @@ function transcriptFilters(entries: TranscriptEntry[], report: Report): string {
   ];
   return `<form id="filters" class="filters">${parts.join(' ')}</form>`;
 }
-
-/**
- * The page's one script: the filters and the order of the transcripts. It reads the rows' data
- * attributes and moves and hides elements; it never writes HTML, so no text becomes markup.
- */
-const FILTER_SCRIPT = `(() => {
-  const form = document.getElementById('filters');
-  const body = document.querySelector('#transcript-index tbody');
-  const list = document.getElementById('transcript-list');
-  const shown = document.getElementById('shown');
-  if (!form || !body || !list || !shown) return;
-  const apply = () => {
-    const model = form.elements.model.value;
-    const task = form.elements.task.value;
-    const dimension = form.elements.dimension.value;
-    const order = form.elements.order.value;
-    const key = dimension === '' ? 'steps' : 'd' + dimension;
-    const steps = (row) => (row.dataset[key] === '' ? -1 : Number(row.dataset[key]));
-    const place = (row) => Number(row.dataset.order);
-    const rows = Array.from(body.rows);
-    rows.sort((a, b) => {
-      if (order === 'pair') return place(a) - place(b);
-      const by = order === 'least' ? steps(a) - steps(b) : steps(b) - steps(a);
-      return by || place(a) - place(b);
-    });
-    let count = 0;
-    for (const row of rows) {
-      const visible =
-        (model === '' || row.dataset.model === model) &&
-        (task === '' || row.dataset.task === task) &&
-        (dimension === '' || steps(row) > 0);
-      const section = document.getElementById(row.dataset.target);
-      row.hidden = !visible;
-      body.appendChild(row);
-      if (section) {
-        section.hidden = !visible;
-        list.appendChild(section);
-      }
-      if (visible) count++;
-    }
-    shown.textContent = count + ' of ' + rows.length + ' transcripts shown';
-  };
-  form.addEventListener('change', apply);
-})();`;
 
 /** `model / task`, as a transcript is headed. */
 function pairTitle(entry: { model: string; task_id: string }): string {

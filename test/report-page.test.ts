@@ -361,10 +361,8 @@ describe('the --html page in headless Chromium', () => {
     assert.equal(await page.locator('img').count(), 0, 'no img element');
     const scripts = await page.locator('script').allTextContents();
     assert.equal(scripts.length, 1, "the page's own script alone");
-    assert.match(
-      scripts[0]!,
-      /^\(\(\) => \{\n {2}const form = document\.getElementById\('filters'\)/,
-    );
+    const own = fs.readFileSync(new URL('../report/pages/report-filters.js', import.meta.url));
+    assert.equal(scripts[0], own.toString().trimEnd(), 'the checked file, as it is');
 
     const first = sectionOf(page, 'm01 / proof01');
     const transcript = await first.locator('details.transcript pre').textContent();
@@ -514,5 +512,26 @@ describe('the --html page in headless Chromium', () => {
     await page.selectOption('#filters select[name="dimension"]', '0');
     assert.deepEqual((await shownTranscripts(page)).index, [], 'nobody disagrees on the first');
     assert.equal(await page.evaluate(() => (window as { __ran?: string }).__ran), undefined);
+  });
+});
+
+describe("the pages' scripts, inlined", () => {
+  test('each checked file inlines as it is; an end tag, a script tag or a comment opening is refused, naming the file', async () => {
+    const { inlineScript, pageScript } = await import('../report/page-script.ts');
+    for (const name of fs.readdirSync(new URL('../report/pages/', import.meta.url))) {
+      const text = fs.readFileSync(new URL(`../report/pages/${name}`, import.meta.url), 'utf8');
+      assert.equal(pageScript(name), text.trimEnd(), name);
+    }
+    for (const unsafe of ['</script>', '</SCRIPT ', '<script>', '<!--']) {
+      assert.throws(
+        () => inlineScript('x.js', `const tag = '${unsafe}';`),
+        (error: Error) => error.message.startsWith(`report/pages/x.js: "${unsafe.slice(0, -1)}`),
+        unsafe,
+      );
+    }
+    assert.equal(
+      inlineScript('x.js', "const tag = '<' + '/script>';\n"),
+      "const tag = '<' + '/script>';",
+    );
   });
 });
