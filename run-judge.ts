@@ -1,26 +1,32 @@
 // run-judge.ts: scores proof-tutoring transcripts with an LLM judge against rubric.json, one CSV
 // row per transcript, every answer kept in an audit log.
 //
-// Read it in the order a transcript travels; a call goes down the file, never up. The sections:
-//   1. The entry point: main, the command line, signals
-//   2. The run: its steps, and what every stage shares
-//   3. Select: the inputs, each file a zod schema
-//   4. The output, taken: the lock, the CSV and the audit log opened, what is left to judge
-//   5. Judging: each transcript through the chain of judges, k samples each
-//   6. Prepare: the prompt, one template filled by one pure function
-//   7. The judges and their request
-//   8. Retries, pacing and the chain
-//   9. One call: the answer with its usage and limits, or a classified failure
-//  10. Parse: the judge's answer, exactly right or a loud failure
-//  11. Record: each outcome, its audit line, usage and cost
-//  12. Write: each row and line whole, in one write, on disk
-//  13. The failure policy: the errors, and what each means, in one place
-//  14. The human-scores gate: people score first, blind to the judge
-//  15. Message Batches: the same judgements at half the price, asynchronously
-//  16. The dry-run, the summary and progress
+// Read it from the top: main first, the leaves last. The sections:
+//   1. The entry point: main, the command line, signals, stdout and stderr guarded
+//   2. The run: its steps, what every stage shares, its progress and summary
+//   3. The human-scores gate: people score first, blind to the judge
+//   4. The dry-run: the first prompt printed and the cost estimated, nothing sent
+//   5. Select: the inputs, each file a zod schema
+//   6. The output, taken: the lock, the CSV and the audit log opened, what is left to judge
+//   7. Judging: each transcript through the chain of judges, k samples each
+//   8. Message Batches: the same judgements at half the price, asynchronously
+//   9. Prepare: the prompt, one template filled by one pure function
+//  10. The judges and their request
+//  11. Retries, pacing and the chain
+//  12. One call: the answer with its usage and limits, or a classified failure
+//  13. Parse: the judge's answer, exactly right or a loud failure
+//  14. Record: each outcome, its audit line, usage and cost
+//  15. Write: each row and line whole, in one write, on disk
+//  16. Keys: kept out of whatever a run writes or prints
 //  17. Leaf helpers: the shared vocabulary, file reading, small pure functions
-// `decide` (section 13) alone says what a failure means. The human gate (14), batches (15) and the
-// dry-run (16) are later sections the run calls into; they never call back into the run.
+//  18. The failure policy: the errors, and what each means, in one place
+// A call goes down the file, never up: a function or a class uses (calls, instantiates, tests with
+// instanceof, passes on) only functions and classes below it, so the human gate (3), the dry-run
+// (4) and batches (8) take what they need from the sections below them and never call back into
+// the run (2). Reading a constant or naming a type is not a call, and a class's base stands above
+// it, as `extends` needs. The one call up is the file's last statement, which starts main once
+// everything is defined.
+// test/map.test.ts checks the calls, and this table against the section banners.
 
 import { createHash, randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
@@ -41,7 +47,7 @@ import type * as Zod from 'zod';
 // cost about 160 ms more CPU at every start (measured with --help). Its types are `Zod.`'s.
 export const { z } = createRequire(import.meta.url)('zod') as typeof Zod;
 
-// ---- 1. The entry point: main, the command line, signals ----------------------------------------
+// ---- 1. The entry point: main, the command line, signals, stdout and stderr guarded -------------
 
 /**
  * Time, injectable: backoff, pacing, polls, lock waits
@@ -153,10 +159,6 @@ export function inStudyDir(command: Command, dir: string | undefined): void {
   }
 }
 
-type Stream = NodeJS.WritableStream & { isTTY?: boolean };
-
-const signalExitCode = (signal: NodeJS.Signals) => (signal === 'SIGTERM' ? 143 : 130);
-
 /**
  * SIGINT (Ctrl-C) and SIGTERM stop the run gently: the judgements in flight finish and are written.
  * SIGTERM repeated is the same request (a group signal reaches us once through each parent); a
@@ -206,6 +208,10 @@ function listenForSignals(controller: AbortController, stderr: Stream, clock: Cl
     },
   };
 }
+
+type Stream = NodeJS.WritableStream & { isTTY?: boolean };
+
+const signalExitCode = (signal: NodeJS.Signals) => (signal === 'SIGTERM' ? 143 : 130);
 
 /**
  * Under `npm run`, a flag before `--` is npm's: it sets npm_config_<name> and the script never sees
@@ -368,7 +374,47 @@ function positiveNumber(value: string): number {
   throw new InvalidArgumentError('must be a positive number');
 }
 
-// ---- 2. The run: its steps, and what every stage shares -----------------------------------------
+/** True when this file is the program being run, not a module imported by tests. */
+export function isEntryModule(
+  moduleUrl: string,
+  argv1: string | undefined = process.argv[1],
+): boolean {
+  if (argv1 === undefined) return false;
+  const real = (file: string) => (fs.existsSync(file) ? fs.realpathSync(file) : file);
+  return real(argv1) === real(fileURLToPath(moduleUrl));
+}
+
+/**
+ * A failed write to stdout or stderr never ends a script with a stack trace. When the reader has
+ * gone (EPIPE: `--help | head`), the rest of that output is dropped and the run goes on. Any other
+ * failure (ENOSPC: a full disk) drops the rest too, is said on stderr when stdout failed, and makes
+ * the exit status 2, as a full disk is elsewhere (1 would read as failed transcripts or a failed
+ * gate); a signal's 130 or 143 stays.
+ */
+export function guardOutputStreams(script: string, proc: NodeJS.Process): void {
+  let stdoutLost = false;
+  let stderrLost = false;
+
+  proc.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code === 'EPIPE' || stdoutLost) return;
+    stdoutLost = true;
+    proc.stderr.write(
+      `${script}: cannot write to stdout (${oneLine(error.message)}): the rest of its output is lost\n`,
+    );
+  });
+  proc.stderr.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code === 'EPIPE') return;
+    stderrLost = true; // nowhere left to say so
+  });
+
+  // At exit: a failed write's error comes a few ticks after it, maybe after main has returned.
+  proc.on('exit', (code) => {
+    const incomplete = stdoutLost || stderrLost;
+    if (incomplete && code < 2) proc.exitCode = 2;
+  });
+}
+
+// ---- 2. The run: its steps, what every stage shares, its progress and summary -------------------
 
 /** What every stage of a run shares: its inputs, and these. */
 type Run = Inputs & {
@@ -510,7 +556,770 @@ function newSummary(selected: number, judges: Judge[] = []) {
   };
 }
 
-// ---- 3. Select: the inputs, each file a zod schema ----------------------------------------------
+/**
+ * The live progress line on a terminal; elsewhere (a
+ * CI log), a plain line every 10 s or 10% of the work.
+ */
+class Progress {
+  total = 0;
+  batchCounts?: BatchCounts; // of the pending batches, at their last poll
+  private lastDraw = 0;
+  private lastShare = 0;
+  private readonly finished: number[]; // when judging began, then when each judgement ended
+  private readonly ticker = setInterval(() => this.plain(true), 10_000).unref();
+
+  constructor(
+    private readonly stderr: Stream,
+    private readonly summary: RunSummary,
+    private readonly clock: Clock,
+  ) {
+    this.finished = [clock.now()];
+  }
+
+  update(force = false): void {
+    const done = this.summary.scored + this.summary.failed.length;
+    while (this.finished.length < done + 1) {
+      this.finished.push(this.clock.now());
+    }
+    if (!this.stderr.isTTY) {
+      this.plain();
+      return;
+    }
+    if (!force && this.clock.now() - this.lastDraw < 100) return;
+    this.lastDraw = this.clock.now();
+    this.stderr.write(`\r\x1b[2K${this.line()}`);
+  }
+
+  log(message: string): void {
+    if (!this.stderr.isTTY) {
+      this.stderr.write(`${oneLine(message)}\n`);
+      return;
+    }
+    this.stderr.write(`\r\x1b[2K${oneLine(message)}\n`);
+    this.update(true);
+  }
+
+  end(): void {
+    clearInterval(this.ticker);
+    if (this.stderr.isTTY) {
+      this.stderr.write('\r\x1b[2K');
+    }
+  }
+
+  /**
+   * A plain progress line, at each 10% of the work (or
+   * each 10 s, from the ticker), never on a terminal.
+   */
+  private plain(tick = false): void {
+    const share = Math.floor(((this.finished.length - 1) / Math.max(this.total, 1)) * 10);
+    if (this.stderr.isTTY || this.total === 0 || (!tick && share <= this.lastShare)) return;
+    this.lastShare = share;
+    this.stderr.write(`progress: ${this.line()}\n`);
+  }
+
+  /**
+   * Done/total, failures, and the rate and ETA over the
+   * last 50 judgements (a slow start does not skew them).
+   */
+  private line(): string {
+    const done = this.finished.length - 1;
+    const recent = this.finished.slice(-51);
+    const span = (this.clock.now() - recent[0]!) / 1000;
+    const rate = done > 0 && span > 0 ? (recent.length - 1) / span : undefined;
+    const eta = rate ? `${Math.ceil(Math.max(this.total - done, 0) / rate)} s` : '?';
+    const failed = this.summary.failed.length;
+    if (this.batchCounts) {
+      // waiting on a batch: its own counts, not a rate or an ETA that the batch does not follow
+      const { processing, succeeded, errored } = this.batchCounts;
+      const batch = `${processing} processing, ${succeeded} succeeded, ${errored} errored`;
+      return `judged ${done}/${this.total}, failed ${failed}; batch: ${batch}`;
+    }
+    return `judged ${done}/${this.total}, failed ${failed}, ${rate?.toFixed(1) ?? '?'}/s, ETA ${eta}`;
+  }
+}
+
+/**
+ * The summary printed when a run ends: counts, tokens
+ * and cost, then what failed and what stopped it.
+ */
+function formatSummary(summary: RunSummary, options: RunOptions): string {
+  const interrupted = summary.stoppedBy instanceof EvalInterruptedError;
+  const cost =
+    summary.costUnknown.size > 0
+      ? `unknown (${[...summary.costUnknown].join('; ')})`
+      : `$${summary.costUsd.toFixed(4)}`;
+  const failed = failedCount(summary);
+  let first =
+    `${interrupted ? 'interrupted: ' : ''}${summary.selected} selected: ${summary.scored} scored, ` +
+    `${summary.skipped} skipped (already in ${options.output}), ${failed} failed; ` +
+    `${formatTokens(summary)}; cost ${cost}; wall time ${(summary.wallMs / 1000).toFixed(2)} s`;
+  if (summary.batchesCreated + summary.batchesResumed > 0) {
+    first += `; batches created ${summary.batchesCreated}, resumed ${summary.batchesResumed}`;
+  }
+  const lines = [first];
+
+  if (summary.scored > 0) {
+    const byJudge: string[] = [];
+    for (const [i, [judge, rows]] of [...summary.scoredBy].entries()) {
+      if (rows > 0) byJudge.push(`${judge} ${rows}${i > 0 ? ' (fallback)' : ''}`);
+    }
+    lines.push(`  rows by judge: ${byJudge.join(', ')}`);
+  }
+
+  // Not those that --limit left for a later run on purpose, nor those that kept an old row.
+  const left = summary.leftWithoutRow;
+  if (interrupted && left > 0) {
+    lines.push(
+      `  ${left} transcript(s) left without a row: run the same command again to continue`,
+    );
+  }
+  for (const failure of summary.failed) {
+    lines.push(`  failed ${failure.label}: ${failure.reason}`);
+  }
+  const kept = summary.oldRowsKept;
+  if (kept.length > 0) {
+    const listed = kept.slice(0, 10).join(', ') + (kept.length > 10 ? ', ...' : '');
+    lines.push(
+      `  --rescore: ${kept.length} transcript(s) kept their old row in ${options.output}, ` +
+        `not judged again (failed or not reached): ${listed}`,
+    );
+  }
+  for (const judge of summary.judges) {
+    if (judge.gate.hurried > 0) {
+      lines.push(
+        `judge ${judge.model} stayed overloaded (529) on ${OVERLOAD_BREAKER_AFTER} transcripts in a row: ` +
+          `${judge.gate.hurried} later transcript(s) tried it once, then went to the fallback`,
+      );
+    }
+  }
+  if (summary.stoppedBy && !interrupted) lines.push(`stopped: ${summary.stoppedBy.message}`);
+  if (options.beforeHumanScoring) {
+    lines.push(
+      'before human scoring: this run was started with --before-human-scoring, before people scored every transcript',
+    );
+  }
+  return `${lines.map(oneLine).join('\n')}\n`;
+}
+
+/** The failed transcripts, with those an unreachable API left without an answer. */
+function failedCount(summary: RunSummary): number {
+  return summary.failed.length + summary.unreachable.length;
+}
+
+/**
+ * The tokens line: "in" is all the input the judges read (uncached, written to the cache, read from
+ * it), each part named; answers with unreadable usage are said to be left out.
+ */
+function formatTokens(summary: RunSummary): string {
+  const tokens = summary.tokens;
+  const input =
+    tokens.input_tokens + tokens.cache_creation_input_tokens + tokens.cache_read_input_tokens;
+  const unreadable = summary.unreadableUsage;
+  const leftOut =
+    unreadable > 0 ? ` (not counting ${unreadable} answer(s) whose usage was unreadable)` : '';
+  return (
+    `tokens${leftOut} in ${input} (uncached ${tokens.input_tokens}, ` +
+    `cache write ${tokens.cache_creation_input_tokens}, cache read ${tokens.cache_read_input_tokens}), ` +
+    `out ${tokens.output_tokens}`
+  );
+}
+
+// ---- 3. The human-scores gate: people score first, blind to the judge ---------------------------
+
+/**
+ * One person's scores of one transcript; a score left empty (not scored yet) is absent, and the row
+ * incomplete. `transcript_sha256` is the transcript's hash as scored (old sheets have none); `stale`
+ * is set when the transcript on disk has another hash now.
+ */
+export type HumanRow = ScoreRow & {
+  scorer: string;
+  transcript_sha256?: string;
+  stale?: boolean;
+  unsure?: boolean;
+};
+
+/** Human scoring as a run finds it: no row at all, some assignment still open, or all scored. */
+export type HumanScoring = 'complete' | 'incomplete' | 'none' | 'unreadable';
+
+/**
+ * The state of human scoring; and the gate: a full run (no --task, no --model) starts only once
+ * every row of the plan (an assignment) is scored, unless --before-human-scoring.
+ */
+function checkHumanScoringDone(options: RunOptions, rubric: Rubric, stderr: Stream): HumanScoring {
+  const source = options.humanScores;
+  const exists = fs.existsSync(source);
+  const spotCheck = options.task !== undefined || options.model !== undefined;
+  const gated = !spotCheck && options.beforeHumanScoring !== true;
+
+  let rows: HumanRow[] = [];
+  let state: HumanScoring;
+  try {
+    const checks = { judgeCsvs: [options.output], transcripts: options.transcripts };
+    rows = exists ? readHumanScores(source, rubric, checks) : [];
+    state = humanScoringState(source, rows, rubric); // reads the plan, plan.json
+  } catch (error) {
+    // A scorer's typo must not stop a run the gate does not apply to; its lines say so.
+    if (gated || !(error instanceof EvalError)) throw error;
+    stderr.write(`run-judge: warning: ${oneLine(error.message)}; recorded as "unreadable"\n`);
+    return 'unreadable';
+  }
+
+  if (!gated || state === 'complete') return state;
+
+  const anyway = 'or pass --before-human-scoring to run anyway';
+  if (state === 'none') {
+    const why = exists ? 'no row in it yet' : 'it does not exist';
+    throw new EvalConfigurationError(
+      `no human scores in ${source} (${why}): ${planAdvice(source)}; have people score, then run ` +
+        `again; ${anyway}`,
+    );
+  }
+  const open = openAssignments(source, rows, rubric);
+  const planned = rows.length + open.filter((entry) => entry.why === 'no row').length;
+  const more = open.length > 10 ? ', ...' : '';
+  const listed = open.slice(0, 10).map((entry) => {
+    const why = entry.why === 'not fully scored' ? '' : ` (${entry.why})`;
+    return assignmentLabel(entry.row) + why;
+  });
+  // A row of an edited transcript cannot be scored again in its page (it shows the old text): the
+  // plan is brought up to date first.
+  const edited = open.filter((entry) => entry.why === 'transcript edited since').length;
+  const folder = /\.csv$/i.test(source) ? path.dirname(source) : source;
+  const update =
+    edited === 0
+      ? ''
+      : `; for the ${edited} of an edited transcript, first run \`npx tsx report.ts sheet ` +
+        `--update --out ${folder}\` (it empties those rows and writes their pages again with ` +
+        'the text as it is now; every other score stays)';
+  throw new EvalConfigurationError(
+    `human scoring is not complete in ${source}: ${open.length} of ${planned} assignment(s) ` +
+      `open: ${listed.join(', ')}${more}; each scorer fills in every dimension of their rows (in ` +
+      `their sheet, or in its scoring page and then downloaded over the sheet)${update}, then run ` +
+      `again; ${anyway}`,
+  );
+}
+
+/** How to make the plan without overwriting anything: sheets go into a folder, never over a score. */
+function planAdvice(source: string): string {
+  const folder = /\.csv$/i.test(source) ? DEFAULTS.humanScores : source;
+  const out = folder === DEFAULTS.humanScores ? '' : ` --out ${folder}`;
+  const advice =
+    `make the plan with \`npx tsx report.ts sheet --scorers alice,bob${out}\` (a sheet per ` +
+    `scorer in ${folder}; it never overwrites a sheet that holds a score)`;
+  return folder === source ? advice : `${advice} and pass --human-scores ${folder}`;
+}
+
+/** An assignment as the gate and the report list it: `scorer: model/task` (no scorer: the pair). */
+export function assignmentLabel(row: HumanRow): string {
+  return row.scorer === '' ? pairLabel(row) : `${row.scorer}: ${pairLabel(row)}`;
+}
+
+/**
+ * Human scoring as the sheets say now, for each audit line: read again only when a sheet changed;
+ * sheets that cannot be read at that moment (being saved) leave the state as last read.
+ */
+function watchHumanScoring(
+  source: string,
+  transcripts: string,
+  rubric: Rubric,
+  state: HumanScoring,
+  clock: Clock,
+) {
+  let seen = sheetsFingerprint(source);
+  let current = state;
+  let lookedAt = clock.now();
+  return (): HumanScoring => {
+    // A sheet saved mid-run shows within a second; the folder is not listed for every line.
+    if (clock.now() - lookedAt < 1000) return current;
+    lookedAt = clock.now();
+    const now = sheetsFingerprint(source);
+    if (now === seen) return current;
+    seen = now;
+    try {
+      const rows = fs.existsSync(source) ? readHumanScores(source, rubric, { transcripts }) : [];
+      current = humanScoringState(source, rows, rubric);
+    } catch (error) {
+      if (!(error instanceof EvalError)) throw error;
+    }
+    return current;
+  };
+}
+
+/** What tells that a sheet was added, removed or saved: each one's path, size, time and inode. */
+function sheetsFingerprint(source: string): string {
+  let files: string[] = [];
+  try {
+    files = statOf(source) === undefined ? [] : humanScoreFiles(source);
+  } catch (error) {
+    if (!(error instanceof EvalError)) throw error;
+  }
+  const stats = files.map((file) => {
+    const stat = statOf(file);
+    return [file, stat?.size, stat?.mtimeMs, stat?.ino];
+  });
+  return JSON.stringify(stats);
+}
+
+/** No row at all is none; any row with an empty score, incomplete. */
+export function humanScoringState(source: string, rows: HumanRow[], rubric: Rubric): HumanScoring {
+  if (rows.length === 0) return 'none';
+  return openAssignments(source, rows, rubric).length === 0 ? 'complete' : 'incomplete';
+}
+
+/**
+ * The assignments still to do, in transcript order: a row not fully scored, a row whose transcript
+ * was edited since it was handed out, and an assignment of the plan (its plan.json) no sheet holds.
+ */
+export function openAssignments(source: string, rows: HumanRow[], rubric: Rubric) {
+  const open: { row: HumanRow; why: 'not fully scored' | 'transcript edited since' | 'no row' }[] =
+    [];
+  for (const row of rows) {
+    if (!isComplete(row, rubric)) {
+      open.push({ row, why: 'not fully scored' });
+    } else if (row.stale === true) {
+      open.push({ row, why: 'transcript edited since' });
+    }
+  }
+
+  const held = new Set(rows.map(assignmentKey));
+  for (const planned of readPlanManifest(source)) {
+    if (!held.has(assignmentKey(planned))) {
+      const row: HumanRow = {
+        task_id: planned.task_id,
+        model: planned.model,
+        scorer: planned.scorer,
+        scores: {},
+        notes: '',
+      };
+      open.push({ row, why: 'no row' });
+    }
+  }
+  return open.sort((a, b) => compareAssignments(a.row, b.row));
+}
+
+/** The file beside the sheets that `report.ts sheet --scorers` writes the plan's assignments to. */
+export const PLAN_FILE = 'plan.json';
+
+const PlanManifestSchema = z.strictObject({
+  // What `sheet --update` plans again by: the scorers and the sampling rule (older plans: none).
+  rule: z
+    .strictObject({
+      scorers: z.array(z.string()),
+      sample: z.string().optional(),
+      overlap: z.number(),
+      seed: z.number(),
+      show_system_prompt: z.boolean(),
+    })
+    .optional(),
+  assignments: z.array(
+    z.strictObject({
+      scorer: z.string(),
+      task_id: z.string(),
+      model: z.string(),
+      // The hash of what the page showed (task, reference key, transcript, rubric), for --update.
+      inputs_sha256: z.string().optional(),
+    }),
+  ),
+});
+
+export type PlanManifest = Zod.infer<typeof PlanManifestSchema>;
+
+/** The plan's assignments when the human scores are a folder holding plan.json; else none. */
+function readPlanManifest(source: string): PlanManifest['assignments'] {
+  const file = path.join(source, PLAN_FILE);
+  if (statOf(source)?.isDirectory() !== true || statOf(file) === undefined) {
+    return [];
+  }
+  return loadPlanManifest(file).assignments;
+}
+
+/** plan.json, checked. */
+export function loadPlanManifest(file: string): PlanManifest {
+  return loadValidated(file, PlanManifestSchema, EvalInputError);
+}
+
+/** Assignments in transcript order, then by scorer. */
+export function compareAssignments(a: HumanRow, b: HumanRow): number {
+  return comparePairs(a, b) || compareText(a.scorer, b.scorer);
+}
+
+/** What human rows are checked against as they are read: the judge's CSV, the transcripts. */
+export type HumanScoresChecks = { judgeCsvs?: string[]; transcripts?: string };
+
+/**
+ * Reads the filled-in sheets (a folder of them or one file): columns in any order, `scorer` and
+ * `transcript_sha256` optional; a bad cell, column or repeat names its file and line. A sheet that
+ * is the judge CSV, or holds the judge's rows, is refused; rows of an edited transcript are stale.
+ */
+export function readHumanScores(
+  source: string,
+  rubric: Rubric,
+  checks: HumanScoresChecks = {},
+): HumanRow[] {
+  const files = humanScoreFiles(source);
+  const judgeRows = judgeRowTexts(files, checks.judgeCsvs ?? []);
+
+  const seen = new Set<string>();
+  const rows: HumanRow[] = [];
+  for (const file of files) {
+    const columns = (header: string[]) => checkSheetHeader(file, header, rubric);
+    for (const { record, info } of readCsvFile<Record<string, string>>(file, { columns })) {
+      const at = `${file}: line ${info.lines}`;
+      const row = humanRowOf(record, rubric, at);
+      const key = assignmentKey(row);
+      if (seen.has(key)) {
+        throw new EvalInputError(`${at}: ${pairLabel(row)} scored twice by "${row.scorer}"`);
+      }
+      seen.add(key);
+      const text = humanRowText(row, rubric);
+      const judgeCsv = text === undefined ? undefined : judgeRows.get(text);
+      if (judgeCsv !== undefined) {
+        throw new EvalInputError(
+          `${at}: ${pairLabel(row)} has the judge's scores and notes from ${judgeCsv}: ` +
+            'a judge CSV is not human scores; pass the sheets people filled in as --human-scores',
+        );
+      }
+      rows.push(row);
+    }
+  }
+
+  if (checks.transcripts !== undefined) markStaleRows(rows, checks.transcripts);
+  return rows;
+}
+
+/** The key of an assignment: one scorer's row of one transcript. */
+export function assignmentKey(row: { task_id: string; model: string; scorer: string }): string {
+  return `${pairKey(row.task_id, row.model)}\u0000${row.scorer}`;
+}
+
+/** A sheet's header: the judge CSV's columns, each once, and optionally the sheet's own. */
+function checkSheetHeader(file: string, header: string[], rubric: Rubric): string[] {
+  const twice = header.find((column, i) => header.indexOf(column) !== i);
+  if (twice !== undefined) {
+    throw new EvalInputError(`${file}: header: column "${twice}" appears twice; keep one`);
+  }
+  const required = scoreColumns(rubric);
+  const missing = required.filter((column) => !header.includes(column));
+  const unknown = header.filter((column) => {
+    return !required.includes(column) && !SHEET_COLUMNS.includes(column);
+  });
+  if (missing.length === 0 && unknown.length === 0) return header;
+  const problems: string[] = [];
+  if (missing.length > 0) problems.push(`missing ${missing}`);
+  if (unknown.length > 0) problems.push(`unknown ${unknown}`);
+  throw new EvalInputError(
+    `${file}: header: ${problems.join('; ')} (expected ${required}[,${SHEET_COLUMNS}])`,
+  );
+}
+
+/** One sheet record as a human row: the scores filled in so far, each an allowed score. */
+function humanRowOf(record: Record<string, string>, rubric: Rubric, at: string): HumanRow {
+  const scores: Record<string, number> = {};
+  for (const dimension of rubric.dimensions) {
+    const cell = record[dimension.name]!.trim();
+    // An empty cell is not scored yet: the row is incomplete.
+    if (cell !== '') {
+      scores[dimension.name] = allowedScore(dimension, cell, at);
+    }
+  }
+  const task_id = unguard(record.task_id!);
+  const model = unguard(record.model!);
+  if (!task_id) throw new EvalInputError(`${at}: task_id is empty`);
+  if (!model) throw new EvalInputError(`${at}: model is empty`);
+  // "alice " is alice: else the human ceiling would compare one person with herself.
+  const scorer = unguard(record.scorer ?? '').trim();
+  const row: HumanRow = { task_id, model, scorer, scores, notes: unguard(record.notes ?? '') };
+
+  const hash = (record.transcript_sha256 ?? '').trim().toLowerCase();
+  if (hash !== '' && !/^[0-9a-f]{64}$/.test(hash)) {
+    throw new EvalInputError(
+      `${at}: transcript_sha256: "${hash}" is not a sha256 (64 hex digits); leave it as the sheet had it`,
+    );
+  }
+  if (hash !== '') row.transcript_sha256 = hash;
+
+  // The scorer's own doubt: kept with the row; the report leaves such rows out on request.
+  const unsure = (record.unsure ?? '').trim().toLowerCase();
+  if (!['', 'yes', 'no'].includes(unsure)) {
+    throw new EvalInputError(`${at}: unsure: "${record.unsure}" is not yes, no or empty`);
+  }
+  if (unsure === 'yes') row.unsure = true;
+  return row;
+}
+
+/**
+ * The judge CSVs' rows as their pair, score and notes cells, each to its CSV; refuses a sheet that
+ * is one of those files. A CSV it cannot read gives no row here (the run or report says why).
+ */
+function judgeRowTexts(files: string[], judgeCsvs: string[]): Map<string, string> {
+  const texts = new Map<string, string>();
+  for (const judgeCsv of judgeCsvs) {
+    const judge = statOf(judgeCsv);
+    // Only a regular file is read: a FIFO would block (the run refuses it when it opens the output).
+    if (!judge?.isFile()) continue;
+    for (const file of files) {
+      const stat = statOf(file);
+      if (stat?.dev === judge.dev && stat.ino === judge.ino) {
+        throw new EvalInputError(
+          `${file} is the judge's score CSV, not people's scores: pass the sheets people filled in ` +
+            `as --human-scores (default ${DEFAULTS.humanScores})`,
+        );
+      }
+    }
+
+    let records: { record: string[] }[] = [];
+    try {
+      records = readCsvFile(judgeCsv);
+    } catch (error) {
+      if (!(error instanceof EvalInputError)) throw error;
+    }
+    for (const { record } of records.slice(1)) {
+      texts.set(JSON.stringify(record.map(unguard)), judgeCsv);
+    }
+  }
+  return texts;
+}
+
+/**
+ * A CSV file's records, each with the line it ends on; a
+ * missing or malformed file is an input error naming it.
+ */
+export function readCsvFile<R = string[]>(
+  file: string,
+  options: { columns?: (header: string[]) => string[] } = {},
+): { record: R; info: { lines: number } }[] {
+  try {
+    const content = readRegularFile(file);
+    if (!isUtf8(content)) {
+      throw new EvalInputError(`${file}: not valid UTF-8 text; save it as UTF-8`);
+    }
+    const records = parseCsv(content, {
+      bom: true,
+      skip_empty_lines: true,
+      info: true,
+      columns: options.columns,
+    });
+    return records as unknown as { record: R; info: { lines: number } }[];
+  } catch (error) {
+    if (error instanceof EvalError) throw error;
+    throw new EvalInputError(`${file}: ${unreadableReason(file, error)}`, { cause: error });
+  }
+}
+
+/**
+ * A complete human row with notes as its judge-CSV cells would be (task_id, model, scores, notes);
+ * undefined for any other.
+ */
+function humanRowText(row: HumanRow, rubric: Rubric): string | undefined {
+  if (!isComplete(row, rubric) || unguard(row.notes).trim() === '') return undefined;
+  const scores = rubricDimensions(rubric).map((name) => String(row.scores[name]));
+  return JSON.stringify([row.task_id, row.model, ...scores, unguard(row.notes)]);
+}
+
+/** Whether a human row scores every dimension of the rubric. */
+export function isComplete(row: HumanRow, rubric: Rubric): boolean {
+  return rubric.dimensions.every((dimension) => dimension.name in row.scores);
+}
+
+/** Marks the rows whose transcript file has changed since it was scored (a missing file: unknown). */
+function markStaleRows(rows: HumanRow[], transcripts: string): void {
+  const hashes = new Map<string, string | undefined>();
+  for (const row of rows) {
+    if (row.transcript_sha256 === undefined) continue;
+    const file = transcriptRef(transcripts, row.model, row.task_id).path;
+    if (!hashes.has(file)) hashes.set(file, fileSha256(file));
+    const now = hashes.get(file);
+    if (now !== undefined && now !== row.transcript_sha256) row.stale = true;
+  }
+}
+
+/** The sha256 of a file's bytes, or undefined when it cannot be read. */
+function fileSha256(file: string): string | undefined {
+  if (!statOf(file)?.isFile()) return undefined;
+  try {
+    return sha256(fs.readFileSync(file));
+  } catch {
+    return undefined;
+  }
+}
+
+// ---- 4. The dry-run: the first prompt printed and the cost estimated, nothing sent --------------
+
+/**
+ * Prints the first prompt (with --batch: of the first
+ * request, and how many requests and batches); sends nothing.
+ */
+function dryRun(options: RunOptions, io: IO): number {
+  // 1. Load what a run would: the inputs, the primary judge, which transcripts already have a row.
+  const inputs = loadInputs(options);
+  const judge = loadModelsConfig(options.models).judge;
+  const primary = { model: judgeModel(judge, io.env), config: judge };
+  const dimensions = rubricDimensions(inputs.rubric);
+  const scored = options.rescore
+    ? new Set<string>()
+    : ScoreFile.open(options.output, dimensions, { readOnly: true }).done;
+
+  // Stale rows would be judged again: said, and in the estimate.
+  const stale = staleJudgeRows(inputs, scored, options.log);
+  for (const line of staleLines(stale, options.output)) {
+    io.stderr.write(`dry-run: ${line}\n`);
+  }
+  const staleKeys = new Set(stale.rows.map((ref) => pairKey(ref.task_id, ref.model)));
+  const unscored = inputs.selected.filter((ref) => {
+    const key = pairKey(ref.task_id, ref.model);
+    return !scored.has(key) || staleKeys.has(key);
+  });
+
+  // 2. With --batch: what would go in batches.
+  if (options.batch) {
+    dryRunBatches(options, io, inputs, unscored, primary);
+    return 0;
+  }
+
+  // 3. Without: the first selected transcript's prompt, and the estimate (when any is to judge).
+  const first = inputs.selected[0]!;
+  showPrompt(prepareTranscript(inputs, first), io);
+  const selected = inputs.selected.length;
+  const scoredCount = selected - unscored.length;
+  const already = scoredCount > 0 ? `, ${scoredCount} already scored in ${options.output}` : '';
+  io.stderr.write(`dry-run: ${selected} transcript(s) selected${already}; ${printedFor(first)}\n`);
+  if (unscored.length === 0) {
+    const samples = options.samples > 1 ? ` with ${options.samples} samples` : '';
+    io.stderr.write(
+      `dry-run: a run would judge none: every selected transcript has a row; ` +
+        `--rescore would judge them again${samples}\n`,
+    );
+    return 0;
+  }
+  const refs = unscored.slice(0, options.limit);
+  io.stderr.write(`${estimateCost(inputs, refs, primary, options.samples, options.cacheTtl)}\n`);
+  return 0;
+}
+
+/**
+ * The dry-run with --batch: the first request's
+ * prompt, how many requests and batches, the estimate.
+ */
+function dryRunBatches(
+  options: RunOptions,
+  io: IO,
+  inputs: Inputs,
+  unscored: TranscriptRef[],
+  primary: JudgeSpec,
+): void {
+  // 1. Counted one batch at a time, as a run submits them: memory holds one.
+  const inBatches = new BatchState(`${options.output}.batches.json`).pairs();
+  const refs = unscored
+    .filter((ref) => !inBatches.has(pairKey(ref.task_id, ref.model)))
+    .slice(0, options.limit);
+  const direct: TranscriptRef[] = [];
+  const items = batchRequests(inputs, refs, primary, direct, options.samples, cacheTtlOf(options));
+  let printed = 'nothing was sent or written';
+  let requests = 0;
+  let batches = 0;
+  for (const batch of splitIntoBatches(items, batchLimitsOf(primary.config))) {
+    if (batches === 0) {
+      showPrompt(batch[0]!, io);
+      printed = printedFor(batch[0]!.ref);
+    }
+    for (const item of batch) {
+      requests += item.requests.length;
+    }
+    batches++;
+  }
+
+  // 2. What would be sent, and the estimate.
+  let line = `dry-run --batch: would send ${requests} request(s) in ${batches} batch(es) to ${primary.model}`;
+  if (direct.length > 0) {
+    line += `, and judge ${direct.length} transcript(s) synchronously (bad input, or images the primary can't take)`;
+  }
+  if (refs.length === 0) {
+    line += ` (all ${inputs.selected.length} selected are already scored or in a pending batch)`;
+  }
+  io.stderr.write(`${line}; ${printed}\n`);
+  io.stderr.write(`${estimateCost(inputs, refs, primary, options.samples, options.cacheTtl)}\n`);
+}
+
+const printedFor = (ref: TranscriptRef) =>
+  `printed the prompt for ${pairLabel(ref)}; nothing was sent or written`;
+
+/** Prints a prompt on stdout and says on stderr which images would go beside it. */
+function showPrompt({ prompt, images }: PreparedTranscript, io: IO): void {
+  io.stdout.write(`${prompt}\n`);
+  for (const image of images) {
+    const bytes = Buffer.from(image.source.data, 'base64').length;
+    const size = `${image.source.media_type}, ${bytes} bytes`;
+    io.stderr.write(
+      `dry-run: ${image.label} is sent beside the prompt: ${image.file ?? 'inline base64'} (${size})\n`,
+    );
+  }
+}
+
+/**
+ * The dry-run's estimate of what judging `refs` would cost at the list price of the model that
+ * would answer: input tokens at about 4 characters a token.
+ */
+function estimateCost(
+  inputs: Inputs,
+  refs: TranscriptRef[],
+  judge: JudgeSpec,
+  samples: number,
+  chosenTtl?: CacheTtl,
+): string {
+  let tokens = 0;
+  let longest = 0;
+  let readable = 0;
+  for (const ref of refs) {
+    const prepared = preparedOrInputError(inputs, ref);
+    if (prepared instanceof EvalInputError) {
+      continue; // it would fail without a call: it costs nothing
+    }
+    const prompt = Math.ceil(prepared.prompt.length / 4) + IMAGE_TOKENS * prepared.images.length;
+    tokens += prompt;
+    longest = Math.max(longest, prompt);
+    readable++;
+  }
+
+  // Without --cache-ttl, each figure at the lifetime its mode uses.
+  const directTtl = chosenTtl ?? '5m';
+  const batchTtl = chosenTtl ?? '1h';
+  const ttls = directTtl === batchTtl ? directTtl : `${directTtl}, ${batchTtl} with --batch`;
+  const each = samples > 1 ? `, ${samples} samples each (2..k read the prompt cached ${ttls})` : '';
+  const what = `~${tokens} input tokens for ${readable} transcript(s)${each} (about 4 characters a token)`;
+  const config = judge.config;
+  const source = judge.model === config.model ? '' : ` (from ${config.model_env})`;
+  const price = priceFor(config, judge.model);
+  if (!price) {
+    const none = config.price_usd_per_mtok
+      ? 'no price in price_usd_per_mtok'
+      : 'no price_usd_per_mtok';
+    return `dry-run estimate: ${what}; no cost: ${judge.model}${source} has ${none} in models.json`;
+  }
+  if (longest > (price.prompt_tokens_up_to ?? Infinity)) {
+    const covers = `the ${price.prompt_tokens_up_to} prompt tokens its price in models.json covers`;
+    return `dry-run estimate: ${what}; no cost: a prompt of ~${longest} tokens is longer than ${covers}`;
+  }
+
+  // k samples: sample 1 writes the prompt to the cache, samples 2..k read it; each answer is paid.
+  const inputUsage =
+    samples > 1
+      ? { cache_creation_input_tokens: tokens, cache_read_input_tokens: tokens * (samples - 1) }
+      : { input_tokens: tokens };
+  const outputUsage = { output_tokens: samples * readable * config.max_tokens };
+  const input = priceOf(inputUsage, price, false, directTtl);
+  const ceiling = input + priceOf(outputUsage, price, false);
+  const batchInput = priceOf(inputUsage, price, true, batchTtl);
+  const batchCeiling = batchInput + priceOf(outputUsage, price, true);
+  return (
+    `dry-run estimate, not a quote: ${what}; at ${judge.model}${source}'s list price ` +
+    `${usd(input)} for the input, at most ${usd(ceiling)} with every answer at max_tokens; ` +
+    `with --batch half: ${usd(batchInput)}, at most ${usd(batchCeiling)}`
+  );
+}
+
+const usd = (value: number) => `$${value.toFixed(4)}`;
+
+// ---- 5. Select: the inputs, each file a zod schema ----------------------------------------------
 
 const text = z.string().refine((value) => value.trim() !== '', 'must be a non-empty string');
 
@@ -892,7 +1701,7 @@ export function loadModelsConfig(file: string) {
   return loadValidated(file, ModelsSchema, EvalConfigurationError);
 }
 
-// ---- 4. The output, taken: the lock, the CSV and the audit log opened, what is left to judge ----
+// ---- 6. The output, taken: the lock, the CSV and the audit log opened, what is left to judge ----
 
 export type ScoreRow = {
   task_id: string;
@@ -1246,7 +2055,7 @@ function judgedPromptShas(logFile: string): Map<string, string | null> {
   return shas;
 }
 
-// ---- 5. Judging: each transcript through the chain of judges, k samples each --------------------
+// ---- 7. Judging: each transcript through the chain of judges, k samples each --------------------
 
 type PendingItem = TranscriptRef & { prior?: PriorAttempt };
 
@@ -1394,7 +2203,898 @@ async function judgeSamples(
   return verdicts;
 }
 
-// ---- 6. Prepare: the prompt, one template filled by one pure function ---------------------------
+// ---- 8. Message Batches: the same judgements at half the price, asynchronously ------------------
+
+/**
+ * Resumes the batches a previous run left (their transcripts never submitted again) and submits
+ * the rest; returns the batches to poll, and what cannot go in a batch, for the run to judge.
+ */
+async function submitToBatches(run: Run, pending: TranscriptRef[]) {
+  const batches = new BatchState(`${run.options.output}.batches.json`);
+  await resumeBatches(run, batches);
+  const inBatches = batches.pairs();
+  const fresh = pending.filter((ref) => !inBatches.has(pairKey(ref.task_id, ref.model)));
+
+  const direct = await submitBatches(run, batches, fresh);
+  run.progress.total = direct.length + batches.pairs().size;
+  return { batches, direct };
+}
+
+/**
+ * A submitted batch; each request's custom_id maps to [task_id, model, sha256 of the prompt sent].
+ */
+const BatchEntrySchema = z.object({
+  id: z.string().nullable(),
+  judge: z.string(),
+  provider: z.enum(PROVIDERS).default('anthropic'), // a state file of before OpenAI's batches has none
+  submitted_at: z.string(),
+  requests: z.record(z.string(), z.tuple([z.string(), z.string(), z.string()])),
+});
+
+const BatchStateSchema = z.object({ version: z.literal(1), batches: z.array(BatchEntrySchema) });
+
+/**
+ * The batches submitted, not yet collected, kept beside
+ * the output: a rerun resumes them instead of paying twice.
+ */
+class BatchState {
+  entries: BatchEntry[] = [];
+
+  constructor(readonly file: string) {
+    if (fs.existsSync(file)) {
+      this.entries = loadValidated(file, BatchStateSchema, EvalConfigurationError).batches;
+    }
+  }
+
+  /** The pairs (pairKey) with a request in some pending batch. */
+  pairs(): Set<string> {
+    const pairs = new Set<string>();
+    for (const entry of this.entries) {
+      for (const [taskId, model] of Object.values(entry.requests)) {
+        pairs.add(pairKey(taskId, model));
+      }
+    }
+    return pairs;
+  }
+
+  save(): void {
+    if (this.entries.length === 0) {
+      fs.rmSync(this.file, { force: true });
+      return;
+    }
+    const state = { version: 1, batches: this.entries };
+    replaceFileDurably(this.file, `${redact(JSON.stringify(state))}\n`);
+  }
+
+  remove(entry: BatchEntry): void {
+    this.entries = this.entries.filter((candidate) => candidate !== entry);
+    this.save();
+  }
+}
+
+/**
+ * Checks the pending batches: one maybe created but not
+ * recorded stops the run (no double pay); a lost one goes.
+ */
+async function resumeBatches(run: Run, batches: BatchState): Promise<void> {
+  const unsure = batches.entries.find((entry) => entry.id === null);
+  if (unsure) {
+    const count = Object.keys(unsure.requests).length;
+    throw new EvalConfigurationError(
+      `${batches.file}: a previous run stopped while submitting a batch of ${count} transcript(s) to ` +
+        `${unsure.judge} at ${unsure.submitted_at}, which may exist; check ${batchApiOf(run.judges[0]!).listed}, ` +
+        'then delete that entry (or the file) to submit them again',
+    );
+  }
+
+  const primary = run.judges[0]!;
+  // Asked of another provider, a batch is unknown (404) and would be submitted again: paid twice.
+  const elsewhere = batches.entries.find((entry) => entry.provider !== primary.provider);
+  if (elsewhere) {
+    throw new EvalConfigurationError(
+      `${batches.file}: batch ${elsewhere.id} went to ${elsewhere.judge} ("provider": ` +
+        `"${elsewhere.provider}"), but the primary judge is now ${primary.model} ("provider": ` +
+        `"${primary.provider}"); set that judge back in models.json to collect it, or delete its ` +
+        'entry (or the file) to submit its transcripts again',
+    );
+  }
+  for (const entry of [...batches.entries]) {
+    try {
+      const expired = `batch ${entry.id} check timed out after ${batchTimeoutS(run)} s (timeout_s)`;
+      await batchCall(run, expired, (options) => batchApiOf(primary).retrieve(entry.id!, options));
+    } catch (error) {
+      if (!(error instanceof EvalError)) throw error; // a defect is never hidden by a stop
+      if (run.controller.signal.aborted) return; // Ctrl-C: the batches stay pending
+      if (isBatchGone(error, primary)) {
+        const count = Object.keys(entry.requests).length;
+        run.progress.log(
+          `warning: batch ${entry.id} in ${batches.file} is unknown to the API (expired, deleted, or another ` +
+            `workspace's key); its ${count} transcript(s) are submitted again`,
+        );
+        batches.remove(entry);
+      } else if (decide(error).action !== 'next-judge') {
+        throw error;
+      }
+      // Otherwise it is polled again later.
+    }
+  }
+
+  run.summary.batchesResumed = batches.entries.length;
+  if (batches.entries.length > 0) {
+    const ids = batches.entries.map((entry) => entry.id).join(', ');
+    run.progress.log(
+      `resuming ${batches.entries.length} pending batch(es) from ${batches.file}: ${ids}; ` +
+        'their transcripts are not submitted again',
+    );
+  }
+}
+
+/**
+ * Submits transcripts as batches, each recorded in the state file before and after its create call.
+ */
+async function submitBatches(run: Run, batches: BatchState, refs: TranscriptRef[]) {
+  const primary = run.judges[0]!;
+  const api = batchApiOf(primary);
+  let checked = api.check === undefined;
+  const direct: TranscriptRef[] = [];
+  const items = batchRequests(
+    run,
+    refs,
+    primary,
+    direct,
+    run.options.samples,
+    cacheTtlOf(run.options),
+  );
+
+  for (const chunk of splitIntoBatches(items, batchLimitsOf(primary.config))) {
+    if (run.controller.signal.aborted) break;
+    const requests: BatchEntry['requests'] = {};
+    for (const item of chunk) {
+      for (const request of item.requests) {
+        requests[request.custom_id] = [item.ref.task_id, item.ref.model, item.promptSha];
+      }
+    }
+    const entry: BatchEntry = {
+      id: null,
+      judge: primary.model,
+      provider: primary.provider,
+      submitted_at: new Date().toISOString(),
+      requests,
+    };
+    const sent = chunk.flatMap((item) => item.requests);
+    let recorded = false;
+    try {
+      // A server without a batch endpoint is refused before any transcript is sent to it.
+      if (!checked) {
+        await batchAttempt(run, (options) => api.check!(options));
+        checked = true;
+      }
+      // An uploaded file (OpenAI's) is no batch: nothing is paid for it, so it is not recorded.
+      let uploaded: string | undefined;
+      if (api.upload) {
+        uploaded = await batchAttempt(run, (options) => api.upload!(sent, options));
+      }
+      batches.entries.push(entry);
+      batches.save(); // before the create call: a crash after it leaves a trace, not an unknown batch
+      recorded = true;
+      entry.id = await batchAttempt(run, (options) => api.create(sent, uploaded, options));
+    } catch (error) {
+      if (!(error instanceof EvalError)) throw error;
+      const mayExist = recorded && batchMayExist(error);
+      if (!mayExist) batches.remove(entry);
+      if (error instanceof EvalInterruptedError) break;
+      const refused = neverConnected(error);
+      if (refused !== undefined) throw cannotReachApi(run, `${refused}; no batch was made`);
+      if (mayExist) {
+        const count = Object.keys(requests).length;
+        throw new EvalProviderError(
+          `${error.message}; the batch may exist: check ${api.listed} for one of ` +
+            `${count} request(s) created at ${entry.submitted_at}, then delete its entry (id null) ` +
+            `from ${batches.file} to submit them again`,
+          { cause: error },
+        );
+      }
+      throw error;
+    }
+    batches.save();
+    run.summary.batchesCreated++;
+    const count = Object.keys(requests).length;
+    run.progress.log(`submitted batch ${entry.id}: ${count} request(s) to ${primary.model}`);
+  }
+  return direct;
+}
+
+/**
+ * The batch requests of the transcripts the primary judge
+ * can take; the others go to `direct`, for the chain.
+ */
+function* batchRequests(
+  inputs: Inputs,
+  refs: TranscriptRef[],
+  primary: JudgeSpec,
+  direct: TranscriptRef[],
+  samples = 1,
+  cacheTtl: CacheTtl = '1h',
+): Generator<BatchItem> {
+  for (const ref of refs) {
+    const prepared = preparedOrInputError(inputs, ref);
+    if (prepared instanceof EvalInputError) {
+      // judged directly, where the same input error is recorded as this transcript's failure
+      direct.push(ref);
+      continue;
+    }
+
+    const params = buildJudgeRequest(primary, prepared.prompt, {
+      rubric: inputs.rubric,
+      images: prepared.images,
+      cache: samples > 1 ? cacheTtl : undefined,
+    });
+    // A transcript's k samples go in the same batch: one item, k requests (custom_id suffix
+    // _s1.._sk).
+    const id = batchCustomId(ref.task_id, ref.model);
+    const requests: BatchItem['requests'] = [];
+    for (let i = 1; i <= samples; i++) {
+      requests.push({ custom_id: samples > 1 ? `${id}_s${i}` : id, params });
+    }
+    let bytes = 0;
+    for (const request of requests) {
+      bytes += Buffer.byteLength(JSON.stringify(batchLine(primary.config, request))) + 1;
+    }
+
+    // Too large for any batch, or images the primary judge cannot take: the chain judges it (or
+    // records why not).
+    const imagesRefused = prepared.images.length > 0 && !canTakeImages(primary);
+    if (bytes > batchLimitsOf(primary.config).maxBytes || imagesRefused) {
+      direct.push(ref);
+      continue;
+    }
+    yield {
+      ref,
+      requests,
+      prompt: prepared.prompt,
+      promptSha: prepared.promptSha,
+      inputSha: prepared.inputSha,
+      images: prepared.images,
+      bytes,
+    };
+  }
+}
+
+/**
+ * Splits items into batches within the API's limits on
+ * count and size; an item (k requests) is never split.
+ */
+export function* splitIntoBatches<T extends { bytes: number; requests?: unknown[] }>(
+  items: Iterable<T>,
+  limits = BATCH_LIMITS,
+): Generator<T[]> {
+  let current: T[] = [];
+  let bytes = 0;
+  let count = 0;
+  for (const item of items) {
+    const size = item.requests?.length ?? 1;
+    const full = count + size > limits.maxRequests || bytes + item.bytes > limits.maxBytes;
+    if (current.length > 0 && full) {
+      yield current;
+      current = [];
+      bytes = 0;
+      count = 0;
+    }
+    current.push(item);
+    bytes += item.bytes;
+    count += size;
+  }
+  if (current.length > 0) yield current;
+}
+
+/** A batch request: its custom_id and the Messages API request, as built for a judge of any kind. */
+type BatchRequest = { custom_id: string; params: Request };
+
+/** One transcript's requests for a batch: its k samples, which always go in the same batch. */
+type BatchItem = PreparedTranscript & {
+  ref: TranscriptRef;
+  requests: BatchRequest[];
+  bytes: number;
+};
+
+// Message Batches' limits on a batch; OpenAI's Batch API takes fewer requests in a smaller file
+const BATCH_LIMITS = { maxRequests: 100_000, maxBytes: 256 * 1024 * 1024 };
+const OPENAI_BATCH_LIMITS = { maxRequests: 50_000, maxBytes: 200 * 1024 * 1024 };
+
+function batchLimitsOf(config: JudgeConfig): typeof BATCH_LIMITS {
+  return config.provider === 'openai' ? OPENAI_BATCH_LIMITS : BATCH_LIMITS;
+}
+
+/** A short, stable batch `custom_id` for a pair: at most 64 characters of [A-Za-z0-9_-]. */
+export function batchCustomId(taskId: string, model: string): string {
+  return `t_${sha256(pairKey(taskId, model)).slice(0, 32)}`;
+}
+
+/**
+ * One call that makes a batch (a check, an upload, a create), retried as `decide` says, with a
+ * deadline over the whole answer as for a message; Ctrl-C lets one in flight finish.
+ */
+async function batchAttempt<T>(
+  run: Run,
+  call: (options: { signal: AbortSignal }) => Promise<T>,
+): Promise<T> {
+  const primary = run.judges[0]!;
+  // wrapped: the retry layer reads an answer's rate limits off what a call returns (here none)
+  const attempt = async () => {
+    const deadline = AbortSignal.timeout(timeoutMs(primary.config));
+    try {
+      return { made: await call({ signal: deadline }) };
+    } catch (error) {
+      throw classifyApiError(error, primary, deadline.aborted);
+    }
+  };
+  const result = await withRetries(primary, attempt, run.controller.signal);
+  return result.made;
+}
+
+/** How the run judges, through the chain, what a batch left without a usable answer. */
+type JudgeDirectly = (items: PendingItem[], judges: Judge[]) => Promise<void>;
+
+type BatchEntry = Zod.infer<typeof BatchEntrySchema>;
+
+// failed results downloads of a batch before the chain judges it; failed polls in a row before the
+// run stops (the batch left pending, for a rerun)
+const BATCH_TRIES = 3;
+
+// a batch's requests by state, in Message Batches' words (OpenAI's counts are read into them)
+type BatchCounts = Record<keyof Anthropic.Messages.Batches.MessageBatchRequestCounts, number>;
+
+/**
+ * Polls each pending batch, the interval growing 1.5x
+ * (at most 10x); an ended one's results are collected.
+ */
+async function pollBatches(
+  run: Run,
+  batches: BatchState,
+  judgeDirectly: JudgeDirectly,
+): Promise<void> {
+  const primary = run.judges[0]!;
+  const signal = run.controller.signal;
+  const interval = run.options.pollInterval * 1000;
+  const downloads = new Map<BatchEntry, number>();
+  const failedPolls = new Map<BatchEntry, number>(); // in a row: a poll that succeeds resets it
+  const latest = new Map<BatchEntry, BatchCounts>(); // each batch's counts at its last poll
+
+  for (let polls = 0; batches.entries.length > 0 && !signal.aborted; polls++) {
+    const counts = noBatchCounts();
+    for (const entry of [...batches.entries]) {
+      try {
+        const seconds = batchTimeoutS(run);
+        const expired = `batch ${entry.id} poll timed out after ${seconds} s (timeout_s)`;
+        const status = await batchCall(run, expired, (options) =>
+          batchApiOf(primary).retrieve(entry.id!, options),
+        );
+        failedPolls.delete(entry);
+        latest.set(entry, addBatchCounts(noBatchCounts(), status.counts));
+        addBatchCounts(counts, status.counts);
+        run.progress.batchCounts = [...latest.values()].reduce(addBatchCounts, noBatchCounts());
+        if (!status.ended) continue;
+        if (status.failure !== undefined) {
+          run.progress.log(`batch ${entry.id} ${status.failure}`);
+        }
+        const tries = (downloads.get(entry) ?? 0) + 1;
+        downloads.set(entry, tries);
+        const download = tries <= BATCH_TRIES ? status : undefined;
+        await collectBatchResults(run, entry, judgeDirectly, download);
+      } catch (error) {
+        if (!(error instanceof EvalError)) throw error; // a defect is never hidden by a stop
+        if (signal.aborted) return; // Ctrl-C, or a failure that stops the run: the batch stays
+        if (decide(error).action !== 'next-judge') throw error;
+        const failed = (failedPolls.get(entry) ?? 0) + 1;
+        failedPolls.set(entry, failed);
+        if (failed >= BATCH_TRIES) {
+          run.controller.abort(pollsFailed(run, entry, failed, error));
+          return;
+        }
+        run.progress.log(`batch ${entry.id}: ${error.message}; trying again at the next poll`);
+        continue;
+      }
+      if (!signal.aborted) {
+        batches.remove(entry); // its rows are on disk
+      }
+    }
+
+    if (batches.entries.length > 0) {
+      const counted = Object.entries(counts).map(([key, value]) => `${value} ${key}`);
+      run.progress.log(`batches pending ${batches.entries.length}: ${counted.join(', ')}`);
+      const wait = Math.min(interval * 1.5 ** polls, interval * 10);
+      await sleepUnlessAborted(run.clock, wait, signal).catch(() => {});
+    }
+  }
+}
+
+/** Why the run stops after polls of a batch failed `failed` times in a row, the last with `error`. */
+function pollsFailed(run: Run, entry: BatchEntry, failed: number, error: EvalError): EvalError {
+  const polls = `${failed} polls in a row of batch ${entry.id} failed`;
+  const refused = neverConnected(error);
+  if (refused !== undefined) return cannotReachApi(run, `${refused} (${polls})`);
+  return new EvalProviderError(`${polls}, the last: ${error.message}`, { cause: error });
+}
+
+function noBatchCounts(): BatchCounts {
+  return { processing: 0, succeeded: 0, errored: 0, canceled: 0, expired: 0 };
+}
+
+/** Adds a poll's request_counts (any of them may be missing) to `total`, and returns it. */
+function addBatchCounts(total: BatchCounts, counts: Partial<BatchCounts> | undefined): BatchCounts {
+  for (const key of Object.keys(total) as (keyof BatchCounts)[]) {
+    total[key] += counts?.[key] ?? 0;
+  }
+  return total;
+}
+
+/**
+ * Writes a batch's results; a failed, unusable, missing or
+ * stale (prompt since edited) one goes through the chain.
+ */
+async function collectBatchResults(
+  run: Run,
+  entry: BatchEntry,
+  judgeDirectly: JudgeDirectly,
+  download: BatchStatus | undefined,
+): Promise<void> {
+  // 1. Each transcript's results, settled (written, or handed to the chain) as each completes.
+  const groups = resultGroups(entry);
+  const rejudge: PendingItem[] = [];
+  // After BATCH_TRIES failed downloads there is none: every request counts as missing.
+  try {
+    if (download !== undefined) {
+      await readBatchResults(run, entry, download, groups, rejudge);
+    }
+    for (const group of groups.values()) {
+      await settleBatchGroup(run, entry, group, rejudge); // those missing a result
+    }
+
+    // 2. The chain for those without a usable answer. With --no-fallback no judge is left: the
+    // batch's own failure is the transcript's.
+    await judgeDirectly(rejudge, run.options.fallback ? run.judges : []);
+  } finally {
+    // 3. The rows written, flushed once (also when the download failed midway): until the batch
+    // leaves the state file, a rerun can re-read them.
+    await run.commit.flush();
+  }
+}
+
+/** A batch request's result, once its line has come; null while it has not. */
+type ResultLine = BatchOutcome | null;
+
+/** A transcript's k samples are its k requests in this batch: its row waits for all k results. */
+function resultGroups(entry: BatchEntry): Map<string, Map<string, ResultLine>> {
+  const groups = new Map<string, Map<string, ResultLine>>();
+  for (const [customId, [taskId, model]] of Object.entries(entry.requests)) {
+    const key = pairKey(taskId, model);
+    if (!groups.has(key)) groups.set(key, new Map());
+    groups.get(key)!.set(customId, null);
+  }
+  return groups;
+}
+
+/** Streams a batch's results (in any order), settling each transcript once all its results came. */
+async function readBatchResults(
+  run: Run,
+  entry: BatchEntry,
+  status: BatchStatus,
+  groups: Map<string, Map<string, ResultLine>>,
+  rejudge: PendingItem[],
+): Promise<void> {
+  const primary = run.judges[0]!;
+  const seconds = batchTimeoutS(run);
+  const expired = `batch ${entry.id} results timed out: no line for ${seconds} s (timeout_s)`;
+  await batchCall(run, expired, async (options, received) => {
+    try {
+      const results = batchApiOf(primary).results(entry.id!, status, options);
+      await readResultLines(run, entry, results, groups, rejudge, received);
+    } catch (error) {
+      // A download cut off midway, even inside a line, is tried again at the next poll.
+      if (!(error instanceof SyntaxError)) throw error;
+      const message = `batch ${entry.id} results were cut off: ${error.message}`;
+      throw new EvalProviderError(message, { cause: error, judge: primary.model });
+    }
+  });
+}
+
+/** The results download itself: each line as it comes, until every request's result is in. */
+async function readResultLines(
+  run: Run,
+  entry: BatchEntry,
+  results: AsyncIterable<ReadResult>,
+  groups: Map<string, Map<string, ResultLine>>,
+  rejudge: PendingItem[],
+  received: () => void,
+): Promise<void> {
+  for await (const { custom_id, outcome } of results) {
+    received();
+    if (!Object.hasOwn(entry.requests, custom_id)) {
+      run.progress.log(`batch ${entry.id}: ignoring a result with unknown custom_id ${custom_id}`);
+      continue;
+    }
+    const [taskId, model] = entry.requests[custom_id]!;
+    const group = groups.get(pairKey(taskId, model));
+    if (group === undefined) continue; // already settled
+    group.set(custom_id, outcome);
+    if (![...group.values()].includes(null)) {
+      groups.delete(pairKey(taskId, model));
+      await settleBatchGroup(run, entry, group, rejudge);
+    }
+    if (groups.size === 0) return; // every result is in: what follows in the stream is not awaited
+  }
+}
+
+/**
+ * Records one transcript's batch results as its row, or hands it to the chain with the batch's
+ * attempt. Each answer is read by the primary judge's transport, as its synchronous answers are.
+ */
+async function settleBatchGroup(
+  run: Run,
+  entry: BatchEntry,
+  group: Map<string, ResultLine>,
+  rejudge: PendingItem[],
+) {
+  const firstId = group.keys().next().value!;
+  const [taskId, model, promptSha] = entry.requests[firstId]!;
+  if (run.scoreFile.done.has(pairKey(taskId, model))) {
+    return; // written before a crash; the batch is re-read
+  }
+  const ref = transcriptRef(run.options.transcripts, model, taskId);
+  const lines = [...group.values()];
+  const answers: JudgeAnswer[] = [];
+  const transport = run.judges[0]!.transport;
+
+  try {
+    // Every answer is kept, and each answer to the current prompt parsed (its scores logged),
+    // before any failure is raised, as judgeSamples does: one bad sample loses no other.
+    let failed: EvalError | undefined;
+    for (const line of lines) {
+      if (line === null || 'failure' in line) {
+        failed ??= batchRequestFailure(entry, line);
+        continue;
+      }
+      try {
+        const answer = transport.answer(line.body, entry.judge, 0, new Headers());
+        answer.requestId = line.requestId;
+        answer.batch = true;
+        answers.push(answer);
+      } catch (error) {
+        if (!(error instanceof EvalError)) throw error;
+        failed ??= error;
+      }
+    }
+    const prepared = prepareTranscript(run, ref);
+    const stale = prepared.promptSha !== promptSha;
+    const parsed = stale ? [] : answers.map((answer) => attemptVerdict(answer, run.rubric));
+    if (failed !== undefined) throw failed;
+    if (stale) {
+      const changed = 'the batch answer judged a prompt that has changed since it was submitted';
+      throw new EvalJudgeResponseError(changed, { judge: entry.judge });
+    }
+    const unusable = parsed.find((verdict) => verdict instanceof EvalError);
+    if (unusable !== undefined) throw unusable;
+    const verdicts = parsed as JudgeVerdict[];
+    const outcome: Outcome = {
+      judge: entry.judge,
+      verdict: medianVerdict(verdicts),
+      samples: lines.length > 1 ? verdicts : undefined,
+      attempts: [],
+      answers,
+      promptSha,
+      inputSha: prepared.inputSha,
+      startedAt: 0,
+    };
+    await recordOutcome(run, ref, outcome);
+  } catch (error) {
+    if (!(error instanceof EvalError) || isUnrecordable(error)) throw error;
+    const prior = { error: batchAttemptFailure(error, entry.judge), answers, promptSha };
+    rejudge.push({ task_id: ref.task_id, model: ref.model, path: ref.path, prior });
+  }
+}
+
+/** A batch answer's verdict, or why it is unusable (returned: the other samples are parsed too). */
+function attemptVerdict(answer: JudgeAnswer, rubric: Rubric): JudgeVerdict | EvalError {
+  try {
+    return verdictFromAnswer(answer, rubric);
+  } catch (error) {
+    if (error instanceof EvalJudgeResponseError) return error;
+    throw error;
+  }
+}
+
+/**
+ * Why a batch request gave no answer: errored (with the
+ * API's reason), canceled, expired, or no result at all.
+ */
+function batchRequestFailure(
+  entry: BatchEntry,
+  line: { failure: string } | null,
+): EvalProviderError {
+  const options = { judge: entry.judge };
+  if (line === null) {
+    return new EvalProviderError(`batch ${entry.id} returned no result for it`, options);
+  }
+  return new EvalProviderError(`batch request ${line.failure}`, options);
+}
+
+/** A stopped run leaves its batches running: says which, and how to resume them. */
+function sayBatchesLeft(run: Run, batches: BatchState): void {
+  if (batches.entries.length === 0 || !run.controller.signal.aborted) return;
+  const ids = batches.entries.map((entry) => entry.id).join(', ');
+  run.progress.log(
+    `batch(es) ${ids} left running ${batchApiOf(run.judges[0]!).where}, not cancelled; ` +
+      `rerun the same command to resume polling them (state: ${batches.file})`,
+  );
+}
+
+/** The judge's timeout_s, the deadline of each batch poll and of each wait for a results line. */
+function batchTimeoutS(run: Run): number {
+  return timeoutMs(run.judges[0]!.config) / 1000;
+}
+
+/**
+ * A call about a batch, stopped at once by Ctrl-C, and failing with `expired` once timeout_s has
+ * passed (the body included, as for a message); `received()` restarts it (a results line came).
+ */
+async function batchCall<T>(
+  run: Run,
+  expired: string,
+  call: (options: { signal: AbortSignal }, received: () => void) => Promise<T>,
+): Promise<T> {
+  const primary = run.judges[0]!;
+  const deadline = new AbortController();
+  // Real time, as callJudge's deadline: a wait for the network, not one the run's clock paces.
+  const timer = setTimeout(() => {
+    deadline.abort(new EvalTimeoutError(expired, { judge: primary.model }));
+  }, timeoutMs(primary.config));
+
+  try {
+    const signal = AbortSignal.any([run.controller.signal, deadline.signal]);
+    return await call({ signal }, () => timer.refresh());
+  } catch (error) {
+    // Why the call was stopped, rather than how the SDK saw it stop
+    const stopped = [run.controller.signal, deadline.signal].find((signal) => signal.aborted);
+    if (stopped) throw stopped.reason;
+    throw error instanceof EvalError ? error : classifyApiError(error, primary);
+  } finally {
+    clearTimeout(timer);
+    deadline.abort(); // closes what the call left open: a stream read up to its last result
+  }
+}
+
+/** A batch at a poll: ended or not, its counts, the files its results are in (OpenAI's). */
+type BatchStatus = {
+  ended: boolean;
+  counts?: Partial<BatchCounts>;
+  files: string[];
+  failure?: string; // why a batch ended without running its requests (failed, expired, cancelled)
+};
+
+/** A request's result: the answer's body, read by the judge's transport, or why there is none. */
+type BatchOutcome = { body: unknown; requestId?: string } | { failure: string };
+
+/** A results line, read: the custom_id it answers ('' when it names none) and its outcome. */
+type ReadResult = { custom_id: string; outcome: BatchOutcome };
+
+/**
+ * One provider's side of a batch. The flow above is shared: the state file, polls and their
+ * deadlines, settling each transcript, the chain; what differs is here.
+ */
+type BatchApi = {
+  where: string; // where a stopped run leaves its batches running
+  listed: string; // where a user checks for a batch that may exist
+  /** Refuses a server without a batch endpoint, before any transcript is sent to it. */
+  check?(options: { signal: AbortSignal }): Promise<void>;
+  /** Uploads the requests the create names (OpenAI's JSONL file); returns the file's id. */
+  upload?(requests: BatchRequest[], options: { signal: AbortSignal }): Promise<string>;
+  /** Creates the batch of `requests` (or of the uploaded file); returns its id. */
+  create(
+    requests: BatchRequest[],
+    uploaded: string | undefined,
+    options: { signal: AbortSignal },
+  ): Promise<string>;
+  retrieve(id: string, options: { signal: AbortSignal }): Promise<BatchStatus>;
+  /** The results of an ended batch, each line as it comes. */
+  results(
+    id: string,
+    status: BatchStatus,
+    options: { signal: AbortSignal },
+  ): AsyncIterable<ReadResult>;
+};
+
+/** The primary judge's batch calls, made once per judge. */
+const batchApiOf = cachedByObject((judge: Judge) =>
+  judge.provider === 'openai' ? openAiBatches(judge) : anthropicBatches(judge),
+);
+
+/** Message Batches: the requests in the create call, the results streamed by batch id. */
+function anthropicBatches(judge: Judge): BatchApi {
+  const client = judge.client as Anthropic;
+  return {
+    where: 'at Anthropic',
+    listed: "the Console's batches",
+    create: async (requests, _uploaded, options) => {
+      const batch = await client.messages.batches.create({ requests }, options);
+      return batch.id;
+    },
+    retrieve: async (id, options) => {
+      const batch = await client.messages.batches.retrieve(id, {}, options);
+      const ended = batch.processing_status === 'ended';
+      return { ended, counts: batch.request_counts, files: [] };
+    },
+    results: async function* (id, _status, options) {
+      const lines = await client.messages.batches.results(id, {}, options);
+      for await (const line of lines) {
+        yield anthropicResult(line);
+      }
+    },
+  };
+}
+
+/** A Message Batches results line; it may be null, or not an object: then it names no custom_id. */
+function anthropicResult(line: unknown): ReadResult {
+  const read = (line ?? {}) as Partial<Anthropic.Messages.Batches.MessageBatchIndividualResponse>;
+  const custom_id = read.custom_id ?? '';
+  const result = read.result;
+  if (result?.type === 'succeeded') return { custom_id, outcome: { body: result.message } };
+  const error = result?.type === 'errored' ? result.error?.error : undefined;
+  const detail = error?.type ? `: ${error.type}: ${error.message}` : '';
+  return { custom_id, outcome: { failure: `${result?.type ?? 'without a result'}${detail}` } };
+}
+
+// a batch in one of these has ended: its output and error files hold every result it will give
+const OPENAI_ENDED = ['completed', 'failed', 'expired', 'cancelled'];
+
+/**
+ * OpenAI's Batch API: the requests uploaded as a JSONL file, the batch created from it, the results
+ * read from its output and error files. A server without it (Ollama, most local servers) answers
+ * 404: refused by a list call that sends no transcript.
+ */
+function openAiBatches(judge: Judge): BatchApi {
+  const client = judge.client as OpenAI;
+  const { NotFoundError, toFile } = loadOpenAiSdk();
+  const base = judge.transport.baseURL;
+  const refused = async <T>(call: string, made: Promise<T>): Promise<T> => {
+    try {
+      return await made;
+    } catch (error) {
+      if (!(error instanceof NotFoundError)) throw error;
+      throw new EvalConfigurationError(
+        `the server at ${base} has no Batch API (${call} answered HTTP 404); ` +
+          'run without --batch to judge through Chat Completions',
+        { cause: error },
+      );
+    }
+  };
+  return {
+    where: `at ${base}`,
+    listed: `the batches at ${base} (GET /batches)`,
+    check: async (options) => {
+      await refused('GET /batches', client.batches.list({ limit: 1 }, options));
+    },
+    upload: async (requests, options) => {
+      const lines = requests.map((request) => JSON.stringify(batchLine(judge.config, request)));
+      const content = Buffer.from(`${lines.join('\n')}\n`);
+      const file = await toFile(content, 'run-judge-batch.jsonl', { type: 'application/jsonl' });
+      const uploaded = await refused(
+        'POST /files',
+        client.files.create({ file, purpose: 'batch' }, options),
+      );
+      return uploaded.id;
+    },
+    create: async (_requests, uploaded, options) => {
+      const params = {
+        input_file_id: uploaded!,
+        endpoint: '/v1/chat/completions' as const,
+        completion_window: '24h' as const,
+      };
+      const batch = await refused('POST /batches', client.batches.create(params, options));
+      return batch.id;
+    },
+    retrieve: async (id, options) => {
+      const batch = await client.batches.retrieve(id, options);
+      const files = [batch.output_file_id, batch.error_file_id].filter(
+        (file): file is string => typeof file === 'string' && file !== '',
+      );
+      const status: BatchStatus = {
+        ended: OPENAI_ENDED.includes(batch.status),
+        counts: openAiCounts(batch.request_counts),
+        files,
+      };
+      if (batch.status !== 'completed' && status.ended) {
+        const first = batch.errors?.data?.[0];
+        const why = first ? `: ${first.code ?? 'error'}: ${first.message ?? ''}` : '';
+        status.failure = `${batch.status}${why}`;
+      }
+      return status;
+    },
+    results: async function* (_id, status, options) {
+      for (const file of status.files) {
+        const response = await client.files.content(file, options);
+        for await (const line of jsonLines(response)) {
+          yield openAiResult(line);
+        }
+      }
+    },
+  };
+}
+
+/** What a batch holds for one request, as it is sent: its size counts against the batch's limit. */
+function batchLine(config: JudgeConfig, request: BatchRequest): object {
+  if (config.provider !== 'openai') return request;
+  return {
+    custom_id: request.custom_id,
+    method: 'POST',
+    url: '/v1/chat/completions',
+    body: chatRequest(request.params, config),
+  };
+}
+
+/** OpenAI's request_counts (total, completed, failed) as Message Batches count them. */
+function openAiCounts(counts: unknown): Partial<BatchCounts> | undefined {
+  if (!isRecord(counts)) return undefined;
+  const total = isCount(counts.total) ? counts.total : 0;
+  const succeeded = isCount(counts.completed) ? counts.completed : 0;
+  const errored = isCount(counts.failed) ? counts.failed : 0;
+  return { processing: Math.max(total - succeeded - errored, 0), succeeded, errored };
+}
+
+/**
+ * An output or error file line: a response (a chat completion when its status is 2xx) or an
+ * error (an expired or failed request). Anything else names no usable answer.
+ */
+function openAiResult(line: unknown): ReadResult {
+  const read = isRecord(line) ? line : {};
+  const custom_id = typeof read.custom_id === 'string' ? read.custom_id : '';
+  const response = isRecord(read.response) ? read.response : {};
+  const status = response.status_code;
+  if (isRecord(read.error)) {
+    const failure = `errored: ${read.error.code ?? 'error'}: ${read.error.message ?? ''}`;
+    return { custom_id, outcome: { failure } };
+  }
+  if (typeof status === 'number' && status >= 200 && status < 300) {
+    const requestId = typeof response.request_id === 'string' ? response.request_id : undefined;
+    return { custom_id, outcome: { body: response.body, requestId } };
+  }
+  const said = isRecord(response.body) && isRecord(response.body.error) ? response.body.error : {};
+  const detail = said.message === undefined ? '' : `: ${said.type ?? 'error'}: ${said.message}`;
+  return { custom_id, outcome: { failure: `errored: HTTP ${status ?? 'no status'}${detail}` } };
+}
+
+/** A JSONL body, each line parsed as it comes; a line cut off fails as a SyntaxError. */
+async function* jsonLines(response: Response): AsyncGenerator<unknown> {
+  const decoder = new TextDecoder();
+  let rest = '';
+  for await (const chunk of response.body ?? []) {
+    rest += decoder.decode(chunk, { stream: true });
+    const lines = rest.split('\n');
+    rest = lines.pop()!;
+    for (const line of lines) {
+      if (line.trim() !== '') yield JSON.parse(line);
+    }
+  }
+  rest += decoder.decode();
+  if (rest.trim() !== '') yield JSON.parse(rest);
+}
+
+// ---- 9. Prepare: the prompt, one template filled by one pure function ---------------------------
+
+/**
+ * A transcript prepared, or the input error that will
+ * fail it without a call; any other failure propagates.
+ */
+function preparedOrInputError(
+  inputs: Inputs,
+  ref: TranscriptRef,
+): PreparedTranscript | EvalInputError {
+  try {
+    return prepareTranscript(inputs, ref);
+  } catch (error) {
+    if (error instanceof EvalInputError) return error;
+    throw error;
+  }
+}
 
 /**
  * Reads one transcript and builds its prompt: the prompt, its hash, the hashes of the bytes it was
@@ -1553,8 +3253,29 @@ export function buildJudgePrompt(
   return fillTemplate(JUDGE_PROMPT_TEMPLATE, promptValues(task, referenceKey, transcript, rubric));
 }
 
-/** Untrusted text, trimmed, its copies of the prompt's markers defused. */
-const defused = (value: string) => neutraliseDelimiters(value.trim());
+/** The text of each placeholder of the prompt; the scoring page shows people the same pieces. */
+export function promptValues(
+  task: Task,
+  referenceKey: ReferenceKey,
+  transcript: Transcript,
+  rubric: Rubric,
+): Record<string, string> {
+  const parts = rubricPromptParts(rubric);
+  return {
+    task_id: defused(task.task_id),
+    topic: defused(task.topic),
+    student_level: defused(task.student_level),
+    problem_statement: defused(task.problem_statement),
+    expected_behaviors: bulleted(task.expected_behaviors),
+    proof_skeleton: numbered(referenceKey.proof_skeleton),
+    common_misconceptions: bulleted(referenceKey.common_misconceptions),
+    red_flags: bulleted(referenceKey.red_flags),
+    transcript: transcriptToText(transcript),
+    rubric: parts.rubric,
+    output_shape: parts.output_shape,
+    score_rule: parts.score_rule,
+  };
+}
 
 /**
  * A "- " list; each item's continuation lines are indented,
@@ -1564,6 +3285,13 @@ const bulleted = (items: string[]) => listed(items.map((item) => `- ${item.trim(
 
 /** A "1. " list, indented like `bulleted`. */
 const numbered = (items: string[]) => listed(items.map((item, i) => `${i + 1}. ${item.trim()}`));
+
+function listed(items: string[]): string {
+  return defused(items.map(indentContinuation).join('\n') || '- (none)');
+}
+
+/** Untrusted text, trimmed, its copies of the prompt's markers defused. */
+const defused = (value: string) => neutraliseDelimiters(value.trim());
 
 /** The prompt's rubric parts, built once per rubric: they are the same in every prompt of a run. */
 const rubricPromptParts = cachedByObject((rubric: Rubric) => {
@@ -1597,39 +3325,6 @@ const rubricPromptParts = cachedByObject((rubric: Rubric) => {
   };
 });
 
-/** The text of each placeholder of the prompt; the scoring page shows people the same pieces. */
-export function promptValues(
-  task: Task,
-  referenceKey: ReferenceKey,
-  transcript: Transcript,
-  rubric: Rubric,
-): Record<string, string> {
-  const parts = rubricPromptParts(rubric);
-  return {
-    task_id: defused(task.task_id),
-    topic: defused(task.topic),
-    student_level: defused(task.student_level),
-    problem_statement: defused(task.problem_statement),
-    expected_behaviors: bulleted(task.expected_behaviors),
-    proof_skeleton: numbered(referenceKey.proof_skeleton),
-    common_misconceptions: bulleted(referenceKey.common_misconceptions),
-    red_flags: bulleted(referenceKey.red_flags),
-    transcript: transcriptToText(transcript),
-    rubric: parts.rubric,
-    output_shape: parts.output_shape,
-    score_rule: parts.score_rule,
-  };
-}
-
-const ROLE_LABELS = {
-  user: 'Student',
-  assistant: 'Assistant',
-  system: 'System (instructions given to the tutor)',
-};
-
-const labelledTurn = (label: string, value: string) =>
-  indentContinuation(`${label}: ${value.trim()}`);
-
 /**
  * The transcript as readable text: one labelled turn each,
  * continuation lines indented so text cannot fake a turn.
@@ -1659,6 +3354,20 @@ export function transcriptToText(transcript: Transcript): string {
   return neutraliseDelimiters(turns.join('\n'));
 }
 
+const ROLE_LABELS = {
+  user: 'Student',
+  assistant: 'Assistant',
+  system: 'System (instructions given to the tutor)',
+};
+
+const labelledTurn = (label: string, value: string) =>
+  indentContinuation(`${label}: ${value.trim()}`);
+
+/** Defuses text that looks like an image placeholder: only real images are numbered `[image N]`. */
+function defusePlaceholders(value: string): string {
+  return value.replace(/\[(image \d+)\]/gi, '($1)');
+}
+
 /**
  * Defuses copies of the prompt's markers in untrusted
  * text, so it cannot close its block or fake a section.
@@ -1667,11 +3376,6 @@ export function neutraliseDelimiters(value: string): string {
   return value
     .replace(/<{3,}/g, (run) => '‹'.repeat(run.length))
     .replace(/>{3,}/g, (run) => '›'.repeat(run.length));
-}
-
-/** Defuses text that looks like an image placeholder: only real images are numbered `[image N]`. */
-function defusePlaceholders(value: string): string {
-  return value.replace(/\[(image \d+)\]/gi, '($1)');
 }
 
 /**
@@ -1747,7 +3451,7 @@ function imageFromFile(label: string, imagePath: string, transcriptPath: string)
   }
 }
 
-// ---- 7. The judges and their request ------------------------------------------------------------
+// ---- 10. The judges and their request -----------------------------------------------------------
 
 /**
  * A count of each kind of token an answer used, in
@@ -2143,7 +3847,7 @@ export function chatRequest(request: Request, config: JudgeConfig): ChatRequest 
   return chat as unknown as ChatRequest;
 }
 
-// ---- 8. Retries, pacing and the chain -----------------------------------------------------------
+// ---- 11. Retries, pacing and the chain ----------------------------------------------------------
 
 /**
  * One call to one judge with its retries on the same
@@ -2655,7 +4359,7 @@ export class JudgeChain {
   }
 }
 
-// ---- 9. One call: the answer with its usage and limits, or a classified failure -----------------
+// ---- 12. One call: the answer with its usage and limits, or a classified failure ----------------
 
 /**
  * A finished turn; anything else (max_tokens, refusal,
@@ -3100,7 +4804,7 @@ export function parseDuration(text: string): number {
   return ((hours! * 60 + minutes!) * 60 + seconds!) * 1000 + milliseconds!;
 }
 
-// ---- 10. Parse: the judge's answer, exactly right or a loud failure -----------------------------
+// ---- 13. Parse: the judge's answer, exactly right or a loud failure -----------------------------
 
 /**
  * The JSON schema for structured outputs, from the same
@@ -3154,18 +4858,6 @@ export function verdictFromAnswer(answer: JudgeAnswer, rubric: Rubric): JudgeVer
   }
 }
 
-/**
- * The zod schema of a judge answer, derived from the rubric
- * once: exactly its dimensions, each an allowed integer.
- */
-const judgeAnswerSchema = cachedByObject((rubric: Rubric) => {
-  const scores: Record<string, Zod.ZodType> = {};
-  for (const dimension of rubric.dimensions) {
-    scores[dimension.name] = z.literal(allowedScores(dimension));
-  }
-  return z.object({ scores: z.strictObject(scores), notes: z.string() });
-});
-
 /** Parses and validates one judge answer against the rubric; never turns a failure into a score. */
 export function parseJudgeResponse(answerText: string, rubric: Rubric): JudgeVerdict {
   const { value, scoreTokens } = extractJson(answerText);
@@ -3184,6 +4876,18 @@ export function parseJudgeResponse(answerText: string, rubric: Rubric): JudgeVer
   }
   return result.data as JudgeVerdict;
 }
+
+/**
+ * The zod schema of a judge answer, derived from the rubric
+ * once: exactly its dimensions, each an allowed integer.
+ */
+const judgeAnswerSchema = cachedByObject((rubric: Rubric) => {
+  const scores: Record<string, Zod.ZodType> = {};
+  for (const dimension of rubric.dimensions) {
+    scores[dimension.name] = z.literal(allowedScores(dimension));
+  }
+  return z.object({ scores: z.strictObject(scores), notes: z.string() });
+});
 
 /**
  * A Markdown fence (```json or ```) around an answer; it
@@ -3295,7 +4999,7 @@ export function medianVerdict(samples: JudgeVerdict[]): JudgeVerdict {
   return { scores, notes: `${closest.notes} (median of ${samples.length} samples)` };
 }
 
-// ---- 11. Record: each outcome, its audit line, usage and cost -----------------------------------
+// ---- 14. Record: each outcome, its audit line, usage and cost -----------------------------------
 
 /**
  * What happened to one transcript: a verdict (the row)
@@ -3695,7 +5399,7 @@ function releaseUnreachable(run: Run): void {
   }
 }
 
-// ---- 12. Write: each row and line whole, in one write, on disk ----------------------------------
+// ---- 15. Write: each row and line whole, in one write, on disk ----------------------------------
 
 /** The seed's writer: rows appended to a CSV under the rubric's header, each flushed. */
 export function writeScores(file: string, rows: ScoreRow[], dimensions: string[]): void {
@@ -4177,1902 +5881,35 @@ export function replaceFileDurably(file: string, content: string | Buffer): void
   }
 }
 
-// ---- 13. The failure policy: the errors, and what each means, in one place ----------------------
-
-type EvalErrorOptions = { cause?: unknown; judge?: string; rawText?: string };
-
-/**
- * Every failure run-judge reports. `decide` (the failure
- * policy) says what each class means for the run.
- */
-export class EvalError extends Error {
-  // the judge (model id) an attempt failed on; given to the constructor, it also starts the message
-  judge?: string;
-  rawText?: string; // what a judge sent that could not be used, kept for the audit log
-
-  constructor(message: string, options: EvalErrorOptions = {}) {
-    super(options.judge ? `judge ${options.judge}: ${message}` : message, { cause: options.cause });
-    this.name = new.target.name;
-    this.judge = options.judge;
-    this.rawText = options.rawText;
-  }
-}
-
-/** Bad rubric/models.json, no key, 401/402/403/404. */
-export class EvalConfigurationError extends EvalError {}
-
-/** A bad transcript, task or reference key; a 400/413/422. */
-export class EvalInputError extends EvalError {}
-
-/** What the judge cannot do: a setting it rejects, images. */
-export class EvalUnsupportedError extends EvalError {}
-
-/** A package the operation needs is missing. */
-export class EvalDependencyError extends EvalError {}
-
-/** Ctrl-C (or SIGTERM) came before this attempt. */
-export class EvalInterruptedError extends EvalError {}
-
-/** The judge did not answer in time; a timed-out request is never resubmitted. */
-export class EvalTimeoutError extends EvalError {}
-
-/** The CSV or the audit log cannot be written (disk full, I/O error). */
-export class EvalOutputError extends EvalError {}
-
-/** The judge answered, but not a usable score. */
-export class EvalJudgeResponseError extends EvalError {}
-
-/** A provider failure worth trying another judge for (408, 409, 429, 5xx, 529, connection). */
-export class EvalProviderError extends EvalError {
-  status?: number;
-  requestId?: string;
-  retryAfterMs?: number;
-  rateLimit?: RateLimitInfo;
-  spendLimit = false; // a 429 for a spend or billing limit: waiting for it does not help
-  unreachable = false; // no answer at all: the connection failed
-}
-
-/** Two or more judges failed; `errors` holds every attempt in order, and `cause` is the last. */
-export class EvalJudgesExhaustedError extends EvalError {
-  readonly errors: EvalError[];
-
-  constructor(message: string, options: { errors?: EvalError[]; cause?: unknown } = {}) {
-    const errors = options.errors ?? [];
-    super(message, { cause: options.cause ?? errors.at(-1) });
-    this.errors = errors;
-  }
-}
-
-type RetryPolicy = typeof RETRY_DEFAULTS;
-
-/**
- * A failed attempt as the policy knows it (a raw TimeoutError
- * becomes EvalTimeoutError); a defect: undefined.
- */
-function attemptFailure(error: unknown, operation: string): EvalError | undefined {
-  if (error instanceof EvalError) return error;
-  if (error instanceof Error && error.name === 'TimeoutError') {
-    return new EvalTimeoutError(`${operation}: ${error.message}`, { cause: error });
-  }
-  return undefined;
-}
-
-/**
- * How long every request to this judge waits after this
- * failure: a bare 429 (no bucket headers) holds them all.
- */
-function holdJudgeMs(error: EvalError): number {
-  if (asksToWait(error) && !error.rateLimit) return error.retryAfterMs ?? 0;
-  return 0;
-}
-
-/**
- * A 529 given up on counts towards the judge's breaker: overloaded on several transcripts in a row.
- */
-function isOverloaded(error: EvalError): boolean {
-  return error instanceof EvalProviderError && error.status === 529;
-}
-
-/**
- * No answer at all, on every attempt: the API may be
- * unreachable (after a few such transcripts, the run stops).
- */
-function isUnreachable(attempts: EvalError[]): boolean {
-  if (attempts.length === 0) return false;
-  return attempts.every((attempt) => attempt instanceof EvalProviderError && attempt.unreachable);
-}
-
-/** Whether an attempt got an answer from the API at all (an HTTP status counts). */
-function reachedApi(attempt: EvalError): boolean {
-  return attempt instanceof EvalProviderError && attempt.status !== undefined;
-}
-
-/** A failure that leaves nothing writable: not even this transcript's failure can be recorded. */
-function isUnrecordable(error: EvalError): boolean {
-  return error instanceof EvalOutputError;
-}
-
-/**
- * After a failed batch create: a 4xx, a 529, Ctrl-C or a connection never made made no
- * batch; another 5xx, a timeout or a connection lost after sending may have.
- */
-function batchMayExist(error: EvalError): boolean {
-  if (error instanceof EvalInterruptedError || neverConnected(error) !== undefined) return false;
-  const status = (error.cause as { status?: number } | undefined)?.status;
-  return status === undefined || (status >= 500 && status !== 529);
-}
-
-// connection failures before anything was sent
-const NOT_CONNECTED_CODES = [
-  'ECONNREFUSED',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'EADDRNOTAVAIL',
-  'UND_ERR_CONNECT_TIMEOUT',
-];
-
-/**
- * Why a connection was never made (refused, no such host, a port fetch refuses): nothing was
- * sent. Undefined when it may have been (lost after sending), or it was no connection failure.
- */
-function neverConnected(error: EvalError): string | undefined {
-  if (!(error instanceof EvalProviderError) || !error.unreachable) return undefined;
-  for (let cause = error.cause; cause instanceof Error; cause = cause.cause) {
-    const code = (cause as { code?: unknown }).code;
-    if (typeof code === 'string' && NOT_CONNECTED_CODES.includes(code)) return cause.message;
-    if (cause.message === 'bad port') return 'bad port (one that fetch never connects to)';
-  }
-  return undefined;
-}
-
-/** What the API's address is, and that it cannot be reached: the run stops (exit 2). */
-function cannotReachApi(run: Run, why: string): EvalConfigurationError {
-  const transport = run.judges[0]!.transport;
-  const from = transport.baseUrlFrom;
-  const where = from === '"base_url" in models.json' ? from : `${from} if it is set`;
-  return new EvalConfigurationError(
-    `cannot reach the API at ${transport.baseURL}: ${why}; check the network, or ${where}`,
-  );
-}
-
-/**
- * A 404 on a batch we submitted: it expired, was deleted, or belongs to another workspace's key.
- */
-function isBatchGone(error: EvalError, judge: Judge): boolean {
-  const gone = judge.transport.errors.NotFoundError;
-  return error instanceof EvalConfigurationError && error.cause instanceof gone;
-}
-
-/**
- * A batch's answer that cannot be checked against its
- * transcript now is unusable; the chain meets the input error.
- */
-function batchAttemptFailure(error: EvalError, judge: string): EvalError {
-  if (error instanceof EvalInputError) return new EvalJudgeResponseError(error.message, { judge });
-  return error;
-}
-
-/**
- * The exit status: 0 every selected transcript has a row; 1 some failed, or a provider failure that
- * a rerun may pass; 2 a usage, configuration or output error that a rerun will not pass; 130
- * (SIGINT) or 143 (SIGTERM).
- */
-function exitStatus(error: EvalError | undefined, failures: number, signalExit?: number): number {
-  if (error === undefined) return failures > 0 ? 1 : 0;
-  if (error instanceof EvalInterruptedError) return signalExit ?? 130;
-  return decide(error).action === 'next-judge' ? 1 : 2;
-}
-
-export type Decision =
-  { action: 'retry'; delayMs: number } | { action: 'next-judge' | 'fail-transcript' | 'stop-run' };
-
-type RetryState = { attempt: number; msLeft: number; policy: RetryPolicy };
-
-/**
- * What one failed attempt means: retry the same judge (after how long), try the next judge, fail
- * this transcript, or stop the run. The retry layer, the chain, batches and the exit status ask it.
- * - A configuration, dependency or output failure, or Ctrl-C, stops the run: no judge can fix it.
- * - Bad input, or what a judge cannot do (a setting it rejects, images), fails this transcript.
- * - A 429 or 529 is retried on the same judge while retries and budget last (not a spend limit).
- * - Anything else (an unusable answer, a timeout, another provider failure) goes to the next judge.
- */
-export function decide(error: EvalError, retry?: RetryState): Decision {
-  const stopsRun = [
-    EvalConfigurationError,
-    EvalDependencyError,
-    EvalInterruptedError,
-    EvalOutputError,
-  ];
-  if (stopsRun.some((Class) => error instanceof Class)) return { action: 'stop-run' };
-  if (error instanceof EvalInputError || error instanceof EvalUnsupportedError) {
-    return { action: 'fail-transcript' };
-  }
-  if (retry && asksToWait(error) && retry.attempt < retry.policy.max_retries) {
-    const jitter = 0.5 + Math.random();
-    const backoffMs = retry.policy.base_delay_s * 1000 * 2 ** retry.attempt * jitter;
-    const delayMs = error.retryAfterMs ?? backoffMs;
-    if (delayMs <= retry.msLeft) return { action: 'retry', delayMs };
-  }
-  return { action: 'next-judge' };
-}
-
-/**
- * A 429 or 529 asks us to wait and try the same judge
- * again; a 429 for a spend or billing limit does not.
- */
-function asksToWait(error: EvalError): error is EvalProviderError {
-  if (!(error instanceof EvalProviderError) || error.spendLimit) return false;
-  return error.status === 429 || error.status === 529;
-}
-
-// ---- 14. The human-scores gate: people score first, blind to the judge --------------------------
-
-/**
- * One person's scores of one transcript; a score left empty (not scored yet) is absent, and the row
- * incomplete. `transcript_sha256` is the transcript's hash as scored (old sheets have none); `stale`
- * is set when the transcript on disk has another hash now.
- */
-export type HumanRow = ScoreRow & {
-  scorer: string;
-  transcript_sha256?: string;
-  stale?: boolean;
-  unsure?: boolean;
-};
-
-/** Human scoring as a run finds it: no row at all, some assignment still open, or all scored. */
-export type HumanScoring = 'complete' | 'incomplete' | 'none' | 'unreadable';
-
-/**
- * The state of human scoring; and the gate: a full run (no --task, no --model) starts only once
- * every row of the plan (an assignment) is scored, unless --before-human-scoring.
- */
-function checkHumanScoringDone(options: RunOptions, rubric: Rubric, stderr: Stream): HumanScoring {
-  const source = options.humanScores;
-  const exists = fs.existsSync(source);
-  const spotCheck = options.task !== undefined || options.model !== undefined;
-  const gated = !spotCheck && options.beforeHumanScoring !== true;
-
-  let rows: HumanRow[] = [];
-  let state: HumanScoring;
-  try {
-    const checks = { judgeCsvs: [options.output], transcripts: options.transcripts };
-    rows = exists ? readHumanScores(source, rubric, checks) : [];
-    state = humanScoringState(source, rows, rubric); // reads the plan, plan.json
-  } catch (error) {
-    // A scorer's typo must not stop a run the gate does not apply to; its lines say so.
-    if (gated || !(error instanceof EvalError)) throw error;
-    stderr.write(`run-judge: warning: ${oneLine(error.message)}; recorded as "unreadable"\n`);
-    return 'unreadable';
-  }
-
-  if (!gated || state === 'complete') return state;
-
-  const anyway = 'or pass --before-human-scoring to run anyway';
-  if (state === 'none') {
-    const why = exists ? 'no row in it yet' : 'it does not exist';
-    throw new EvalConfigurationError(
-      `no human scores in ${source} (${why}): ${planAdvice(source)}; have people score, then run ` +
-        `again; ${anyway}`,
-    );
-  }
-  const open = openAssignments(source, rows, rubric);
-  const planned = rows.length + open.filter((entry) => entry.why === 'no row').length;
-  const more = open.length > 10 ? ', ...' : '';
-  const listed = open.slice(0, 10).map((entry) => {
-    const why = entry.why === 'not fully scored' ? '' : ` (${entry.why})`;
-    return assignmentLabel(entry.row) + why;
-  });
-  // A row of an edited transcript cannot be scored again in its page (it shows the old text): the
-  // plan is brought up to date first.
-  const edited = open.filter((entry) => entry.why === 'transcript edited since').length;
-  const folder = /\.csv$/i.test(source) ? path.dirname(source) : source;
-  const update =
-    edited === 0
-      ? ''
-      : `; for the ${edited} of an edited transcript, first run \`npx tsx report.ts sheet ` +
-        `--update --out ${folder}\` (it empties those rows and writes their pages again with ` +
-        'the text as it is now; every other score stays)';
-  throw new EvalConfigurationError(
-    `human scoring is not complete in ${source}: ${open.length} of ${planned} assignment(s) ` +
-      `open: ${listed.join(', ')}${more}; each scorer fills in every dimension of their rows (in ` +
-      `their sheet, or in its scoring page and then downloaded over the sheet)${update}, then run ` +
-      `again; ${anyway}`,
-  );
-}
-
-/** How to make the plan without overwriting anything: sheets go into a folder, never over a score. */
-function planAdvice(source: string): string {
-  const folder = /\.csv$/i.test(source) ? DEFAULTS.humanScores : source;
-  const out = folder === DEFAULTS.humanScores ? '' : ` --out ${folder}`;
-  const advice =
-    `make the plan with \`npx tsx report.ts sheet --scorers alice,bob${out}\` (a sheet per ` +
-    `scorer in ${folder}; it never overwrites a sheet that holds a score)`;
-  return folder === source ? advice : `${advice} and pass --human-scores ${folder}`;
-}
-
-/** The key of an assignment: one scorer's row of one transcript. */
-export function assignmentKey(row: { task_id: string; model: string; scorer: string }): string {
-  return `${pairKey(row.task_id, row.model)}\u0000${row.scorer}`;
-}
-
-/** An assignment as the gate and the report list it: `scorer: model/task` (no scorer: the pair). */
-export function assignmentLabel(row: HumanRow): string {
-  return row.scorer === '' ? pairLabel(row) : `${row.scorer}: ${pairLabel(row)}`;
-}
-
-/**
- * Human scoring as the sheets say now, for each audit line: read again only when a sheet changed;
- * sheets that cannot be read at that moment (being saved) leave the state as last read.
- */
-function watchHumanScoring(
-  source: string,
-  transcripts: string,
-  rubric: Rubric,
-  state: HumanScoring,
-  clock: Clock,
-) {
-  let seen = sheetsFingerprint(source);
-  let current = state;
-  let lookedAt = clock.now();
-  return (): HumanScoring => {
-    // A sheet saved mid-run shows within a second; the folder is not listed for every line.
-    if (clock.now() - lookedAt < 1000) return current;
-    lookedAt = clock.now();
-    const now = sheetsFingerprint(source);
-    if (now === seen) return current;
-    seen = now;
-    try {
-      const rows = fs.existsSync(source) ? readHumanScores(source, rubric, { transcripts }) : [];
-      current = humanScoringState(source, rows, rubric);
-    } catch (error) {
-      if (!(error instanceof EvalError)) throw error;
-    }
-    return current;
-  };
-}
-
-/** What tells that a sheet was added, removed or saved: each one's path, size, time and inode. */
-function sheetsFingerprint(source: string): string {
-  let files: string[] = [];
-  try {
-    files = statOf(source) === undefined ? [] : humanScoreFiles(source);
-  } catch (error) {
-    if (!(error instanceof EvalError)) throw error;
-  }
-  const stats = files.map((file) => {
-    const stat = statOf(file);
-    return [file, stat?.size, stat?.mtimeMs, stat?.ino];
-  });
-  return JSON.stringify(stats);
-}
-
-/** No row at all is none; any row with an empty score, incomplete. */
-export function humanScoringState(source: string, rows: HumanRow[], rubric: Rubric): HumanScoring {
-  if (rows.length === 0) return 'none';
-  return openAssignments(source, rows, rubric).length === 0 ? 'complete' : 'incomplete';
-}
-
-/**
- * The assignments still to do, in transcript order: a row not fully scored, a row whose transcript
- * was edited since it was handed out, and an assignment of the plan (its plan.json) no sheet holds.
- */
-export function openAssignments(source: string, rows: HumanRow[], rubric: Rubric) {
-  const open: { row: HumanRow; why: 'not fully scored' | 'transcript edited since' | 'no row' }[] =
-    [];
-  for (const row of rows) {
-    if (!isComplete(row, rubric)) {
-      open.push({ row, why: 'not fully scored' });
-    } else if (row.stale === true) {
-      open.push({ row, why: 'transcript edited since' });
-    }
-  }
-
-  const held = new Set(rows.map(assignmentKey));
-  for (const planned of readPlanManifest(source)) {
-    if (!held.has(assignmentKey(planned))) {
-      const row: HumanRow = {
-        task_id: planned.task_id,
-        model: planned.model,
-        scorer: planned.scorer,
-        scores: {},
-        notes: '',
-      };
-      open.push({ row, why: 'no row' });
-    }
-  }
-  return open.sort((a, b) => compareAssignments(a.row, b.row));
-}
-
-/** The file beside the sheets that `report.ts sheet --scorers` writes the plan's assignments to. */
-export const PLAN_FILE = 'plan.json';
-
-const PlanManifestSchema = z.strictObject({
-  // What `sheet --update` plans again by: the scorers and the sampling rule (older plans: none).
-  rule: z
-    .strictObject({
-      scorers: z.array(z.string()),
-      sample: z.string().optional(),
-      overlap: z.number(),
-      seed: z.number(),
-      show_system_prompt: z.boolean(),
-    })
-    .optional(),
-  assignments: z.array(
-    z.strictObject({
-      scorer: z.string(),
-      task_id: z.string(),
-      model: z.string(),
-      // The hash of what the page showed (task, reference key, transcript, rubric), for --update.
-      inputs_sha256: z.string().optional(),
-    }),
-  ),
-});
-
-export type PlanManifest = Zod.infer<typeof PlanManifestSchema>;
-
-/** The plan's assignments when the human scores are a folder holding plan.json; else none. */
-function readPlanManifest(source: string): PlanManifest['assignments'] {
-  const file = path.join(source, PLAN_FILE);
-  if (statOf(source)?.isDirectory() !== true || statOf(file) === undefined) {
-    return [];
-  }
-  return loadPlanManifest(file).assignments;
-}
-
-/** plan.json, checked. */
-export function loadPlanManifest(file: string): PlanManifest {
-  return loadValidated(file, PlanManifestSchema, EvalInputError);
-}
-
-/** Assignments in transcript order, then by scorer. */
-export function compareAssignments(a: HumanRow, b: HumanRow): number {
-  return comparePairs(a, b) || compareText(a.scorer, b.scorer);
-}
-
-/** What human rows are checked against as they are read: the judge's CSV, the transcripts. */
-export type HumanScoresChecks = { judgeCsvs?: string[]; transcripts?: string };
-
-/**
- * Reads the filled-in sheets (a folder of them or one file): columns in any order, `scorer` and
- * `transcript_sha256` optional; a bad cell, column or repeat names its file and line. A sheet that
- * is the judge CSV, or holds the judge's rows, is refused; rows of an edited transcript are stale.
- */
-export function readHumanScores(
-  source: string,
-  rubric: Rubric,
-  checks: HumanScoresChecks = {},
-): HumanRow[] {
-  const files = humanScoreFiles(source);
-  const judgeRows = judgeRowTexts(files, checks.judgeCsvs ?? []);
-
-  const seen = new Set<string>();
-  const rows: HumanRow[] = [];
-  for (const file of files) {
-    const columns = (header: string[]) => checkSheetHeader(file, header, rubric);
-    for (const { record, info } of readCsvFile<Record<string, string>>(file, { columns })) {
-      const at = `${file}: line ${info.lines}`;
-      const row = humanRowOf(record, rubric, at);
-      const key = assignmentKey(row);
-      if (seen.has(key)) {
-        throw new EvalInputError(`${at}: ${pairLabel(row)} scored twice by "${row.scorer}"`);
-      }
-      seen.add(key);
-      const text = humanRowText(row, rubric);
-      const judgeCsv = text === undefined ? undefined : judgeRows.get(text);
-      if (judgeCsv !== undefined) {
-        throw new EvalInputError(
-          `${at}: ${pairLabel(row)} has the judge's scores and notes from ${judgeCsv}: ` +
-            'a judge CSV is not human scores; pass the sheets people filled in as --human-scores',
-        );
-      }
-      rows.push(row);
-    }
-  }
-
-  if (checks.transcripts !== undefined) markStaleRows(rows, checks.transcripts);
-  return rows;
-}
-
-/**
- * The sheets a human-scores path names: a folder's *.csv files, sorted, or the one file given.
- */
-export function humanScoreFiles(source: string): string[] {
-  const stat = statOf(source);
-  if (stat === undefined || stat.isFile()) return [source];
-  // A FIFO or a device would block the read: never a sheet.
-  if (!stat.isDirectory()) {
-    throw new EvalInputError(`${source}: not a regular file or a folder; give the sheets' folder`);
-  }
-  const names = listDir(source)
-    .map((entry) => entry.name)
-    .filter((name) => name.toLowerCase().endsWith('.csv'))
-    .filter((name) => statOf(path.join(source, name))?.isFile())
-    .sort(compareText);
-  return names.map((name) => path.join(source, name));
-}
-
-/** A sheet's header: the judge CSV's columns, each once, and optionally the sheet's own. */
-function checkSheetHeader(file: string, header: string[], rubric: Rubric): string[] {
-  const twice = header.find((column, i) => header.indexOf(column) !== i);
-  if (twice !== undefined) {
-    throw new EvalInputError(`${file}: header: column "${twice}" appears twice; keep one`);
-  }
-  const required = scoreColumns(rubric);
-  const missing = required.filter((column) => !header.includes(column));
-  const unknown = header.filter((column) => {
-    return !required.includes(column) && !SHEET_COLUMNS.includes(column);
-  });
-  if (missing.length === 0 && unknown.length === 0) return header;
-  const problems: string[] = [];
-  if (missing.length > 0) problems.push(`missing ${missing}`);
-  if (unknown.length > 0) problems.push(`unknown ${unknown}`);
-  throw new EvalInputError(
-    `${file}: header: ${problems.join('; ')} (expected ${required}[,${SHEET_COLUMNS}])`,
-  );
-}
-
-/** One sheet record as a human row: the scores filled in so far, each an allowed score. */
-function humanRowOf(record: Record<string, string>, rubric: Rubric, at: string): HumanRow {
-  const scores: Record<string, number> = {};
-  for (const dimension of rubric.dimensions) {
-    const cell = record[dimension.name]!.trim();
-    // An empty cell is not scored yet: the row is incomplete.
-    if (cell !== '') {
-      scores[dimension.name] = allowedScore(dimension, cell, at);
-    }
-  }
-  const task_id = unguard(record.task_id!);
-  const model = unguard(record.model!);
-  if (!task_id) throw new EvalInputError(`${at}: task_id is empty`);
-  if (!model) throw new EvalInputError(`${at}: model is empty`);
-  // "alice " is alice: else the human ceiling would compare one person with herself.
-  const scorer = unguard(record.scorer ?? '').trim();
-  const row: HumanRow = { task_id, model, scorer, scores, notes: unguard(record.notes ?? '') };
-
-  const hash = (record.transcript_sha256 ?? '').trim().toLowerCase();
-  if (hash !== '' && !/^[0-9a-f]{64}$/.test(hash)) {
-    throw new EvalInputError(
-      `${at}: transcript_sha256: "${hash}" is not a sha256 (64 hex digits); leave it as the sheet had it`,
-    );
-  }
-  if (hash !== '') row.transcript_sha256 = hash;
-
-  // The scorer's own doubt: kept with the row; the report leaves such rows out on request.
-  const unsure = (record.unsure ?? '').trim().toLowerCase();
-  if (!['', 'yes', 'no'].includes(unsure)) {
-    throw new EvalInputError(`${at}: unsure: "${record.unsure}" is not yes, no or empty`);
-  }
-  if (unsure === 'yes') row.unsure = true;
-  return row;
-}
-
-/**
- * A score cell's number, when it is one of its dimension's
- * allowed scores; else an error naming the cell.
- */
-export function allowedScore(dimension: Dimension, value: string, at: string): number {
-  if (Object.hasOwn(dimension.scores, value) && integerKey.test(value)) return Number(value);
-  const allowed = orList(allowedScores(dimension));
-  throw new EvalInputError(
-    `${at}: ${dimension.name}: "${value}" is not an allowed score (${allowed})`,
-  );
-}
-
-/**
- * The judge CSVs' rows as their pair, score and notes cells, each to its CSV; refuses a sheet that
- * is one of those files. A CSV it cannot read gives no row here (the run or report says why).
- */
-function judgeRowTexts(files: string[], judgeCsvs: string[]): Map<string, string> {
-  const texts = new Map<string, string>();
-  for (const judgeCsv of judgeCsvs) {
-    const judge = statOf(judgeCsv);
-    // Only a regular file is read: a FIFO would block (the run refuses it when it opens the output).
-    if (!judge?.isFile()) continue;
-    for (const file of files) {
-      const stat = statOf(file);
-      if (stat?.dev === judge.dev && stat.ino === judge.ino) {
-        throw new EvalInputError(
-          `${file} is the judge's score CSV, not people's scores: pass the sheets people filled in ` +
-            `as --human-scores (default ${DEFAULTS.humanScores})`,
-        );
-      }
-    }
-
-    let records: { record: string[] }[] = [];
-    try {
-      records = readCsvFile(judgeCsv);
-    } catch (error) {
-      if (!(error instanceof EvalInputError)) throw error;
-    }
-    for (const { record } of records.slice(1)) {
-      texts.set(JSON.stringify(record.map(unguard)), judgeCsv);
-    }
-  }
-  return texts;
-}
-
-/**
- * A CSV file's records, each with the line it ends on; a
- * missing or malformed file is an input error naming it.
- */
-export function readCsvFile<R = string[]>(
-  file: string,
-  options: { columns?: (header: string[]) => string[] } = {},
-): { record: R; info: { lines: number } }[] {
-  try {
-    const content = readRegularFile(file);
-    if (!isUtf8(content)) {
-      throw new EvalInputError(`${file}: not valid UTF-8 text; save it as UTF-8`);
-    }
-    const records = parseCsv(content, {
-      bom: true,
-      skip_empty_lines: true,
-      info: true,
-      columns: options.columns,
-    });
-    return records as unknown as { record: R; info: { lines: number } }[];
-  } catch (error) {
-    if (error instanceof EvalError) throw error;
-    throw new EvalInputError(`${file}: ${unreadableReason(file, error)}`, { cause: error });
-  }
-}
-
-/**
- * A complete human row with notes as its judge-CSV cells would be (task_id, model, scores, notes);
- * undefined for any other.
- */
-function humanRowText(row: HumanRow, rubric: Rubric): string | undefined {
-  if (!isComplete(row, rubric) || unguard(row.notes).trim() === '') return undefined;
-  const scores = rubricDimensions(rubric).map((name) => String(row.scores[name]));
-  return JSON.stringify([row.task_id, row.model, ...scores, unguard(row.notes)]);
-}
-
-/** Whether a human row scores every dimension of the rubric. */
-export function isComplete(row: HumanRow, rubric: Rubric): boolean {
-  return rubric.dimensions.every((dimension) => dimension.name in row.scores);
-}
-
-/** Marks the rows whose transcript file has changed since it was scored (a missing file: unknown). */
-function markStaleRows(rows: HumanRow[], transcripts: string): void {
-  const hashes = new Map<string, string | undefined>();
-  for (const row of rows) {
-    if (row.transcript_sha256 === undefined) continue;
-    const file = transcriptRef(transcripts, row.model, row.task_id).path;
-    if (!hashes.has(file)) hashes.set(file, fileSha256(file));
-    const now = hashes.get(file);
-    if (now !== undefined && now !== row.transcript_sha256) row.stale = true;
-  }
-}
-
-/** The sha256 of a file's bytes, or undefined when it cannot be read. */
-function fileSha256(file: string): string | undefined {
-  if (!statOf(file)?.isFile()) return undefined;
-  try {
-    return sha256(fs.readFileSync(file));
-  } catch {
-    return undefined;
-  }
-}
-
-// ---- 15. Message Batches: the same judgements at half the price, asynchronously -----------------
-
-/**
- * A submitted batch; each request's custom_id maps to [task_id, model, sha256 of the prompt sent].
- */
-const BatchEntrySchema = z.object({
-  id: z.string().nullable(),
-  judge: z.string(),
-  provider: z.enum(PROVIDERS).default('anthropic'), // a state file of before OpenAI's batches has none
-  submitted_at: z.string(),
-  requests: z.record(z.string(), z.tuple([z.string(), z.string(), z.string()])),
-});
-
-/** A batch request: its custom_id and the Messages API request, as built for a judge of any kind. */
-type BatchRequest = { custom_id: string; params: Request };
-
-/** One transcript's requests for a batch: its k samples, which always go in the same batch. */
-type BatchItem = PreparedTranscript & {
-  ref: TranscriptRef;
-  requests: BatchRequest[];
-  bytes: number;
-};
-
-// Message Batches' limits on a batch; OpenAI's Batch API takes fewer requests in a smaller file
-const BATCH_LIMITS = { maxRequests: 100_000, maxBytes: 256 * 1024 * 1024 };
-const OPENAI_BATCH_LIMITS = { maxRequests: 50_000, maxBytes: 200 * 1024 * 1024 };
-
-function batchLimitsOf(config: JudgeConfig): typeof BATCH_LIMITS {
-  return config.provider === 'openai' ? OPENAI_BATCH_LIMITS : BATCH_LIMITS;
-}
-
-/** A short, stable batch `custom_id` for a pair: at most 64 characters of [A-Za-z0-9_-]. */
-export function batchCustomId(taskId: string, model: string): string {
-  return `t_${sha256(pairKey(taskId, model)).slice(0, 32)}`;
-}
-
-/**
- * Resumes the batches a previous run left (their transcripts never submitted again) and submits
- * the rest; returns the batches to poll, and what cannot go in a batch, for the run to judge.
- */
-async function submitToBatches(run: Run, pending: TranscriptRef[]) {
-  const batches = new BatchState(`${run.options.output}.batches.json`);
-  await resumeBatches(run, batches);
-  const inBatches = batches.pairs();
-  const fresh = pending.filter((ref) => !inBatches.has(pairKey(ref.task_id, ref.model)));
-
-  const direct = await submitBatches(run, batches, fresh);
-  run.progress.total = direct.length + batches.pairs().size;
-  return { batches, direct };
-}
-
-/** How the run judges, through the chain, what a batch left without a usable answer. */
-type JudgeDirectly = (items: PendingItem[], judges: Judge[]) => Promise<void>;
-
-type BatchEntry = Zod.infer<typeof BatchEntrySchema>;
-
-/** A stopped run leaves its batches running: says which, and how to resume them. */
-function sayBatchesLeft(run: Run, batches: BatchState): void {
-  if (batches.entries.length === 0 || !run.controller.signal.aborted) return;
-  const ids = batches.entries.map((entry) => entry.id).join(', ');
-  run.progress.log(
-    `batch(es) ${ids} left running ${batchApiOf(run.judges[0]!).where}, not cancelled; ` +
-      `rerun the same command to resume polling them (state: ${batches.file})`,
-  );
-}
-
-// failed results downloads of a batch before the chain judges it; failed polls in a row before the
-// run stops (the batch left pending, for a rerun)
-const BATCH_TRIES = 3;
-
-// a batch's requests by state, in Message Batches' words (OpenAI's counts are read into them)
-type BatchCounts = Record<keyof Anthropic.Messages.Batches.MessageBatchRequestCounts, number>;
-
-/**
- * Polls each pending batch, the interval growing 1.5x
- * (at most 10x); an ended one's results are collected.
- */
-async function pollBatches(
-  run: Run,
-  batches: BatchState,
-  judgeDirectly: JudgeDirectly,
-): Promise<void> {
-  const primary = run.judges[0]!;
-  const signal = run.controller.signal;
-  const interval = run.options.pollInterval * 1000;
-  const downloads = new Map<BatchEntry, number>();
-  const failedPolls = new Map<BatchEntry, number>(); // in a row: a poll that succeeds resets it
-  const latest = new Map<BatchEntry, BatchCounts>(); // each batch's counts at its last poll
-
-  for (let polls = 0; batches.entries.length > 0 && !signal.aborted; polls++) {
-    const counts = noBatchCounts();
-    for (const entry of [...batches.entries]) {
-      try {
-        const seconds = batchTimeoutS(run);
-        const expired = `batch ${entry.id} poll timed out after ${seconds} s (timeout_s)`;
-        const status = await batchCall(run, expired, (options) =>
-          batchApiOf(primary).retrieve(entry.id!, options),
-        );
-        failedPolls.delete(entry);
-        latest.set(entry, addBatchCounts(noBatchCounts(), status.counts));
-        addBatchCounts(counts, status.counts);
-        run.progress.batchCounts = [...latest.values()].reduce(addBatchCounts, noBatchCounts());
-        if (!status.ended) continue;
-        if (status.failure !== undefined) {
-          run.progress.log(`batch ${entry.id} ${status.failure}`);
-        }
-        const tries = (downloads.get(entry) ?? 0) + 1;
-        downloads.set(entry, tries);
-        const download = tries <= BATCH_TRIES ? status : undefined;
-        await collectBatchResults(run, entry, judgeDirectly, download);
-      } catch (error) {
-        if (!(error instanceof EvalError)) throw error; // a defect is never hidden by a stop
-        if (signal.aborted) return; // Ctrl-C, or a failure that stops the run: the batch stays
-        if (decide(error).action !== 'next-judge') throw error;
-        const failed = (failedPolls.get(entry) ?? 0) + 1;
-        failedPolls.set(entry, failed);
-        if (failed >= BATCH_TRIES) {
-          run.controller.abort(pollsFailed(run, entry, failed, error));
-          return;
-        }
-        run.progress.log(`batch ${entry.id}: ${error.message}; trying again at the next poll`);
-        continue;
-      }
-      if (!signal.aborted) {
-        batches.remove(entry); // its rows are on disk
-      }
-    }
-
-    if (batches.entries.length > 0) {
-      const counted = Object.entries(counts).map(([key, value]) => `${value} ${key}`);
-      run.progress.log(`batches pending ${batches.entries.length}: ${counted.join(', ')}`);
-      const wait = Math.min(interval * 1.5 ** polls, interval * 10);
-      await sleepUnlessAborted(run.clock, wait, signal).catch(() => {});
-    }
-  }
-}
-
-/** Why the run stops after polls of a batch failed `failed` times in a row, the last with `error`. */
-function pollsFailed(run: Run, entry: BatchEntry, failed: number, error: EvalError): EvalError {
-  const polls = `${failed} polls in a row of batch ${entry.id} failed`;
-  const refused = neverConnected(error);
-  if (refused !== undefined) return cannotReachApi(run, `${refused} (${polls})`);
-  return new EvalProviderError(`${polls}, the last: ${error.message}`, { cause: error });
-}
-
-function noBatchCounts(): BatchCounts {
-  return { processing: 0, succeeded: 0, errored: 0, canceled: 0, expired: 0 };
-}
-
-/** Adds a poll's request_counts (any of them may be missing) to `total`, and returns it. */
-function addBatchCounts(total: BatchCounts, counts: Partial<BatchCounts> | undefined): BatchCounts {
-  for (const key of Object.keys(total) as (keyof BatchCounts)[]) {
-    total[key] += counts?.[key] ?? 0;
-  }
-  return total;
-}
-
-/**
- * Writes a batch's results; a failed, unusable, missing or
- * stale (prompt since edited) one goes through the chain.
- */
-async function collectBatchResults(
-  run: Run,
-  entry: BatchEntry,
-  judgeDirectly: JudgeDirectly,
-  download: BatchStatus | undefined,
-): Promise<void> {
-  // 1. Each transcript's results, settled (written, or handed to the chain) as each completes.
-  const groups = resultGroups(entry);
-  const rejudge: PendingItem[] = [];
-  // After BATCH_TRIES failed downloads there is none: every request counts as missing.
-  try {
-    if (download !== undefined) {
-      await readBatchResults(run, entry, download, groups, rejudge);
-    }
-    for (const group of groups.values()) {
-      await settleBatchGroup(run, entry, group, rejudge); // those missing a result
-    }
-
-    // 2. The chain for those without a usable answer. With --no-fallback no judge is left: the
-    // batch's own failure is the transcript's.
-    await judgeDirectly(rejudge, run.options.fallback ? run.judges : []);
-  } finally {
-    // 3. The rows written, flushed once (also when the download failed midway): until the batch
-    // leaves the state file, a rerun can re-read them.
-    await run.commit.flush();
-  }
-}
-
-/** A batch request's result, once its line has come; null while it has not. */
-type ResultLine = BatchOutcome | null;
-
-/** A transcript's k samples are its k requests in this batch: its row waits for all k results. */
-function resultGroups(entry: BatchEntry): Map<string, Map<string, ResultLine>> {
-  const groups = new Map<string, Map<string, ResultLine>>();
-  for (const [customId, [taskId, model]] of Object.entries(entry.requests)) {
-    const key = pairKey(taskId, model);
-    if (!groups.has(key)) groups.set(key, new Map());
-    groups.get(key)!.set(customId, null);
-  }
-  return groups;
-}
-
-/** Streams a batch's results (in any order), settling each transcript once all its results came. */
-async function readBatchResults(
-  run: Run,
-  entry: BatchEntry,
-  status: BatchStatus,
-  groups: Map<string, Map<string, ResultLine>>,
-  rejudge: PendingItem[],
-): Promise<void> {
-  const primary = run.judges[0]!;
-  const seconds = batchTimeoutS(run);
-  const expired = `batch ${entry.id} results timed out: no line for ${seconds} s (timeout_s)`;
-  await batchCall(run, expired, async (options, received) => {
-    try {
-      const results = batchApiOf(primary).results(entry.id!, status, options);
-      await readResultLines(run, entry, results, groups, rejudge, received);
-    } catch (error) {
-      // A download cut off midway, even inside a line, is tried again at the next poll.
-      if (!(error instanceof SyntaxError)) throw error;
-      const message = `batch ${entry.id} results were cut off: ${error.message}`;
-      throw new EvalProviderError(message, { cause: error, judge: primary.model });
-    }
+// ---- 16. Keys: kept out of whatever a run writes or prints --------------------------------------
+
+/** Shows control characters escaped, so whatever a run prints on one line stays one line. */
+export function oneLine(message: string): string {
+  const named: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+  return redact(message).replace(/[\x00-\x1f\x7f\u0085\u2028\u2029]/g, (char) => {
+    return named[char] ?? `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`;
   });
 }
 
-/** The results download itself: each line as it comes, until every request's result is in. */
-async function readResultLines(
-  run: Run,
-  entry: BatchEntry,
-  results: AsyncIterable<ReadResult>,
-  groups: Map<string, Map<string, ResultLine>>,
-  rejudge: PendingItem[],
-  received: () => void,
-): Promise<void> {
-  for await (const { custom_id, outcome } of results) {
-    received();
-    if (!Object.hasOwn(entry.requests, custom_id)) {
-      run.progress.log(`batch ${entry.id}: ignoring a result with unknown custom_id ${custom_id}`);
-      continue;
-    }
-    const [taskId, model] = entry.requests[custom_id]!;
-    const group = groups.get(pairKey(taskId, model));
-    if (group === undefined) continue; // already settled
-    group.set(custom_id, outcome);
-    if (![...group.values()].includes(null)) {
-      groups.delete(pairKey(taskId, model));
-      await settleBatchGroup(run, entry, group, rejudge);
-    }
-    if (groups.size === 0) return; // every result is in: what follows in the stream is not awaited
-  }
-}
-
 /**
- * Records one transcript's batch results as its row, or hands it to the chain with the batch's
- * attempt. Each answer is read by the primary judge's transport, as its synchronous answers are.
+ * Every configured key's value, replaced in whatever
+ * a run writes: a server or gateway may echo it back.
  */
-async function settleBatchGroup(
-  run: Run,
-  entry: BatchEntry,
-  group: Map<string, ResultLine>,
-  rejudge: PendingItem[],
-) {
-  const firstId = group.keys().next().value!;
-  const [taskId, model, promptSha] = entry.requests[firstId]!;
-  if (run.scoreFile.done.has(pairKey(taskId, model))) {
-    return; // written before a crash; the batch is re-read
-  }
-  const ref = transcriptRef(run.options.transcripts, model, taskId);
-  const lines = [...group.values()];
-  const answers: JudgeAnswer[] = [];
-  const transport = run.judges[0]!.transport;
+const SECRETS: string[] = [];
 
-  try {
-    // Every answer is kept, and each answer to the current prompt parsed (its scores logged),
-    // before any failure is raised, as judgeSamples does: one bad sample loses no other.
-    let failed: EvalError | undefined;
-    for (const line of lines) {
-      if (line === null || 'failure' in line) {
-        failed ??= batchRequestFailure(entry, line);
-        continue;
-      }
-      try {
-        const answer = transport.answer(line.body, entry.judge, 0, new Headers());
-        answer.requestId = line.requestId;
-        answer.batch = true;
-        answers.push(answer);
-      } catch (error) {
-        if (!(error instanceof EvalError)) throw error;
-        failed ??= error;
-      }
-    }
-    const prepared = prepareTranscript(run, ref);
-    const stale = prepared.promptSha !== promptSha;
-    const parsed = stale ? [] : answers.map((answer) => attemptVerdict(answer, run.rubric));
-    if (failed !== undefined) throw failed;
-    if (stale) {
-      const changed = 'the batch answer judged a prompt that has changed since it was submitted';
-      throw new EvalJudgeResponseError(changed, { judge: entry.judge });
-    }
-    const unusable = parsed.find((verdict) => verdict instanceof EvalError);
-    if (unusable !== undefined) throw unusable;
-    const verdicts = parsed as JudgeVerdict[];
-    const outcome: Outcome = {
-      judge: entry.judge,
-      verdict: medianVerdict(verdicts),
-      samples: lines.length > 1 ? verdicts : undefined,
-      attempts: [],
-      answers,
-      promptSha,
-      inputSha: prepared.inputSha,
-      startedAt: 0,
-    };
-    await recordOutcome(run, ref, outcome);
-  } catch (error) {
-    if (!(error instanceof EvalError) || isUnrecordable(error)) throw error;
-    const prior = { error: batchAttemptFailure(error, entry.judge), answers, promptSha };
-    rejudge.push({ task_id: ref.task_id, model: ref.model, path: ref.path, prior });
-  }
+/** Longest first: a key that begins another must not leave the other's tail behind. */
+function keepSecret(key: string): void {
+  if (SECRETS.includes(key)) return;
+  SECRETS.push(key);
+  SECRETS.sort((a, b) => b.length - a.length);
 }
 
-/** A batch answer's verdict, or why it is unusable (returned: the other samples are parsed too). */
-function attemptVerdict(answer: JudgeAnswer, rubric: Rubric): JudgeVerdict | EvalError {
-  try {
-    return verdictFromAnswer(answer, rubric);
-  } catch (error) {
-    if (error instanceof EvalJudgeResponseError) return error;
-    throw error;
+function redact(text: string): string {
+  let redacted = text;
+  for (const key of SECRETS) {
+    redacted = redacted.replaceAll(key, '[redacted]');
   }
-}
-
-/**
- * Why a batch request gave no answer: errored (with the
- * API's reason), canceled, expired, or no result at all.
- */
-function batchRequestFailure(
-  entry: BatchEntry,
-  line: { failure: string } | null,
-): EvalProviderError {
-  const options = { judge: entry.judge };
-  if (line === null) {
-    return new EvalProviderError(`batch ${entry.id} returned no result for it`, options);
-  }
-  return new EvalProviderError(`batch request ${line.failure}`, options);
-}
-
-/**
- * Checks the pending batches: one maybe created but not
- * recorded stops the run (no double pay); a lost one goes.
- */
-async function resumeBatches(run: Run, batches: BatchState): Promise<void> {
-  const unsure = batches.entries.find((entry) => entry.id === null);
-  if (unsure) {
-    const count = Object.keys(unsure.requests).length;
-    throw new EvalConfigurationError(
-      `${batches.file}: a previous run stopped while submitting a batch of ${count} transcript(s) to ` +
-        `${unsure.judge} at ${unsure.submitted_at}, which may exist; check ${batchApiOf(run.judges[0]!).listed}, ` +
-        'then delete that entry (or the file) to submit them again',
-    );
-  }
-
-  const primary = run.judges[0]!;
-  // Asked of another provider, a batch is unknown (404) and would be submitted again: paid twice.
-  const elsewhere = batches.entries.find((entry) => entry.provider !== primary.provider);
-  if (elsewhere) {
-    throw new EvalConfigurationError(
-      `${batches.file}: batch ${elsewhere.id} went to ${elsewhere.judge} ("provider": ` +
-        `"${elsewhere.provider}"), but the primary judge is now ${primary.model} ("provider": ` +
-        `"${primary.provider}"); set that judge back in models.json to collect it, or delete its ` +
-        'entry (or the file) to submit its transcripts again',
-    );
-  }
-  for (const entry of [...batches.entries]) {
-    try {
-      const expired = `batch ${entry.id} check timed out after ${batchTimeoutS(run)} s (timeout_s)`;
-      await batchCall(run, expired, (options) => batchApiOf(primary).retrieve(entry.id!, options));
-    } catch (error) {
-      if (!(error instanceof EvalError)) throw error; // a defect is never hidden by a stop
-      if (run.controller.signal.aborted) return; // Ctrl-C: the batches stay pending
-      if (isBatchGone(error, primary)) {
-        const count = Object.keys(entry.requests).length;
-        run.progress.log(
-          `warning: batch ${entry.id} in ${batches.file} is unknown to the API (expired, deleted, or another ` +
-            `workspace's key); its ${count} transcript(s) are submitted again`,
-        );
-        batches.remove(entry);
-      } else if (decide(error).action !== 'next-judge') {
-        throw error;
-      }
-      // Otherwise it is polled again later.
-    }
-  }
-
-  run.summary.batchesResumed = batches.entries.length;
-  if (batches.entries.length > 0) {
-    const ids = batches.entries.map((entry) => entry.id).join(', ');
-    run.progress.log(
-      `resuming ${batches.entries.length} pending batch(es) from ${batches.file}: ${ids}; ` +
-        'their transcripts are not submitted again',
-    );
-  }
-}
-
-/** The judge's timeout_s, the deadline of each batch poll and of each wait for a results line. */
-function batchTimeoutS(run: Run): number {
-  return timeoutMs(run.judges[0]!.config) / 1000;
-}
-
-/**
- * A call about a batch, stopped at once by Ctrl-C, and failing with `expired` once timeout_s has
- * passed (the body included, as for a message); `received()` restarts it (a results line came).
- */
-async function batchCall<T>(
-  run: Run,
-  expired: string,
-  call: (options: { signal: AbortSignal }, received: () => void) => Promise<T>,
-): Promise<T> {
-  const primary = run.judges[0]!;
-  const deadline = new AbortController();
-  // Real time, as callJudge's deadline: a wait for the network, not one the run's clock paces.
-  const timer = setTimeout(() => {
-    deadline.abort(new EvalTimeoutError(expired, { judge: primary.model }));
-  }, timeoutMs(primary.config));
-
-  try {
-    const signal = AbortSignal.any([run.controller.signal, deadline.signal]);
-    return await call({ signal }, () => timer.refresh());
-  } catch (error) {
-    // Why the call was stopped, rather than how the SDK saw it stop
-    const stopped = [run.controller.signal, deadline.signal].find((signal) => signal.aborted);
-    if (stopped) throw stopped.reason;
-    throw error instanceof EvalError ? error : classifyApiError(error, primary);
-  } finally {
-    clearTimeout(timer);
-    deadline.abort(); // closes what the call left open: a stream read up to its last result
-  }
-}
-
-/**
- * Splits items into batches within the API's limits on
- * count and size; an item (k requests) is never split.
- */
-export function* splitIntoBatches<T extends { bytes: number; requests?: unknown[] }>(
-  items: Iterable<T>,
-  limits = BATCH_LIMITS,
-): Generator<T[]> {
-  let current: T[] = [];
-  let bytes = 0;
-  let count = 0;
-  for (const item of items) {
-    const size = item.requests?.length ?? 1;
-    const full = count + size > limits.maxRequests || bytes + item.bytes > limits.maxBytes;
-    if (current.length > 0 && full) {
-      yield current;
-      current = [];
-      bytes = 0;
-      count = 0;
-    }
-    current.push(item);
-    bytes += item.bytes;
-    count += size;
-  }
-  if (current.length > 0) yield current;
-}
-
-/**
- * The batch requests of the transcripts the primary judge
- * can take; the others go to `direct`, for the chain.
- */
-function* batchRequests(
-  inputs: Inputs,
-  refs: TranscriptRef[],
-  primary: JudgeSpec,
-  direct: TranscriptRef[],
-  samples = 1,
-  cacheTtl: CacheTtl = '1h',
-): Generator<BatchItem> {
-  for (const ref of refs) {
-    const prepared = preparedOrInputError(inputs, ref);
-    if (prepared instanceof EvalInputError) {
-      // judged directly, where the same input error is recorded as this transcript's failure
-      direct.push(ref);
-      continue;
-    }
-
-    const params = buildJudgeRequest(primary, prepared.prompt, {
-      rubric: inputs.rubric,
-      images: prepared.images,
-      cache: samples > 1 ? cacheTtl : undefined,
-    });
-    // A transcript's k samples go in the same batch: one item, k requests (custom_id suffix
-    // _s1.._sk).
-    const id = batchCustomId(ref.task_id, ref.model);
-    const requests: BatchItem['requests'] = [];
-    for (let i = 1; i <= samples; i++) {
-      requests.push({ custom_id: samples > 1 ? `${id}_s${i}` : id, params });
-    }
-    let bytes = 0;
-    for (const request of requests) {
-      bytes += Buffer.byteLength(JSON.stringify(batchLine(primary.config, request))) + 1;
-    }
-
-    // Too large for any batch, or images the primary judge cannot take: the chain judges it (or
-    // records why not).
-    const imagesRefused = prepared.images.length > 0 && !canTakeImages(primary);
-    if (bytes > batchLimitsOf(primary.config).maxBytes || imagesRefused) {
-      direct.push(ref);
-      continue;
-    }
-    yield {
-      ref,
-      requests,
-      prompt: prepared.prompt,
-      promptSha: prepared.promptSha,
-      inputSha: prepared.inputSha,
-      images: prepared.images,
-      bytes,
-    };
-  }
-}
-
-/**
- * Submits transcripts as batches, each recorded in the state file before and after its create call.
- */
-async function submitBatches(run: Run, batches: BatchState, refs: TranscriptRef[]) {
-  const primary = run.judges[0]!;
-  const api = batchApiOf(primary);
-  let checked = api.check === undefined;
-  const direct: TranscriptRef[] = [];
-  const items = batchRequests(
-    run,
-    refs,
-    primary,
-    direct,
-    run.options.samples,
-    cacheTtlOf(run.options),
-  );
-
-  for (const chunk of splitIntoBatches(items, batchLimitsOf(primary.config))) {
-    if (run.controller.signal.aborted) break;
-    const requests: BatchEntry['requests'] = {};
-    for (const item of chunk) {
-      for (const request of item.requests) {
-        requests[request.custom_id] = [item.ref.task_id, item.ref.model, item.promptSha];
-      }
-    }
-    const entry: BatchEntry = {
-      id: null,
-      judge: primary.model,
-      provider: primary.provider,
-      submitted_at: new Date().toISOString(),
-      requests,
-    };
-    const sent = chunk.flatMap((item) => item.requests);
-    let recorded = false;
-    try {
-      // A server without a batch endpoint is refused before any transcript is sent to it.
-      if (!checked) {
-        await batchAttempt(run, (options) => api.check!(options));
-        checked = true;
-      }
-      // An uploaded file (OpenAI's) is no batch: nothing is paid for it, so it is not recorded.
-      let uploaded: string | undefined;
-      if (api.upload) {
-        uploaded = await batchAttempt(run, (options) => api.upload!(sent, options));
-      }
-      batches.entries.push(entry);
-      batches.save(); // before the create call: a crash after it leaves a trace, not an unknown batch
-      recorded = true;
-      entry.id = await batchAttempt(run, (options) => api.create(sent, uploaded, options));
-    } catch (error) {
-      if (!(error instanceof EvalError)) throw error;
-      const mayExist = recorded && batchMayExist(error);
-      if (!mayExist) batches.remove(entry);
-      if (error instanceof EvalInterruptedError) break;
-      const refused = neverConnected(error);
-      if (refused !== undefined) throw cannotReachApi(run, `${refused}; no batch was made`);
-      if (mayExist) {
-        const count = Object.keys(requests).length;
-        throw new EvalProviderError(
-          `${error.message}; the batch may exist: check ${api.listed} for one of ` +
-            `${count} request(s) created at ${entry.submitted_at}, then delete its entry (id null) ` +
-            `from ${batches.file} to submit them again`,
-          { cause: error },
-        );
-      }
-      throw error;
-    }
-    batches.save();
-    run.summary.batchesCreated++;
-    const count = Object.keys(requests).length;
-    run.progress.log(`submitted batch ${entry.id}: ${count} request(s) to ${primary.model}`);
-  }
-  return direct;
-}
-
-/**
- * One call that makes a batch (a check, an upload, a create), retried as `decide` says, with a
- * deadline over the whole answer as for a message; Ctrl-C lets one in flight finish.
- */
-async function batchAttempt<T>(
-  run: Run,
-  call: (options: { signal: AbortSignal }) => Promise<T>,
-): Promise<T> {
-  const primary = run.judges[0]!;
-  // wrapped: the retry layer reads an answer's rate limits off what a call returns (here none)
-  const attempt = async () => {
-    const deadline = AbortSignal.timeout(timeoutMs(primary.config));
-    try {
-      return { made: await call({ signal: deadline }) };
-    } catch (error) {
-      throw classifyApiError(error, primary, deadline.aborted);
-    }
-  };
-  const result = await withRetries(primary, attempt, run.controller.signal);
-  return result.made;
-}
-
-const BatchStateSchema = z.object({ version: z.literal(1), batches: z.array(BatchEntrySchema) });
-
-/**
- * The batches submitted, not yet collected, kept beside
- * the output: a rerun resumes them instead of paying twice.
- */
-class BatchState {
-  entries: BatchEntry[] = [];
-
-  constructor(readonly file: string) {
-    if (fs.existsSync(file)) {
-      this.entries = loadValidated(file, BatchStateSchema, EvalConfigurationError).batches;
-    }
-  }
-
-  /** The pairs (pairKey) with a request in some pending batch. */
-  pairs(): Set<string> {
-    const pairs = new Set<string>();
-    for (const entry of this.entries) {
-      for (const [taskId, model] of Object.values(entry.requests)) {
-        pairs.add(pairKey(taskId, model));
-      }
-    }
-    return pairs;
-  }
-
-  save(): void {
-    if (this.entries.length === 0) {
-      fs.rmSync(this.file, { force: true });
-      return;
-    }
-    const state = { version: 1, batches: this.entries };
-    replaceFileDurably(this.file, `${redact(JSON.stringify(state))}\n`);
-  }
-
-  remove(entry: BatchEntry): void {
-    this.entries = this.entries.filter((candidate) => candidate !== entry);
-    this.save();
-  }
-}
-
-/** A batch at a poll: ended or not, its counts, the files its results are in (OpenAI's). */
-type BatchStatus = {
-  ended: boolean;
-  counts?: Partial<BatchCounts>;
-  files: string[];
-  failure?: string; // why a batch ended without running its requests (failed, expired, cancelled)
-};
-
-/** A request's result: the answer's body, read by the judge's transport, or why there is none. */
-type BatchOutcome = { body: unknown; requestId?: string } | { failure: string };
-
-/** A results line, read: the custom_id it answers ('' when it names none) and its outcome. */
-type ReadResult = { custom_id: string; outcome: BatchOutcome };
-
-/**
- * One provider's side of a batch. The flow above is shared: the state file, polls and their
- * deadlines, settling each transcript, the chain; what differs is here.
- */
-type BatchApi = {
-  where: string; // where a stopped run leaves its batches running
-  listed: string; // where a user checks for a batch that may exist
-  /** Refuses a server without a batch endpoint, before any transcript is sent to it. */
-  check?(options: { signal: AbortSignal }): Promise<void>;
-  /** Uploads the requests the create names (OpenAI's JSONL file); returns the file's id. */
-  upload?(requests: BatchRequest[], options: { signal: AbortSignal }): Promise<string>;
-  /** Creates the batch of `requests` (or of the uploaded file); returns its id. */
-  create(
-    requests: BatchRequest[],
-    uploaded: string | undefined,
-    options: { signal: AbortSignal },
-  ): Promise<string>;
-  retrieve(id: string, options: { signal: AbortSignal }): Promise<BatchStatus>;
-  /** The results of an ended batch, each line as it comes. */
-  results(
-    id: string,
-    status: BatchStatus,
-    options: { signal: AbortSignal },
-  ): AsyncIterable<ReadResult>;
-};
-
-/** The primary judge's batch calls, made once per judge. */
-const batchApiOf = cachedByObject((judge: Judge) =>
-  judge.provider === 'openai' ? openAiBatches(judge) : anthropicBatches(judge),
-);
-
-/** What a batch holds for one request, as it is sent: its size counts against the batch's limit. */
-function batchLine(config: JudgeConfig, request: BatchRequest): object {
-  if (config.provider !== 'openai') return request;
-  return {
-    custom_id: request.custom_id,
-    method: 'POST',
-    url: '/v1/chat/completions',
-    body: chatRequest(request.params, config),
-  };
-}
-
-/** Message Batches: the requests in the create call, the results streamed by batch id. */
-function anthropicBatches(judge: Judge): BatchApi {
-  const client = judge.client as Anthropic;
-  return {
-    where: 'at Anthropic',
-    listed: "the Console's batches",
-    create: async (requests, _uploaded, options) => {
-      const batch = await client.messages.batches.create({ requests }, options);
-      return batch.id;
-    },
-    retrieve: async (id, options) => {
-      const batch = await client.messages.batches.retrieve(id, {}, options);
-      const ended = batch.processing_status === 'ended';
-      return { ended, counts: batch.request_counts, files: [] };
-    },
-    results: async function* (id, _status, options) {
-      const lines = await client.messages.batches.results(id, {}, options);
-      for await (const line of lines) {
-        yield anthropicResult(line);
-      }
-    },
-  };
-}
-
-/** A Message Batches results line; it may be null, or not an object: then it names no custom_id. */
-function anthropicResult(line: unknown): ReadResult {
-  const read = (line ?? {}) as Partial<Anthropic.Messages.Batches.MessageBatchIndividualResponse>;
-  const custom_id = read.custom_id ?? '';
-  const result = read.result;
-  if (result?.type === 'succeeded') return { custom_id, outcome: { body: result.message } };
-  const error = result?.type === 'errored' ? result.error?.error : undefined;
-  const detail = error?.type ? `: ${error.type}: ${error.message}` : '';
-  return { custom_id, outcome: { failure: `${result?.type ?? 'without a result'}${detail}` } };
-}
-
-// a batch in one of these has ended: its output and error files hold every result it will give
-const OPENAI_ENDED = ['completed', 'failed', 'expired', 'cancelled'];
-
-/**
- * OpenAI's Batch API: the requests uploaded as a JSONL file, the batch created from it, the results
- * read from its output and error files. A server without it (Ollama, most local servers) answers
- * 404: refused by a list call that sends no transcript.
- */
-function openAiBatches(judge: Judge): BatchApi {
-  const client = judge.client as OpenAI;
-  const { NotFoundError, toFile } = loadOpenAiSdk();
-  const base = judge.transport.baseURL;
-  const refused = async <T>(call: string, made: Promise<T>): Promise<T> => {
-    try {
-      return await made;
-    } catch (error) {
-      if (!(error instanceof NotFoundError)) throw error;
-      throw new EvalConfigurationError(
-        `the server at ${base} has no Batch API (${call} answered HTTP 404); ` +
-          'run without --batch to judge through Chat Completions',
-        { cause: error },
-      );
-    }
-  };
-  return {
-    where: `at ${base}`,
-    listed: `the batches at ${base} (GET /batches)`,
-    check: async (options) => {
-      await refused('GET /batches', client.batches.list({ limit: 1 }, options));
-    },
-    upload: async (requests, options) => {
-      const lines = requests.map((request) => JSON.stringify(batchLine(judge.config, request)));
-      const content = Buffer.from(`${lines.join('\n')}\n`);
-      const file = await toFile(content, 'run-judge-batch.jsonl', { type: 'application/jsonl' });
-      const uploaded = await refused(
-        'POST /files',
-        client.files.create({ file, purpose: 'batch' }, options),
-      );
-      return uploaded.id;
-    },
-    create: async (_requests, uploaded, options) => {
-      const params = {
-        input_file_id: uploaded!,
-        endpoint: '/v1/chat/completions' as const,
-        completion_window: '24h' as const,
-      };
-      const batch = await refused('POST /batches', client.batches.create(params, options));
-      return batch.id;
-    },
-    retrieve: async (id, options) => {
-      const batch = await client.batches.retrieve(id, options);
-      const files = [batch.output_file_id, batch.error_file_id].filter(
-        (file): file is string => typeof file === 'string' && file !== '',
-      );
-      const status: BatchStatus = {
-        ended: OPENAI_ENDED.includes(batch.status),
-        counts: openAiCounts(batch.request_counts),
-        files,
-      };
-      if (batch.status !== 'completed' && status.ended) {
-        const first = batch.errors?.data?.[0];
-        const why = first ? `: ${first.code ?? 'error'}: ${first.message ?? ''}` : '';
-        status.failure = `${batch.status}${why}`;
-      }
-      return status;
-    },
-    results: async function* (_id, status, options) {
-      for (const file of status.files) {
-        const response = await client.files.content(file, options);
-        for await (const line of jsonLines(response)) {
-          yield openAiResult(line);
-        }
-      }
-    },
-  };
-}
-
-/** OpenAI's request_counts (total, completed, failed) as Message Batches count them. */
-function openAiCounts(counts: unknown): Partial<BatchCounts> | undefined {
-  if (!isRecord(counts)) return undefined;
-  const total = isCount(counts.total) ? counts.total : 0;
-  const succeeded = isCount(counts.completed) ? counts.completed : 0;
-  const errored = isCount(counts.failed) ? counts.failed : 0;
-  return { processing: Math.max(total - succeeded - errored, 0), succeeded, errored };
-}
-
-/**
- * An output or error file line: a response (a chat completion when its status is 2xx) or an
- * error (an expired or failed request). Anything else names no usable answer.
- */
-function openAiResult(line: unknown): ReadResult {
-  const read = isRecord(line) ? line : {};
-  const custom_id = typeof read.custom_id === 'string' ? read.custom_id : '';
-  const response = isRecord(read.response) ? read.response : {};
-  const status = response.status_code;
-  if (isRecord(read.error)) {
-    const failure = `errored: ${read.error.code ?? 'error'}: ${read.error.message ?? ''}`;
-    return { custom_id, outcome: { failure } };
-  }
-  if (typeof status === 'number' && status >= 200 && status < 300) {
-    const requestId = typeof response.request_id === 'string' ? response.request_id : undefined;
-    return { custom_id, outcome: { body: response.body, requestId } };
-  }
-  const said = isRecord(response.body) && isRecord(response.body.error) ? response.body.error : {};
-  const detail = said.message === undefined ? '' : `: ${said.type ?? 'error'}: ${said.message}`;
-  return { custom_id, outcome: { failure: `errored: HTTP ${status ?? 'no status'}${detail}` } };
-}
-
-/** A JSONL body, each line parsed as it comes; a line cut off fails as a SyntaxError. */
-async function* jsonLines(response: Response): AsyncGenerator<unknown> {
-  const decoder = new TextDecoder();
-  let rest = '';
-  for await (const chunk of response.body ?? []) {
-    rest += decoder.decode(chunk, { stream: true });
-    const lines = rest.split('\n');
-    rest = lines.pop()!;
-    for (const line of lines) {
-      if (line.trim() !== '') yield JSON.parse(line);
-    }
-  }
-  rest += decoder.decode();
-  if (rest.trim() !== '') yield JSON.parse(rest);
-}
-
-// ---- 16. The dry-run, the summary and progress --------------------------------------------------
-
-const printedFor = (ref: TranscriptRef) =>
-  `printed the prompt for ${pairLabel(ref)}; nothing was sent or written`;
-
-/**
- * Prints the first prompt (with --batch: of the first
- * request, and how many requests and batches); sends nothing.
- */
-function dryRun(options: RunOptions, io: IO): number {
-  // 1. Load what a run would: the inputs, the primary judge, which transcripts already have a row.
-  const inputs = loadInputs(options);
-  const judge = loadModelsConfig(options.models).judge;
-  const primary = { model: judgeModel(judge, io.env), config: judge };
-  const dimensions = rubricDimensions(inputs.rubric);
-  const scored = options.rescore
-    ? new Set<string>()
-    : ScoreFile.open(options.output, dimensions, { readOnly: true }).done;
-
-  // Stale rows would be judged again: said, and in the estimate.
-  const stale = staleJudgeRows(inputs, scored, options.log);
-  for (const line of staleLines(stale, options.output)) {
-    io.stderr.write(`dry-run: ${line}\n`);
-  }
-  const staleKeys = new Set(stale.rows.map((ref) => pairKey(ref.task_id, ref.model)));
-  const unscored = inputs.selected.filter((ref) => {
-    const key = pairKey(ref.task_id, ref.model);
-    return !scored.has(key) || staleKeys.has(key);
-  });
-
-  // 2. With --batch: what would go in batches.
-  if (options.batch) {
-    dryRunBatches(options, io, inputs, unscored, primary);
-    return 0;
-  }
-
-  // 3. Without: the first selected transcript's prompt, and the estimate (when any is to judge).
-  const first = inputs.selected[0]!;
-  showPrompt(prepareTranscript(inputs, first), io);
-  const selected = inputs.selected.length;
-  const scoredCount = selected - unscored.length;
-  const already = scoredCount > 0 ? `, ${scoredCount} already scored in ${options.output}` : '';
-  io.stderr.write(`dry-run: ${selected} transcript(s) selected${already}; ${printedFor(first)}\n`);
-  if (unscored.length === 0) {
-    const samples = options.samples > 1 ? ` with ${options.samples} samples` : '';
-    io.stderr.write(
-      `dry-run: a run would judge none: every selected transcript has a row; ` +
-        `--rescore would judge them again${samples}\n`,
-    );
-    return 0;
-  }
-  const refs = unscored.slice(0, options.limit);
-  io.stderr.write(`${estimateCost(inputs, refs, primary, options.samples, options.cacheTtl)}\n`);
-  return 0;
-}
-
-/**
- * The dry-run with --batch: the first request's
- * prompt, how many requests and batches, the estimate.
- */
-function dryRunBatches(
-  options: RunOptions,
-  io: IO,
-  inputs: Inputs,
-  unscored: TranscriptRef[],
-  primary: JudgeSpec,
-): void {
-  // 1. Counted one batch at a time, as a run submits them: memory holds one.
-  const inBatches = new BatchState(`${options.output}.batches.json`).pairs();
-  const refs = unscored
-    .filter((ref) => !inBatches.has(pairKey(ref.task_id, ref.model)))
-    .slice(0, options.limit);
-  const direct: TranscriptRef[] = [];
-  const items = batchRequests(inputs, refs, primary, direct, options.samples, cacheTtlOf(options));
-  let printed = 'nothing was sent or written';
-  let requests = 0;
-  let batches = 0;
-  for (const batch of splitIntoBatches(items, batchLimitsOf(primary.config))) {
-    if (batches === 0) {
-      showPrompt(batch[0]!, io);
-      printed = printedFor(batch[0]!.ref);
-    }
-    for (const item of batch) {
-      requests += item.requests.length;
-    }
-    batches++;
-  }
-
-  // 2. What would be sent, and the estimate.
-  let line = `dry-run --batch: would send ${requests} request(s) in ${batches} batch(es) to ${primary.model}`;
-  if (direct.length > 0) {
-    line += `, and judge ${direct.length} transcript(s) synchronously (bad input, or images the primary can't take)`;
-  }
-  if (refs.length === 0) {
-    line += ` (all ${inputs.selected.length} selected are already scored or in a pending batch)`;
-  }
-  io.stderr.write(`${line}; ${printed}\n`);
-  io.stderr.write(`${estimateCost(inputs, refs, primary, options.samples, options.cacheTtl)}\n`);
-}
-
-/** Prints a prompt on stdout and says on stderr which images would go beside it. */
-function showPrompt({ prompt, images }: PreparedTranscript, io: IO): void {
-  io.stdout.write(`${prompt}\n`);
-  for (const image of images) {
-    const bytes = Buffer.from(image.source.data, 'base64').length;
-    const size = `${image.source.media_type}, ${bytes} bytes`;
-    io.stderr.write(
-      `dry-run: ${image.label} is sent beside the prompt: ${image.file ?? 'inline base64'} (${size})\n`,
-    );
-  }
-}
-
-const usd = (value: number) => `$${value.toFixed(4)}`;
-
-/**
- * The dry-run's estimate of what judging `refs` would cost at the list price of the model that
- * would answer: input tokens at about 4 characters a token.
- */
-function estimateCost(
-  inputs: Inputs,
-  refs: TranscriptRef[],
-  judge: JudgeSpec,
-  samples: number,
-  chosenTtl?: CacheTtl,
-): string {
-  let tokens = 0;
-  let longest = 0;
-  let readable = 0;
-  for (const ref of refs) {
-    const prepared = preparedOrInputError(inputs, ref);
-    if (prepared instanceof EvalInputError) {
-      continue; // it would fail without a call: it costs nothing
-    }
-    const prompt = Math.ceil(prepared.prompt.length / 4) + IMAGE_TOKENS * prepared.images.length;
-    tokens += prompt;
-    longest = Math.max(longest, prompt);
-    readable++;
-  }
-
-  // Without --cache-ttl, each figure at the lifetime its mode uses.
-  const directTtl = chosenTtl ?? '5m';
-  const batchTtl = chosenTtl ?? '1h';
-  const ttls = directTtl === batchTtl ? directTtl : `${directTtl}, ${batchTtl} with --batch`;
-  const each = samples > 1 ? `, ${samples} samples each (2..k read the prompt cached ${ttls})` : '';
-  const what = `~${tokens} input tokens for ${readable} transcript(s)${each} (about 4 characters a token)`;
-  const config = judge.config;
-  const source = judge.model === config.model ? '' : ` (from ${config.model_env})`;
-  const price = priceFor(config, judge.model);
-  if (!price) {
-    const none = config.price_usd_per_mtok
-      ? 'no price in price_usd_per_mtok'
-      : 'no price_usd_per_mtok';
-    return `dry-run estimate: ${what}; no cost: ${judge.model}${source} has ${none} in models.json`;
-  }
-  if (longest > (price.prompt_tokens_up_to ?? Infinity)) {
-    const covers = `the ${price.prompt_tokens_up_to} prompt tokens its price in models.json covers`;
-    return `dry-run estimate: ${what}; no cost: a prompt of ~${longest} tokens is longer than ${covers}`;
-  }
-
-  // k samples: sample 1 writes the prompt to the cache, samples 2..k read it; each answer is paid.
-  const inputUsage =
-    samples > 1
-      ? { cache_creation_input_tokens: tokens, cache_read_input_tokens: tokens * (samples - 1) }
-      : { input_tokens: tokens };
-  const outputUsage = { output_tokens: samples * readable * config.max_tokens };
-  const input = priceOf(inputUsage, price, false, directTtl);
-  const ceiling = input + priceOf(outputUsage, price, false);
-  const batchInput = priceOf(inputUsage, price, true, batchTtl);
-  const batchCeiling = batchInput + priceOf(outputUsage, price, true);
-  return (
-    `dry-run estimate, not a quote: ${what}; at ${judge.model}${source}'s list price ` +
-    `${usd(input)} for the input, at most ${usd(ceiling)} with every answer at max_tokens; ` +
-    `with --batch half: ${usd(batchInput)}, at most ${usd(batchCeiling)}`
-  );
-}
-
-/**
- * The summary printed when a run ends: counts, tokens
- * and cost, then what failed and what stopped it.
- */
-function formatSummary(summary: RunSummary, options: RunOptions): string {
-  const interrupted = summary.stoppedBy instanceof EvalInterruptedError;
-  const cost =
-    summary.costUnknown.size > 0
-      ? `unknown (${[...summary.costUnknown].join('; ')})`
-      : `$${summary.costUsd.toFixed(4)}`;
-  const failed = failedCount(summary);
-  let first =
-    `${interrupted ? 'interrupted: ' : ''}${summary.selected} selected: ${summary.scored} scored, ` +
-    `${summary.skipped} skipped (already in ${options.output}), ${failed} failed; ` +
-    `${formatTokens(summary)}; cost ${cost}; wall time ${(summary.wallMs / 1000).toFixed(2)} s`;
-  if (summary.batchesCreated + summary.batchesResumed > 0) {
-    first += `; batches created ${summary.batchesCreated}, resumed ${summary.batchesResumed}`;
-  }
-  const lines = [first];
-
-  if (summary.scored > 0) {
-    const byJudge: string[] = [];
-    for (const [i, [judge, rows]] of [...summary.scoredBy].entries()) {
-      if (rows > 0) byJudge.push(`${judge} ${rows}${i > 0 ? ' (fallback)' : ''}`);
-    }
-    lines.push(`  rows by judge: ${byJudge.join(', ')}`);
-  }
-
-  // Not those that --limit left for a later run on purpose, nor those that kept an old row.
-  const left = summary.leftWithoutRow;
-  if (interrupted && left > 0) {
-    lines.push(
-      `  ${left} transcript(s) left without a row: run the same command again to continue`,
-    );
-  }
-  for (const failure of summary.failed) {
-    lines.push(`  failed ${failure.label}: ${failure.reason}`);
-  }
-  const kept = summary.oldRowsKept;
-  if (kept.length > 0) {
-    const listed = kept.slice(0, 10).join(', ') + (kept.length > 10 ? ', ...' : '');
-    lines.push(
-      `  --rescore: ${kept.length} transcript(s) kept their old row in ${options.output}, ` +
-        `not judged again (failed or not reached): ${listed}`,
-    );
-  }
-  for (const judge of summary.judges) {
-    if (judge.gate.hurried > 0) {
-      lines.push(
-        `judge ${judge.model} stayed overloaded (529) on ${OVERLOAD_BREAKER_AFTER} transcripts in a row: ` +
-          `${judge.gate.hurried} later transcript(s) tried it once, then went to the fallback`,
-      );
-    }
-  }
-  if (summary.stoppedBy && !interrupted) lines.push(`stopped: ${summary.stoppedBy.message}`);
-  if (options.beforeHumanScoring) {
-    lines.push(
-      'before human scoring: this run was started with --before-human-scoring, before people scored every transcript',
-    );
-  }
-  return `${lines.map(oneLine).join('\n')}\n`;
-}
-
-/** The failed transcripts, with those an unreachable API left without an answer. */
-function failedCount(summary: RunSummary): number {
-  return summary.failed.length + summary.unreachable.length;
-}
-
-/**
- * The tokens line: "in" is all the input the judges read (uncached, written to the cache, read from
- * it), each part named; answers with unreadable usage are said to be left out.
- */
-function formatTokens(summary: RunSummary): string {
-  const tokens = summary.tokens;
-  const input =
-    tokens.input_tokens + tokens.cache_creation_input_tokens + tokens.cache_read_input_tokens;
-  const unreadable = summary.unreadableUsage;
-  const leftOut =
-    unreadable > 0 ? ` (not counting ${unreadable} answer(s) whose usage was unreadable)` : '';
-  return (
-    `tokens${leftOut} in ${input} (uncached ${tokens.input_tokens}, ` +
-    `cache write ${tokens.cache_creation_input_tokens}, cache read ${tokens.cache_read_input_tokens}), ` +
-    `out ${tokens.output_tokens}`
-  );
-}
-
-/**
- * The live progress line on a terminal; elsewhere (a
- * CI log), a plain line every 10 s or 10% of the work.
- */
-class Progress {
-  total = 0;
-  batchCounts?: BatchCounts; // of the pending batches, at their last poll
-  private lastDraw = 0;
-  private lastShare = 0;
-  private readonly finished: number[]; // when judging began, then when each judgement ended
-  private readonly ticker = setInterval(() => this.plain(true), 10_000).unref();
-
-  constructor(
-    private readonly stderr: Stream,
-    private readonly summary: RunSummary,
-    private readonly clock: Clock,
-  ) {
-    this.finished = [clock.now()];
-  }
-
-  update(force = false): void {
-    const done = this.summary.scored + this.summary.failed.length;
-    while (this.finished.length < done + 1) {
-      this.finished.push(this.clock.now());
-    }
-    if (!this.stderr.isTTY) {
-      this.plain();
-      return;
-    }
-    if (!force && this.clock.now() - this.lastDraw < 100) return;
-    this.lastDraw = this.clock.now();
-    this.stderr.write(`\r\x1b[2K${this.line()}`);
-  }
-
-  log(message: string): void {
-    if (!this.stderr.isTTY) {
-      this.stderr.write(`${oneLine(message)}\n`);
-      return;
-    }
-    this.stderr.write(`\r\x1b[2K${oneLine(message)}\n`);
-    this.update(true);
-  }
-
-  end(): void {
-    clearInterval(this.ticker);
-    if (this.stderr.isTTY) {
-      this.stderr.write('\r\x1b[2K');
-    }
-  }
-
-  /**
-   * A plain progress line, at each 10% of the work (or
-   * each 10 s, from the ticker), never on a terminal.
-   */
-  private plain(tick = false): void {
-    const share = Math.floor(((this.finished.length - 1) / Math.max(this.total, 1)) * 10);
-    if (this.stderr.isTTY || this.total === 0 || (!tick && share <= this.lastShare)) return;
-    this.lastShare = share;
-    this.stderr.write(`progress: ${this.line()}\n`);
-  }
-
-  /**
-   * Done/total, failures, and the rate and ETA over the
-   * last 50 judgements (a slow start does not skew them).
-   */
-  private line(): string {
-    const done = this.finished.length - 1;
-    const recent = this.finished.slice(-51);
-    const span = (this.clock.now() - recent[0]!) / 1000;
-    const rate = done > 0 && span > 0 ? (recent.length - 1) / span : undefined;
-    const eta = rate ? `${Math.ceil(Math.max(this.total - done, 0) / rate)} s` : '?';
-    const failed = this.summary.failed.length;
-    if (this.batchCounts) {
-      // waiting on a batch: its own counts, not a rate or an ETA that the batch does not follow
-      const { processing, succeeded, errored } = this.batchCounts;
-      const batch = `${processing} processing, ${succeeded} succeeded, ${errored} errored`;
-      return `judged ${done}/${this.total}, failed ${failed}; batch: ${batch}`;
-    }
-    return `judged ${done}/${this.total}, failed ${failed}, ${rate?.toFixed(1) ?? '?'}/s, ETA ${eta}`;
-  }
+  return redacted;
 }
 
 // ---- 17. Leaf helpers: the shared vocabulary, file reading, small pure functions ----------------
@@ -6103,17 +5940,6 @@ export function comparePairs(
   return compareText(a.model, b.model) || compareText(a.task_id, b.task_id);
 }
 
-/** The one string order: by UTF-16 code units, the same on every machine (never the locale's). */
-export function compareText(a: string, b: string): number {
-  if (a < b) return -1;
-  return a > b ? 1 : 0;
-}
-
-/** "0, 1 or 2". */
-function orList(values: number[]): string {
-  return values.join(', ').replace(/, (?=[^,]*$)/, ' or ');
-}
-
 /**
  * One CSV record; a field with a line break is quoted, so
  * reading it back (CRLF files too) gives the same field.
@@ -6137,6 +5963,23 @@ function csvColumns(dimensions: string[]): string[] {
   return ['task_id', 'model', ...dimensions, 'notes'];
 }
 
+/**
+ * A score cell's number, when it is one of its dimension's
+ * allowed scores; else an error naming the cell.
+ */
+export function allowedScore(dimension: Dimension, value: string, at: string): number {
+  if (Object.hasOwn(dimension.scores, value) && integerKey.test(value)) return Number(value);
+  const allowed = orList(allowedScores(dimension));
+  throw new EvalInputError(
+    `${at}: ${dimension.name}: "${value}" is not an allowed score (${allowed})`,
+  );
+}
+
+/** "0, 1 or 2". */
+function orList(values: number[]): string {
+  return values.join(', ').replace(/, (?=[^,]*$)/, ' or ');
+}
+
 /** A dimension's allowed scores, ascending. */
 export function allowedScores(dimension: Dimension): number[] {
   return Object.keys(dimension.scores).map(Number).sort(byNumber);
@@ -6154,10 +5997,6 @@ function cacheTtlOf(options: RunOptions): CacheTtl {
 /** The judge's timeout in whole milliseconds, 300 s by default. */
 function timeoutMs(config: JudgeConfig): number {
   return Math.round((config.timeout_s ?? 300) * 1000);
-}
-
-function listed(items: string[]): string {
-  return defused(items.map(indentContinuation).join('\n') || '- (none)');
 }
 
 /**
@@ -6247,41 +6086,6 @@ export function refuseOverwritingInput(
         'destroy it; choose another file',
     );
   }
-}
-
-const NOT_REGULAR = 'ENOTREGULAR';
-
-/**
- * A file's bytes; a FIFO, a device or a socket is refused before it is read (a read could block
- * for ever), with an error whose code `unreadableReason` words.
- */
-export function readRegularFile(file: string): Buffer {
-  const stat = fs.statSync(file, { throwIfNoEntry: false });
-  if (stat && !stat.isFile() && !stat.isDirectory()) {
-    throw Object.assign(new Error(`${file}: not a regular file`), { code: NOT_REGULAR });
-  }
-  return fs.readFileSync(file);
-}
-
-/** Why a file could not be read, in words that say what to do. */
-export function unreadableReason(file: string, error: unknown): string {
-  const code = (error as NodeJS.ErrnoException).code;
-  if (code === 'ENOENT') {
-    return `file not found${relativeHint(file)}`;
-  }
-  if (code === 'EISDIR') {
-    return 'a folder, not a file: name the file';
-  }
-  if (code === NOT_REGULAR) {
-    return 'not a regular file (a FIFO, a device or a socket), which could block a read: name a file';
-  }
-  return String(error);
-}
-
-/** Where a relative path was looked up from, for a message saying it was not found. */
-function relativeHint(file: string): string {
-  if (path.isAbsolute(file)) return '';
-  return ` (paths are relative to the current folder, ${process.cwd()})`;
 }
 
 /**
@@ -6446,13 +6250,39 @@ function readIfExists(file: string): string | undefined {
   }
 }
 
-/** A path's stat, or undefined when there is none to be had (absent, a file in its path...). */
-function statOf(file: string): fs.Stats | undefined {
-  try {
-    return fs.statSync(file);
-  } catch {
-    return undefined;
+const NOT_REGULAR = 'ENOTREGULAR';
+
+/**
+ * A file's bytes; a FIFO, a device or a socket is refused before it is read (a read could block
+ * for ever), with an error whose code `unreadableReason` words.
+ */
+export function readRegularFile(file: string): Buffer {
+  const stat = fs.statSync(file, { throwIfNoEntry: false });
+  if (stat && !stat.isFile() && !stat.isDirectory()) {
+    throw Object.assign(new Error(`${file}: not a regular file`), { code: NOT_REGULAR });
   }
+  return fs.readFileSync(file);
+}
+
+/** Why a file could not be read, in words that say what to do. */
+export function unreadableReason(file: string, error: unknown): string {
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === 'ENOENT') {
+    return `file not found${relativeHint(file)}`;
+  }
+  if (code === 'EISDIR') {
+    return 'a folder, not a file: name the file';
+  }
+  if (code === NOT_REGULAR) {
+    return 'not a regular file (a FIFO, a device or a socket), which could block a read: name a file';
+  }
+  return String(error);
+}
+
+/** Where a relative path was looked up from, for a message saying it was not found. */
+function relativeHint(file: string): string {
+  if (path.isAbsolute(file)) return '';
+  return ` (paths are relative to the current folder, ${process.cwd()})`;
 }
 
 /**
@@ -6483,6 +6313,48 @@ export function writablePath<T>(file: string, setUp: () => T): T {
   }
 }
 
+/**
+ * The sheets a human-scores path names: a folder's *.csv files, sorted, or the one file given.
+ */
+export function humanScoreFiles(source: string): string[] {
+  const stat = statOf(source);
+  if (stat === undefined || stat.isFile()) return [source];
+  // A FIFO or a device would block the read: never a sheet.
+  if (!stat.isDirectory()) {
+    throw new EvalInputError(`${source}: not a regular file or a folder; give the sheets' folder`);
+  }
+  const names = listDir(source)
+    .map((entry) => entry.name)
+    .filter((name) => name.toLowerCase().endsWith('.csv'))
+    .filter((name) => statOf(path.join(source, name))?.isFile())
+    .sort(compareText);
+  return names.map((name) => path.join(source, name));
+}
+
+/** The one string order: by UTF-16 code units, the same on every machine (never the locale's). */
+export function compareText(a: string, b: string): number {
+  if (a < b) return -1;
+  return a > b ? 1 : 0;
+}
+
+/** A path's stat, or undefined when there is none to be had (absent, a file in its path...). */
+function statOf(file: string): fs.Stats | undefined {
+  try {
+    return fs.statSync(file);
+  } catch {
+    return undefined;
+  }
+}
+
+function listDir(dir: string): fs.Dirent[] {
+  try {
+    return fs.readdirSync(dir, { withFileTypes: true });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new EvalInputError(`${dir}: cannot be read (${code})`, { cause: error });
+  }
+}
+
 let lastTurn = Promise.resolve();
 
 /**
@@ -6498,60 +6370,6 @@ function nextTurn(): Promise<void> {
 
 function transcriptRef(dir: string, model: string, taskId: string): TranscriptRef {
   return { task_id: taskId, model, path: path.join(dir, model, `${taskId}.json`) };
-}
-
-/**
- * A transcript prepared, or the input error that will
- * fail it without a call; any other failure propagates.
- */
-function preparedOrInputError(
-  inputs: Inputs,
-  ref: TranscriptRef,
-): PreparedTranscript | EvalInputError {
-  try {
-    return prepareTranscript(inputs, ref);
-  } catch (error) {
-    if (error instanceof EvalInputError) return error;
-    throw error;
-  }
-}
-
-function listDir(dir: string): fs.Dirent[] {
-  try {
-    return fs.readdirSync(dir, { withFileTypes: true });
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    throw new EvalInputError(`${dir}: cannot be read (${code})`, { cause: error });
-  }
-}
-
-/** Shows control characters escaped, so whatever a run prints on one line stays one line. */
-export function oneLine(message: string): string {
-  const named: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
-  return redact(message).replace(/[\x00-\x1f\x7f\u0085\u2028\u2029]/g, (char) => {
-    return named[char] ?? `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`;
-  });
-}
-
-/**
- * Every configured key's value, replaced in whatever
- * a run writes: a server or gateway may echo it back.
- */
-const SECRETS: string[] = [];
-
-/** Longest first: a key that begins another must not leave the other's tail behind. */
-function keepSecret(key: string): void {
-  if (SECRETS.includes(key)) return;
-  SECRETS.push(key);
-  SECRETS.sort((a, b) => b.length - a.length);
-}
-
-function redact(text: string): string {
-  let redacted = text;
-  for (const key of SECRETS) {
-    redacted = redacted.replaceAll(key, '[redacted]');
-  }
-  return redacted;
 }
 
 export function sha256(data: string | Buffer): string {
@@ -6579,44 +6397,234 @@ async function sleepUnlessAborted(clock: Clock, ms: number, signal: AbortSignal)
   }
 }
 
-/** True when this file is the program being run, not a module imported by tests. */
-export function isEntryModule(
-  moduleUrl: string,
-  argv1: string | undefined = process.argv[1],
-): boolean {
-  if (argv1 === undefined) return false;
-  const real = (file: string) => (fs.existsSync(file) ? fs.realpathSync(file) : file);
-  return real(argv1) === real(fileURLToPath(moduleUrl));
+// ---- 18. The failure policy: the errors, and what each means, in one place ----------------------
+
+/**
+ * The exit status: 0 every selected transcript has a row; 1 some failed, or a provider failure that
+ * a rerun may pass; 2 a usage, configuration or output error that a rerun will not pass; 130
+ * (SIGINT) or 143 (SIGTERM).
+ */
+function exitStatus(error: EvalError | undefined, failures: number, signalExit?: number): number {
+  if (error === undefined) return failures > 0 ? 1 : 0;
+  if (error instanceof EvalInterruptedError) return signalExit ?? 130;
+  return decide(error).action === 'next-judge' ? 1 : 2;
+}
+
+export type Decision =
+  { action: 'retry'; delayMs: number } | { action: 'next-judge' | 'fail-transcript' | 'stop-run' };
+
+type RetryState = { attempt: number; msLeft: number; policy: RetryPolicy };
+
+/**
+ * What one failed attempt means: retry the same judge (after how long), try the next judge, fail
+ * this transcript, or stop the run. The retry layer, the chain, batches and the exit status ask it.
+ * - A configuration, dependency or output failure, or Ctrl-C, stops the run: no judge can fix it.
+ * - Bad input, or what a judge cannot do (a setting it rejects, images), fails this transcript.
+ * - A 429 or 529 is retried on the same judge while retries and budget last (not a spend limit).
+ * - Anything else (an unusable answer, a timeout, another provider failure) goes to the next judge.
+ */
+export function decide(error: EvalError, retry?: RetryState): Decision {
+  const stopsRun = [
+    EvalConfigurationError,
+    EvalDependencyError,
+    EvalInterruptedError,
+    EvalOutputError,
+  ];
+  if (stopsRun.some((Class) => error instanceof Class)) return { action: 'stop-run' };
+  if (error instanceof EvalInputError || error instanceof EvalUnsupportedError) {
+    return { action: 'fail-transcript' };
+  }
+  if (retry && asksToWait(error) && retry.attempt < retry.policy.max_retries) {
+    const jitter = 0.5 + Math.random();
+    const backoffMs = retry.policy.base_delay_s * 1000 * 2 ** retry.attempt * jitter;
+    const delayMs = error.retryAfterMs ?? backoffMs;
+    if (delayMs <= retry.msLeft) return { action: 'retry', delayMs };
+  }
+  return { action: 'next-judge' };
+}
+
+type RetryPolicy = typeof RETRY_DEFAULTS;
+
+/**
+ * A failed attempt as the policy knows it (a raw TimeoutError
+ * becomes EvalTimeoutError); a defect: undefined.
+ */
+function attemptFailure(error: unknown, operation: string): EvalError | undefined {
+  if (error instanceof EvalError) return error;
+  if (error instanceof Error && error.name === 'TimeoutError') {
+    return new EvalTimeoutError(`${operation}: ${error.message}`, { cause: error });
+  }
+  return undefined;
 }
 
 /**
- * A failed write to stdout or stderr never ends a script with a stack trace. When the reader has
- * gone (EPIPE: `--help | head`), the rest of that output is dropped and the run goes on. Any other
- * failure (ENOSPC: a full disk) drops the rest too, is said on stderr when stdout failed, and makes
- * the exit status 2, as a full disk is elsewhere (1 would read as failed transcripts or a failed
- * gate); a signal's 130 or 143 stays.
+ * How long every request to this judge waits after this
+ * failure: a bare 429 (no bucket headers) holds them all.
  */
-export function guardOutputStreams(script: string, proc: NodeJS.Process): void {
-  let stdoutLost = false;
-  let stderrLost = false;
+function holdJudgeMs(error: EvalError): number {
+  if (asksToWait(error) && !error.rateLimit) return error.retryAfterMs ?? 0;
+  return 0;
+}
 
-  proc.stdout.on('error', (error: NodeJS.ErrnoException) => {
-    if (error.code === 'EPIPE' || stdoutLost) return;
-    stdoutLost = true;
-    proc.stderr.write(
-      `${script}: cannot write to stdout (${oneLine(error.message)}): the rest of its output is lost\n`,
-    );
-  });
-  proc.stderr.on('error', (error: NodeJS.ErrnoException) => {
-    if (error.code === 'EPIPE') return;
-    stderrLost = true; // nowhere left to say so
-  });
+/**
+ * A 429 or 529 asks us to wait and try the same judge
+ * again; a 429 for a spend or billing limit does not.
+ */
+function asksToWait(error: EvalError): error is EvalProviderError {
+  if (!(error instanceof EvalProviderError) || error.spendLimit) return false;
+  return error.status === 429 || error.status === 529;
+}
 
-  // At exit: a failed write's error comes a few ticks after it, maybe after main has returned.
-  proc.on('exit', (code) => {
-    const incomplete = stdoutLost || stderrLost;
-    if (incomplete && code < 2) proc.exitCode = 2;
-  });
+/**
+ * A 529 given up on counts towards the judge's breaker: overloaded on several transcripts in a row.
+ */
+function isOverloaded(error: EvalError): boolean {
+  return error instanceof EvalProviderError && error.status === 529;
+}
+
+/**
+ * No answer at all, on every attempt: the API may be
+ * unreachable (after a few such transcripts, the run stops).
+ */
+function isUnreachable(attempts: EvalError[]): boolean {
+  if (attempts.length === 0) return false;
+  return attempts.every((attempt) => attempt instanceof EvalProviderError && attempt.unreachable);
+}
+
+/** Whether an attempt got an answer from the API at all (an HTTP status counts). */
+function reachedApi(attempt: EvalError): boolean {
+  return attempt instanceof EvalProviderError && attempt.status !== undefined;
+}
+
+/** A failure that leaves nothing writable: not even this transcript's failure can be recorded. */
+function isUnrecordable(error: EvalError): boolean {
+  return error instanceof EvalOutputError;
+}
+
+/**
+ * After a failed batch create: a 4xx, a 529, Ctrl-C or a connection never made made no
+ * batch; another 5xx, a timeout or a connection lost after sending may have.
+ */
+function batchMayExist(error: EvalError): boolean {
+  if (error instanceof EvalInterruptedError || neverConnected(error) !== undefined) return false;
+  const status = (error.cause as { status?: number } | undefined)?.status;
+  return status === undefined || (status >= 500 && status !== 529);
+}
+
+// connection failures before anything was sent
+const NOT_CONNECTED_CODES = [
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EADDRNOTAVAIL',
+  'UND_ERR_CONNECT_TIMEOUT',
+];
+
+/**
+ * Why a connection was never made (refused, no such host, a port fetch refuses): nothing was
+ * sent. Undefined when it may have been (lost after sending), or it was no connection failure.
+ */
+function neverConnected(error: EvalError): string | undefined {
+  if (!(error instanceof EvalProviderError) || !error.unreachable) return undefined;
+  for (let cause = error.cause; cause instanceof Error; cause = cause.cause) {
+    const code = (cause as { code?: unknown }).code;
+    if (typeof code === 'string' && NOT_CONNECTED_CODES.includes(code)) return cause.message;
+    if (cause.message === 'bad port') return 'bad port (one that fetch never connects to)';
+  }
+  return undefined;
+}
+
+/** What the API's address is, and that it cannot be reached: the run stops (exit 2). */
+function cannotReachApi(run: Run, why: string): EvalConfigurationError {
+  const transport = run.judges[0]!.transport;
+  const from = transport.baseUrlFrom;
+  const where = from === '"base_url" in models.json' ? from : `${from} if it is set`;
+  return new EvalConfigurationError(
+    `cannot reach the API at ${transport.baseURL}: ${why}; check the network, or ${where}`,
+  );
+}
+
+/**
+ * A 404 on a batch we submitted: it expired, was deleted, or belongs to another workspace's key.
+ */
+function isBatchGone(error: EvalError, judge: Judge): boolean {
+  const gone = judge.transport.errors.NotFoundError;
+  return error instanceof EvalConfigurationError && error.cause instanceof gone;
+}
+
+/**
+ * A batch's answer that cannot be checked against its
+ * transcript now is unusable; the chain meets the input error.
+ */
+function batchAttemptFailure(error: EvalError, judge: string): EvalError {
+  if (error instanceof EvalInputError) return new EvalJudgeResponseError(error.message, { judge });
+  return error;
+}
+
+type EvalErrorOptions = { cause?: unknown; judge?: string; rawText?: string };
+
+/**
+ * Every failure run-judge reports. `decide` (the failure
+ * policy) says what each class means for the run.
+ */
+export class EvalError extends Error {
+  // the judge (model id) an attempt failed on; given to the constructor, it also starts the message
+  judge?: string;
+  rawText?: string; // what a judge sent that could not be used, kept for the audit log
+
+  constructor(message: string, options: EvalErrorOptions = {}) {
+    super(options.judge ? `judge ${options.judge}: ${message}` : message, { cause: options.cause });
+    this.name = new.target.name;
+    this.judge = options.judge;
+    this.rawText = options.rawText;
+  }
+}
+
+/** Bad rubric/models.json, no key, 401/402/403/404. */
+export class EvalConfigurationError extends EvalError {}
+
+/** A bad transcript, task or reference key; a 400/413/422. */
+export class EvalInputError extends EvalError {}
+
+/** What the judge cannot do: a setting it rejects, images. */
+export class EvalUnsupportedError extends EvalError {}
+
+/** A package the operation needs is missing. */
+export class EvalDependencyError extends EvalError {}
+
+/** Ctrl-C (or SIGTERM) came before this attempt. */
+export class EvalInterruptedError extends EvalError {}
+
+/** The judge did not answer in time; a timed-out request is never resubmitted. */
+export class EvalTimeoutError extends EvalError {}
+
+/** The CSV or the audit log cannot be written (disk full, I/O error). */
+export class EvalOutputError extends EvalError {}
+
+/** The judge answered, but not a usable score. */
+export class EvalJudgeResponseError extends EvalError {}
+
+/** A provider failure worth trying another judge for (408, 409, 429, 5xx, 529, connection). */
+export class EvalProviderError extends EvalError {
+  status?: number;
+  requestId?: string;
+  retryAfterMs?: number;
+  rateLimit?: RateLimitInfo;
+  spendLimit = false; // a 429 for a spend or billing limit: waiting for it does not help
+  unreachable = false; // no answer at all: the connection failed
+}
+
+/** Two or more judges failed; `errors` holds every attempt in order, and `cause` is the last. */
+export class EvalJudgesExhaustedError extends EvalError {
+  readonly errors: EvalError[];
+
+  constructor(message: string, options: { errors?: EvalError[]; cause?: unknown } = {}) {
+    const errors = options.errors ?? [];
+    super(message, { cause: options.cause ?? errors.at(-1) });
+    this.errors = errors;
+  }
 }
 
 // Last, so that every constant above is initialised before main runs.
