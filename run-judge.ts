@@ -20,13 +20,11 @@
 //  16. Keys: kept out of whatever a run writes or prints
 //  17. Leaf helpers: the shared vocabulary, file reading, small pure functions
 //  18. The failure policy: the errors, and what each means, in one place
-// A call goes down the file, never up: a function or a class uses (calls, instantiates, tests with
-// instanceof, passes on) only functions and classes below it, so the human gate (3), the dry-run
-// (4) and batches (8) take what they need from the sections below them and never call back into
-// the run (2). Reading a constant or naming a type is not a call, and a class's base stands above
-// it, as `extends` needs. The one call up is the file's last statement, which starts main once
-// everything is defined.
-// test/map.test.ts checks the calls, and this table against the section banners.
+// A call goes down the file, never up: a function or class uses (calls, instantiates, tests with
+// instanceof, passes on) only functions and classes below it, so the gate (3), the dry-run (4) and
+// batches (8) never call back into the run (2). Reading a constant or naming a type is no call, a
+// class's base stands above it as `extends` needs, and only the last statement (it starts main)
+// calls up. test/map.test.ts checks the calls, and this table against the banners.
 
 import { createHash, randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
@@ -43,8 +41,7 @@ import { parse as parseCsv } from 'csv-parse/sync';
 import { stringify as stringifyCsv } from 'csv-stringify/sync';
 import type * as Zod from 'zod';
 
-// zod by its CommonJS build, as the SDKs are (loadPackage): through tsx's ESM loader its modules
-// cost about 160 ms more CPU at every start (measured with --help). Its types are `Zod.`'s.
+// zod by its CommonJS build, as the SDKs are (loadPackage); its types are `Zod.`'s.
 export const { z } = createRequire(import.meta.url)('zod') as typeof Zod;
 
 // ---- 1. The entry point: main, the command line, signals, stdout and stderr guarded -------------
@@ -55,9 +52,7 @@ export const { z } = createRequire(import.meta.url)('zod') as typeof Zod;
  */
 export type Clock = { now(): number; sleep(ms: number, signal?: AbortSignal): Promise<void> };
 
-/**
- * Where a run reads its environment and time and writes its messages: the process's, or a test's.
- */
+/** Where a run reads its environment and time, and writes messages: the process's or a test's. */
 export type IO = { env: NodeJS.ProcessEnv; stdout: Stream; stderr: Stream; clock?: Clock };
 
 /** The command line's options; `fallback` is false for --no-fallback (the primary judge only). */
@@ -238,13 +233,14 @@ export function refuseFlagsNpmTook(env: NodeJS.ProcessEnv, cli: Command): void {
   );
 }
 
+// a typo such as --samples 1000 must not multiply the bill by a thousand
 const MAX_SAMPLES = 100;
 
 export const STUDY_DIR_HELP =
   'a study folder: every path left at its default is looked up inside it ' +
   '(<folder>/evals/transcripts, <folder>/rubric.json, ...); flags given still win';
 
-// a typo such as --samples 1000 must not multiply the bill by a thousand
+// each judgement in flight holds a connection: open files stay bounded
 const MAX_CONCURRENCY = 256;
 
 /** The command line: every flag, its default and its check. */
@@ -1373,7 +1369,6 @@ const PriceSchema = z.strictObject({
 /** A price for the entry's `model`, or prices by model id (the ids `model_env` may choose). */
 const PricesSchema = z.union([PriceSchema, z.record(text, PriceSchema)]);
 
-// each judgement in flight holds a connection: open files stay bounded
 const RETRY_DEFAULTS = { max_retries: 5, budget_s: 30, base_delay_s: 1 };
 
 const RetrySchema = z.strictObject({
@@ -1489,9 +1484,7 @@ export type Task = Zod.infer<typeof TaskSchema>;
 
 export type ReferenceKey = Zod.infer<typeof ReferenceKeySchema>;
 
-/**
- * A transcript found on disk: the path alone identifies it; its content is read when it is judged.
- */
+/** A transcript found on disk: its path identifies it; its content is read when it is judged. */
 export type TranscriptRef = { task_id: string; model: string; path: string };
 
 /**
@@ -1584,9 +1577,7 @@ function refuseFolderAbove(inputDir: string): void {
   }
 }
 
-/**
- * Why no transcript was selected: a misplaced file, or what the folder holds beside the filters.
- */
+/** Why nothing was selected: a misplaced file, or what the folder holds beside the filters. */
 function noTranscriptError(
   inputDir: string,
   all: TranscriptRef[],
@@ -1661,9 +1652,7 @@ function noteMisplacedTranscripts(run: Run): void {
   }
 }
 
-/**
- * A .json file directly in the transcripts folder or two levels down (never judged there), if any.
- */
+/** A .json file right in the transcripts folder or two levels down (never judged there), if any. */
 function findMisplacedJson(inputDir: string): string | undefined {
   const subfolders = (dir: string) =>
     listDir(dir)
@@ -2220,9 +2209,7 @@ async function submitToBatches(run: Run, pending: TranscriptRef[]) {
   return { batches, direct };
 }
 
-/**
- * A submitted batch; each request's custom_id maps to [task_id, model, sha256 of the prompt sent].
- */
+/** A submitted batch; each custom_id maps to [task_id, model, sha256 of the prompt sent]. */
 const BatchEntrySchema = z.object({
   id: z.string().nullable(),
   judge: z.string(),
@@ -3410,7 +3397,7 @@ export function transcriptImages(
   return images;
 }
 
-// of an answer that cannot be used, in the audit log
+// 5 MB once base64-encoded
 const IMAGE_MAX_BYTES = (5 * 1024 * 1024 * 3) / 4;
 
 /** An image block's file, read as base64 after checking where it is, what it is and its size. */
@@ -3664,10 +3651,9 @@ function loadOpenAiSdk(): OpenAiSdk {
 }
 
 /**
- * A vendor's SDK by its CommonJS build (through tsx's loader it loads in about a third of the time
- * its ES modules take; require keeps it once loaded); a missing one says how to install it.
- * Source maps are off while it loads: with them on (tsx turns them on) Node reads the map of each
- * of its files, a quarter of the load, for stack traces run-judge never prints.
+ * A vendor's SDK by its CommonJS build (tsx loads it quicker than its ES modules; require keeps it
+ * once loaded); a missing one says how to install it. Source maps are off while it loads: with them
+ * on (tsx turns them on) Node reads the map of each of its files, for stack traces never printed.
  */
 function loadPackage<T>(name: string): T {
   const sourceMaps = process.sourceMapsEnabled;
@@ -3862,7 +3848,7 @@ export function callJudgeWithRetries(
   return withRetries(judge, () => callJudge(judge, request), signal, { fallback, request });
 }
 
-// requests a judge starts before any answer has told its limits
+// transcripts in a row on which a judge stayed overloaded (529)
 const OVERLOAD_BREAKER_AFTER = 3;
 
 /**
@@ -3936,6 +3922,7 @@ type Bucket = {
   window?: { end: number; ms?: number };
 };
 
+// requests a judge starts before any answer has told its limits
 const FIRST_BURST = 2;
 // While no limit is known, each answer lets this many more requests start: those in flight double
 // each round trip (as TCP's slow start), so a limiter that tells nothing meets a few, not all.
@@ -3946,14 +3933,14 @@ const PACE_CUT = 0.75;
 const PACE_STEP = 1 / 24;
 
 /**
- * Paces one judge's requests to every bucket the API reports (requests, input and output tokens):
- * a token bucket that refills continuously, or a fixed window once its answers show one (less left
- * and the same reset). Our level of a bucket is what we took from it, refilled as its headers imply.
- * An answer's `remaining` lowers our level (others may share the key) but raises it only when
- * nothing else is in flight (it may not count those yet), and within one fixed window never. Every 429 also teaches a pace (AIMD): cut
- * on the 429, raised a little on each answer, so a limiter whose headers mislead or that sends none
- * is met rarely. Before any answer has told the limits, at most FIRST_BURST requests start, then
- * BLIND_GROWTH more an answer.
+ * Paces one judge's requests to every bucket the API reports (requests, input and output tokens): a
+ * token bucket that refills continuously, or a fixed window once its answers show one (less left
+ * and the same reset). Our level of a bucket is what we took from it, refilled as its headers
+ * imply. An answer's `remaining` lowers our level (others may share the key) but raises it only
+ * when nothing else is in flight (it may not count those yet), and within one fixed window never.
+ * Every 429 also teaches a pace (AIMD): cut on the 429, raised a little on each answer, so a
+ * limiter whose headers mislead or that sends none is met rarely. Before any answer has told the
+ * limits, at most FIRST_BURST requests start, then BLIND_GROWTH more an answer.
  */
 export class RateGate {
   overloadedInARow = 0; // transcripts given up on after 529s since this judge last answered
@@ -3982,9 +3969,7 @@ export class RateGate {
 
   constructor(private readonly clock: Clock) {}
 
-  /**
-   * What a request will take from each bucket: input tokens from its characters, as answers taught.
-   */
+  /** What a request takes from each bucket: input tokens from its characters, as answers taught. */
   estimate(request?: Request): Cost {
     const chars = request ? requestChars(request) : 0;
     const learned = this.learned;
@@ -4272,7 +4257,7 @@ function isWindow(before: Bucket['told'], after: Bucket['told']): boolean {
   return after.resetAt - before.resetAt <= (after.at - before.at) / 2;
 }
 
-// 5 MB once base64-encoded
+// what an image costs the judge, as if it were text
 const IMAGE_TOKENS = 1600;
 
 /**
@@ -4295,10 +4280,7 @@ function requestChars(request: Request): number {
 
 type ChainOptions<I> = { mediaSkips?: readonly string[]; describe?: (invoker: I) => string };
 
-/**
- * Runs judges in order (primary, then fallbacks) under
- * the seed's chain policy, as `decide` states it.
- */
+/** Runs judges in order (primary, then fallbacks), each failure met as `decide` says. */
 export class JudgeChain {
   readonly attempts: EvalError[] = []; // the failed attempts only, in order
   readonly operation: string;
@@ -4369,6 +4351,7 @@ const USABLE_STOP_REASONS = ['end_turn', 'stop_sequence', 'stop']; // `stop`: Ch
 
 type Family = (typeof RATE_FAMILIES)[number];
 
+// the bytes kept of an answer that cannot be used, for the audit log
 const RAW_TEXT_KEPT = 64 * 1024;
 
 /**
@@ -4400,7 +4383,6 @@ export async function callJudge(judge: Judge, request: Request): Promise<JudgeAn
   }
 }
 
-// transcripts in a row on which a judge stayed overloaded (529)
 const ANSWER_MAX_BYTES = 32 * 1024 * 1024;
 
 /**
@@ -5730,9 +5712,7 @@ export function refuseRepeatedPairs(
   }
 }
 
-/**
- * A CSV's records as csv-parse reads them; an open quote or a malformed last line is a torn end.
- */
+/** A CSV's records as csv-parse reads them; an open quote or malformed last line is a torn end. */
 function csvRecords(file: string, content: Buffer) {
   const records: { fields: string[]; line: number; end: number }[] = [];
   let line = 1;
@@ -5920,9 +5900,7 @@ export const systemClock: Clock = {
   sleep: (ms, signal) => sleep(ms, undefined, { signal }).then(() => undefined),
 };
 
-/**
- * The key of a (task_id, model) pair: what a CSV row, a resume and a batch request are matched by.
- */
+/** The key of a (task_id, model) pair: what CSV rows, resumes and batch requests match by. */
 export function pairKey(taskId: string, model: string): string {
   return `${model}\u0000${taskId}`;
 }
@@ -6045,9 +6023,7 @@ function loadHashed<S extends Zod.ZodType>(
   throw new ErrorClass(`${file}: ${problems.join('; ')}`);
 }
 
-/**
- * Reads a JSON file; a missing or malformed file is an error of the given class naming the file.
- */
+/** Reads a JSON file; a missing or malformed file is an error of the given class, naming it. */
 export function loadJson(file: string, ErrorClass: typeof EvalError = EvalInputError): unknown {
   return readJson(file, ErrorClass).data;
 }
@@ -6313,9 +6289,7 @@ export function writablePath<T>(file: string, setUp: () => T): T {
   }
 }
 
-/**
- * The sheets a human-scores path names: a folder's *.csv files, sorted, or the one file given.
- */
+/** The sheets a human-scores path names: a folder's *.csv files, sorted, or the one file given. */
 export function humanScoreFiles(source: string): string[] {
   const stat = statOf(source);
   if (stat === undefined || stat.isFile()) return [source];
@@ -6475,9 +6449,7 @@ function asksToWait(error: EvalError): error is EvalProviderError {
   return error.status === 429 || error.status === 529;
 }
 
-/**
- * A 529 given up on counts towards the judge's breaker: overloaded on several transcripts in a row.
- */
+/** A 529 given up on counts towards the breaker: a judge overloaded on transcripts in a row. */
 function isOverloaded(error: EvalError): boolean {
   return error instanceof EvalProviderError && error.status === 529;
 }
@@ -6546,9 +6518,7 @@ function cannotReachApi(run: Run, why: string): EvalConfigurationError {
   );
 }
 
-/**
- * A 404 on a batch we submitted: it expired, was deleted, or belongs to another workspace's key.
- */
+/** A 404 on a submitted batch: it expired, was deleted, or belongs to another workspace's key. */
 function isBatchGone(error: EvalError, judge: Judge): boolean {
   const gone = judge.transport.errors.NotFoundError;
   return error instanceof EvalConfigurationError && error.cause instanceof gone;
