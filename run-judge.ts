@@ -5383,18 +5383,6 @@ function releaseUnreachable(run: Run): void {
 
 // ---- 15. Write: each row and line whole, in one write, on disk ----------------------------------
 
-/** The seed's writer: rows appended to a CSV under the rubric's header, each flushed. */
-export function writeScores(file: string, rows: ScoreRow[], dimensions: string[]): void {
-  const scoreFile = ScoreFile.open(file, dimensions);
-  try {
-    for (const row of rows) {
-      fs.fsyncSync(scoreFile.write(row).fd);
-    }
-  } finally {
-    scoreFile.close();
-  }
-}
-
 /**
  * The output CSV, open for appending; knows which (task_id, model) pairs it already holds (`done`),
  * and which of their rows are to be replaced by the next row written for them (`replacing`).
