@@ -55,6 +55,7 @@ import { judgeInputs, noAudit, readAuditLog, staleJudgeRows } from './report/inp
 import type { Audit, JudgeInput, JudgeRun } from './report/inputs.ts';
 import { scoringSheet, updateScoringPlan, writeScoringPlan } from './report/sheet.ts';
 import type { PlanOptions } from './report/sheet.ts';
+import { addImportCommand } from './report/import.ts';
 
 /** Where the report writes and which environment it checks: run-judge's IO. `env` may be left out
  * by callers written before it was injected; it is then the process's. */
@@ -243,6 +244,7 @@ function buildCli(io: ReportIO, result: { status: number }): Command {
       inStudyDir(command, options.dir);
       result.status = printAgreement(options, io);
     });
+  addImportCommand(cli, io);
 
   // `report.ts --help` is asked of the report: its flags are the default command's
   const agreement = cli.commands.find((command) => command.name() === 'agreement')!;
