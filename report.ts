@@ -56,6 +56,7 @@ import type { Audit, JudgeInput, JudgeRun } from './report/inputs.ts';
 import { scoringSheet, updateScoringPlan, writeScoringPlan } from './report/sheet.ts';
 import type { PlanOptions } from './report/sheet.ts';
 import { addImportCommand } from './report/import.ts';
+import { addViewCommand } from './report/view.ts';
 
 /** Where the report writes and which environment it checks: run-judge's IO. `env` may be left out
  * by callers written before it was injected; it is then the process's. */
@@ -244,6 +245,7 @@ function buildCli(io: ReportIO, result: { status: number }): Command {
       inStudyDir(command, options.dir);
       result.status = printAgreement(options, io);
     });
+  addViewCommand(cli, io, result);
   addImportCommand(cli, io);
 
   // `report.ts --help` is asked of the report: its flags are the default command's

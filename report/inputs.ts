@@ -186,7 +186,7 @@ export function noAudit(): Audit {
 export function readAuditLog(log: string, rubric?: Rubric, scored?: ScoreRow[]): Audit {
   // 1. Every line; the last scored one of each transcript makes its row. With the rubric, a row's
   // samples must each give every dimension an allowed score (else they are of another rubric).
-  const lines = auditEntries(log);
+  const lines = auditEntries(log, LoggedLineSchema);
   const entries = lines.map(({ entry }) => entry);
   const rows = new Map<string, AuditRow>();
   const lineOf = new Map<string, number>();
@@ -276,9 +276,12 @@ function checkSamples(samples: Scores[], rubric: Rubric, at: string): void {
   });
 }
 
-/** The log's lines, none without a log; a torn last line (a crash mid-write) is left out; a line
- * that is not an audit entry is an error naming the file and line. */
-function auditEntries(log: string): { entry: LoggedLine; line: number }[] {
+/** The log's lines as `schema` reads them, none without a log; a torn last line (a crash
+ * mid-write) is left out; a line that is not an audit entry is an error naming the file and line. */
+export function auditEntries<S extends Zod.ZodType>(
+  log: string,
+  schema: S,
+): { entry: Zod.infer<S>; line: number }[] {
   if (!fs.existsSync(log)) {
     return [];
   }
@@ -294,7 +297,7 @@ function auditEntries(log: string): { entry: LoggedLine; line: number }[] {
   }
 
   const lines = content.split('\n');
-  const entries: { entry: LoggedLine; line: number }[] = [];
+  const entries: { entry: Zod.infer<S>; line: number }[] = [];
   lines.forEach((line, i) => {
     if (line.trim() === '') {
       return;
@@ -308,7 +311,7 @@ function auditEntries(log: string): { entry: LoggedLine; line: number }[] {
       }
       throw new EvalInputError(`${log}: line ${i + 1} is not a JSON object`);
     }
-    const parsed = LoggedLineSchema.safeParse(entry);
+    const parsed = schema.safeParse(entry);
     if (!parsed.success) {
       const problems = parsed.error.issues.map((issue) => {
         return `${issuePath(issue.path)}: ${issue.message}`;

@@ -362,7 +362,7 @@ function pageTranscripts(
 }
 
 /** The transcript's messages as the page shows them: labelled, images in their turn. */
-function transcriptTurns(
+export function transcriptTurns(
   transcript: Transcript,
   images: TranscriptImage[],
   showSystemPrompt: boolean,
