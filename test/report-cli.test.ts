@@ -818,7 +818,8 @@ describe("report.ts's messages and the files it refuses (issue 18)", () => {
     assert.equal(code, 2);
     assert.equal(
       stderr,
-      'report: unknown command "sheets" (did you mean "sheet"?); the commands are sheet, agreement (the default)\n',
+      'report: unknown command "sheets" (did you mean "sheet"?); the commands are sheet, ' +
+        'agreement (the default), view, import\n',
     );
   });
 
