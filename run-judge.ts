@@ -4594,7 +4594,7 @@ type SdkApiError = Error & {
 function classifyHttpError(error: SdkApiError, judge: CalledJudge, options: EvalErrorOptions) {
   const errors = judge.transport.errors;
   const apiMessage = apiMessageOf(error) ?? '';
-  const what = httpErrorText(error);
+  const what = httpErrorText(error, judge.transport.baseURL);
   const key = judge.config.api_key_env;
   const modelSource =
     judge.model === judge.config.model
@@ -4666,11 +4666,14 @@ function isSdkError(error: unknown, Class: ErrorClass): boolean {
   return error instanceof Class;
 }
 
-/** What the API said (`HTTP 429 rate_limit_error: ... (request req_1)`), or why it said nothing. */
-function httpErrorText(error: SdkApiError): string {
+/**
+ * What the API said (`HTTP 429 rate_limit_error: ... (request req_1)`), or why it said nothing,
+ * naming the server that could not be reached.
+ */
+function httpErrorText(error: SdkApiError, baseURL: string): string {
   if (error.status === undefined) {
     const cause = (error.cause as Error | undefined)?.message;
-    return `connection failed: ${cause ?? error.message}`;
+    return `connection failed to ${baseURL}: ${cause ?? error.message}`;
   }
   const request = error.requestID ? ` (request ${error.requestID})` : '';
   const said = apiMessageOf(error) ?? '(no message)';

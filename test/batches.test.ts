@@ -795,7 +795,7 @@ describe('--batch: a create that fails', { concurrency: 2 }, () => {
       attempts: 1,
       code: 1,
       message:
-        /run-judge: judge judge-a: connection failed: .*; the batch may exist: check the Console's batches .*, then delete its entry .*batches\.json/,
+        /run-judge: judge judge-a: connection failed to http:\/\/127\.0\.0\.1:\d+: .*; the batch may exist: check the Console's batches .*, then delete its entry .*batches\.json/,
       mayExist: true,
     },
   ];
