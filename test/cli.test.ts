@@ -452,11 +452,15 @@ describe('progress in a CI log (stderr not a terminal) and the summary', () => {
   });
 
   test('a judgement taking longer than 10 s: a plain progress line every 10 s meanwhile (the clock mocked)', async (t) => {
-    t.mock.timers.enable({ apis: ['setInterval'] }); // the ticker's clock only: the fake's latency stays real
-    const { fake, run } = await setup(t, { latencyMs: 300 });
+    t.mock.timers.enable({ apis: ['setInterval'] }); // the ticker's clock only
+    const answer = hold(); // the judgement stays in flight until the ticker has ticked
+    const { fake, run } = await setup(t, {
+      responder: () => ({ text: fake.validAnswer(), until: answer.until }),
+    });
     const pending = run(['--task', 'proof01', '--model', 'm01']);
     await waitFor(() => fake.requests.length === 1, 10_000, 'the request');
     t.mock.timers.tick(20_000);
+    answer.release();
     const result = await pending;
     assert.equal(result.code, 0, result.stderr);
     const ticks = lines(result.stderr).filter((line) => line.startsWith('progress: judged 0/1'));
@@ -480,18 +484,26 @@ describe('progress in a CI log (stderr not a terminal) and the summary', () => {
 });
 
 describe('the count of what is left, and what to run, after a Ctrl-C (in-process)', () => {
-  /** Runs with `args` and a Ctrl-C once its second request is sent; the fake takes 150 ms an answer. */
+  /** Runs with `args` and a Ctrl-C once its second request is sent, that answer held until then. */
   async function interrupted(
     t: TestContext,
     args: string[],
     before: (run: Run) => Promise<unknown>,
   ) {
-    const { fake, run } = await setup(t, { latencyMs: 150 });
+    const second = hold();
+    let start = Infinity;
+    const { fake, run } = await setup(t, {
+      responder: (_, index) => ({
+        text: fake.validAnswer(),
+        until: index === start + 1 ? second.until : undefined,
+      }),
+    });
     await before(run);
-    const start = fake.requests.length;
+    start = fake.requests.length;
     const pending = run([...args, '--concurrency', '1']);
     await waitFor(() => fake.requests.length >= start + 2, 10_000, 'the second request');
     process.emit('SIGINT', 'SIGINT');
+    second.release();
     return pending;
   }
   type Run = (args?: string[]) => Promise<MainResult>;
@@ -1396,26 +1408,38 @@ function helpWithStdout(
 }
 
 /**
- * A real process gets `signal` once its first row is written (200 ms an answer, 2 at a time, 20 transcripts): it
- * finishes the judgements in flight, writes them, prints the summary and what is left, and exits by itself with the
- * signal's status; a rerun judges exactly the rest.
+ * A real process gets `signal` while two judgements are in flight (20 transcripts, 2 at a time, the first two answered
+ * at once, the rest held until the run has taken the signal): it finishes them, writes them, prints the summary and
+ * what is left, and exits by itself with the signal's status; a rerun judges exactly the rest.
  */
 async function firstSignalFinishesInFlight(t: TestContext, signal: 'SIGINT' | 'SIGTERM') {
+  const answers = hold();
   const { fake, ws, run, spawn } = await setup(
     t,
-    { latencyMs: 200 },
+    {
+      responder: (_, index) => ({
+        text: fake.validAnswer(),
+        until: index < 2 ? undefined : answers.until,
+      }),
+    },
     { models: 10, tasks: ['proof01', 'proof02'] },
   );
-  const { child, done } = spawn(['--concurrency', '2']);
-  await waitFor(() => rowCount(ws.output) >= 1, 20_000, 'the first rows');
+  const { child, done, stderr } = spawn(['--concurrency', '2']);
+  await waitFor(
+    () => rowCount(ws.output) >= 2 && fake.requests.length >= 4,
+    20_000,
+    'two rows, two in flight',
+  );
   child.kill(signal);
+  await waitFor(() => stderr().includes('stopping:'), 20_000, 'the signal taken');
+  answers.release();
   const result = await done;
   assert.equal(result.signal, null, `exited by itself, not killed by ${signal}: ${result.stderr}`);
   assert.equal(result.code, signal === 'SIGINT' ? 130 : 143, result.stderr);
   assert.match(result.stderr, /stopping: finishing the judgements in flight/);
   const rows = wellFormedCsv(ws.output);
-  assert.equal(rows.length, fake.requests.length, 'every request answered became a row');
-  assert.ok(rows.length >= 2 && rows.length < 20, `rows: ${rows.length}`);
+  assert.equal(rows.length, 4, 'the two answered and the two in flight');
+  assert.equal(fake.requests.length, 4, 'no judgement started after the signal');
   assert.match(
     result.stderr,
     new RegExp(`^interrupted: 20 selected: ${rows.length} scored, 0 skipped`, 'm'),
