@@ -480,8 +480,9 @@ async function runJudge(
     noteMisplacedTranscripts(run);
 
     // 5. Judge them: concurrently, or through Message Batches (what cannot go in a batch, and what
-    // a batch leaves without a usable answer, judged concurrently through the chain).
-    if (options.batch) {
+    // a batch leaves without a usable answer, judged concurrently through the chain). Batches a
+    // run left pending are collected with or without --batch: their transcripts were paid for.
+    if (options.batch || fs.existsSync(batchStateFile(options))) {
       const { batches, direct } = await submitToBatches(run, pending);
       await judgeConcurrently(run, direct, judges);
       await pollBatches(run, batches, (items, chain) => judgeConcurrently(run, items, chain));
@@ -1161,28 +1162,38 @@ function dryRun(options: RunOptions, io: IO): number {
     io.stderr.write(`dry-run: ${line}\n`);
   }
   const staleKeys = new Set(stale.rows.map((ref) => pairKey(ref.task_id, ref.model)));
-  const unscored = inputs.selected.filter((ref) => {
+  const candidates = inputs.selected.filter((ref) => {
     const key = pairKey(ref.task_id, ref.model);
     return !scored.has(key) || staleKeys.has(key);
   });
 
   // 2. With --batch: what would go in batches.
   if (options.batch) {
-    dryRunBatches(options, io, inputs, unscored, primary);
+    dryRunBatches(options, io, inputs, candidates, primary);
     return 0;
   }
 
-  // 3. Without: the first selected transcript's prompt, and the estimate (when any is to judge).
+  // 3. Without: the first selected transcript's prompt, and the estimate (when any is to judge);
+  // a pending batch's transcripts are collected from it, not judged again.
+  const inBatches = new BatchState(batchStateFile(options)).pairs();
+  if (inBatches.size > 0) {
+    io.stderr.write(
+      `dry-run: ${inBatches.size} transcript(s) wait in pending batches (${batchStateFile(options)}): ` +
+        'a run collects them, with or without --batch\n',
+    );
+  }
+  const unscored = candidates.filter((ref) => !inBatches.has(pairKey(ref.task_id, ref.model)));
   const first = inputs.selected[0]!;
   showPrompt(prepareTranscript(inputs, first), io);
   const selected = inputs.selected.length;
-  const scoredCount = selected - unscored.length;
+  const scoredCount = selected - candidates.length;
   const already = scoredCount > 0 ? `, ${scoredCount} already scored in ${options.output}` : '';
   io.stderr.write(`dry-run: ${selected} transcript(s) selected${already}; ${printedFor(first)}\n`);
   if (unscored.length === 0) {
     const samples = options.samples > 1 ? ` with ${options.samples} samples` : '';
+    const waiting = inBatches.size > 0 ? ' or waits in a pending batch' : '';
     io.stderr.write(
-      `dry-run: a run would judge none: every selected transcript has a row; ` +
+      `dry-run: a run would judge none: every selected transcript has a row${waiting}; ` +
         `--rescore would judge them again${samples}\n`,
     );
     return 0;
@@ -1204,7 +1215,7 @@ function dryRunBatches(
   primary: JudgeSpec,
 ): void {
   // 1. Counted one batch at a time, as a run submits them: memory holds one.
-  const inBatches = new BatchState(`${options.output}.batches.json`).pairs();
+  const inBatches = new BatchState(batchStateFile(options)).pairs();
   const refs = unscored
     .filter((ref) => !inBatches.has(pairKey(ref.task_id, ref.model)))
     .slice(0, options.limit);
@@ -2028,15 +2039,8 @@ function promptShaNow(inputs: Inputs, ref: TranscriptRef): string | undefined {
  */
 function judgedPromptShas(logFile: string): Map<string, string | null> {
   const shas = new Map<string, string | null>();
-  const text = readIfExists(logFile) ?? '';
-  for (const line of text.split('\n')) {
-    let entry: unknown;
-    try {
-      entry = JSON.parse(line);
-    } catch {
-      continue;
-    }
-    if (!isRecord(entry) || entry.status !== 'scored') continue;
+  for (const entry of auditLogLines(logFile)) {
+    if (entry.status !== 'scored') continue;
     if (typeof entry.task_id !== 'string' || typeof entry.model !== 'string') continue;
     const sha = typeof entry.prompt_sha256 === 'string' ? entry.prompt_sha256 : null;
     shas.set(pairKey(entry.task_id, entry.model), sha);
@@ -2077,8 +2081,13 @@ async function judgeConcurrently(run: Run, items: PendingItem[], judges: Judge[]
   if (defect) throw defect.reason;
 }
 
-/** An earlier attempt at a transcript (a batch result) that the chain starts from. */
-type PriorAttempt = { error: EvalError; answers: JudgeAnswer[]; promptSha?: string };
+/** An earlier attempt at a transcript (a result of the batch `batchId`) that the chain starts from. */
+type PriorAttempt = {
+  error: EvalError;
+  answers: JudgeAnswer[];
+  promptSha?: string;
+  batchId: string;
+};
 
 /**
  * Judges one transcript through the chain, after a
@@ -2130,6 +2139,7 @@ async function judgeTranscript(
       promptSha,
       inputSha,
       startedAt,
+      batchId: prior?.batchId,
     });
     if (chain.attempts.length > 0) {
       const after = chain.attempts.map((error) => error.message).join('; ');
@@ -2146,6 +2156,7 @@ async function judgeTranscript(
       promptSha,
       inputSha,
       startedAt,
+      batchId: prior?.batchId,
     });
     if (decide(error).action === 'stop-run') return;
   }
@@ -2199,14 +2210,20 @@ async function judgeSamples(
  * the rest; returns the batches to poll, and what cannot go in a batch, for the run to judge.
  */
 async function submitToBatches(run: Run, pending: TranscriptRef[]) {
-  const batches = new BatchState(`${run.options.output}.batches.json`);
+  const batches = new BatchState(batchStateFile(run.options));
   await resumeBatches(run, batches);
   const inBatches = batches.pairs();
   const fresh = pending.filter((ref) => !inBatches.has(pairKey(ref.task_id, ref.model)));
 
-  const direct = await submitBatches(run, batches, fresh);
+  // Without --batch, only the pending batches are collected: the rest is judged directly.
+  const direct = run.options.batch ? await submitBatches(run, batches, fresh) : fresh;
   run.progress.total = direct.length + batches.pairs().size;
   return { batches, direct };
+}
+
+/** Where a run keeps the batches it submitted until their rows are written. */
+function batchStateFile(options: RunOptions): string {
+  return `${options.output}.batches.json`;
 }
 
 /** A submitted batch; each custom_id maps to [task_id, model, sha256 of the prompt sent]. */
@@ -2294,9 +2311,10 @@ async function resumeBatches(run: Run, batches: BatchState): Promise<void> {
       if (run.controller.signal.aborted) return; // Ctrl-C: the batches stay pending
       if (isBatchGone(error, primary)) {
         const count = Object.keys(entry.requests).length;
+        const again = run.options.batch ? 'submitted' : 'judged';
         run.progress.log(
           `warning: batch ${entry.id} in ${batches.file} is unknown to the API (expired, deleted, or another ` +
-            `workspace's key); its ${count} transcript(s) are submitted again`,
+            `workspace's key); its ${count} transcript(s) are ${again} again`,
         );
         batches.remove(entry);
       } else if (decide(error).action !== 'next-judge') {
@@ -2314,6 +2332,32 @@ async function resumeBatches(run: Run, batches: BatchState): Promise<void> {
         'their transcripts are not submitted again',
     );
   }
+  replaceRowsBatchesJudgeAgain(run, batches);
+}
+
+/**
+ * Marks to be replaced the rows of transcripts still in a pending batch, unless the audit log holds
+ * that batch's answers for them (collected before a stop): the batch judges them again (--rescore,
+ * a stale row), and its paid answers are never dropped.
+ */
+function replaceRowsBatchesJudgeAgain(run: Run, batches: BatchState): void {
+  const scored = new Set([...batches.pairs()].filter((key) => run.scoreFile.done.has(key)));
+  if (scored.size === 0) return;
+
+  const collected = new Set<string>();
+  for (const line of auditLogLines(run.log.file)) {
+    if (typeof line.batch_id !== 'string') continue;
+    if (typeof line.task_id !== 'string' || typeof line.model !== 'string') continue;
+    collected.add(`${line.batch_id} ${pairKey(line.task_id, line.model)}`);
+  }
+  const again: string[] = [];
+  for (const entry of batches.entries) {
+    for (const [taskId, model] of Object.values(entry.requests)) {
+      const key = pairKey(taskId, model);
+      if (scored.has(key) && !collected.has(`${entry.id} ${key}`)) again.push(key);
+    }
+  }
+  run.scoreFile.replaceOnWrite(again);
 }
 
 /**
@@ -2771,11 +2815,17 @@ async function settleBatchGroup(
       promptSha,
       inputSha: prepared.inputSha,
       startedAt: 0,
+      batchId: entry.id!,
     };
     await recordOutcome(run, ref, outcome);
   } catch (error) {
     if (!(error instanceof EvalError) || isUnrecordable(error)) throw error;
-    const prior = { error: batchAttemptFailure(error, entry.judge), answers, promptSha };
+    const prior = {
+      error: batchAttemptFailure(error, entry.judge),
+      answers,
+      promptSha,
+      batchId: entry.id!,
+    };
     rejudge.push({ task_id: ref.task_id, model: ref.model, path: ref.path, prior });
   }
 }
@@ -5000,6 +5050,7 @@ type Outcome = {
   promptSha?: string;
   inputSha?: InputHashes; // of the bytes the prompt was built from
   startedAt: number; // performance.now() when judging began
+  batchId?: string; // the batch whose answers are among `answers`
 };
 
 /**
@@ -5036,6 +5087,7 @@ async function recordFailure(
     promptSha: trace.promptSha,
     inputSha: trace.inputSha,
     startedAt: trace.startedAt,
+    batchId: trace.batchId,
   });
   // The stop at once, not once the line is on disk: no call starts in between.
   if (stopsRun) {
@@ -5168,6 +5220,7 @@ export const AuditLineSchema = z.object({
     })
     .nullable(),
   sample_scores: z.array(z.record(z.string(), z.number())).optional(),
+  batch_id: z.string().optional(), // the batch whose answers the line holds: collected once
   before_human_scoring: z.boolean(),
   human_scoring: z.custom<HumanScoring>(),
 });
@@ -5233,6 +5286,7 @@ function auditEntry(
     prompt_template_sha256: JUDGE_PROMPT_TEMPLATE_SHA,
     input_sha256: outcome.inputSha ?? null,
     sample_scores: outcome.samples?.map((sample) => sample.scores),
+    batch_id: outcome.batchId,
     before_human_scoring: run.options.beforeHumanScoring === true,
     human_scoring: run.humanScoring(),
   };
@@ -6145,6 +6199,20 @@ function unionOption(union: Zod.ZodUnion, value: unknown): Zod.ZodType {
     isRecord(value) &&
     Object.keys(value).some((key) => Object.hasOwn(option.shape, key));
   return options.find(usesKeys) ?? options.at(-1)!;
+}
+
+/** The audit log's lines, each a JSON object; a line that is not one (a torn end) tells nothing. */
+function* auditLogLines(logFile: string): Generator<Record<string, unknown>> {
+  const text = readIfExists(logFile) ?? '';
+  for (const line of text.split('\n')) {
+    let entry: unknown;
+    try {
+      entry = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    if (isRecord(entry)) yield entry;
+  }
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

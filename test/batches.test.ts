@@ -740,6 +740,93 @@ describe('--batch: a rerun resumes pending batches', () => {
     assert.match(result.stderr, /batches created 1, resumed 0/);
     assert.equal(fs.existsSync(stateFile), false);
   });
+
+  /** A --batch run stopped by a 401 at its first poll: its batch of every transcript left pending. */
+  async function stoppedWhilePending(t: TestContext, fakeOpts: FakeOptions = {}) {
+    const s = await setup(t, { ...JUMP, ...fakeOpts }, { models: 1 });
+    const stopAtPoll = s.intercept(
+      (req, res) => isRetrieve(req) && answerError(req, res, 401, 'authentication_error', 'no'),
+    );
+    return {
+      ...s,
+      stop: async (extra: string[] = []) => {
+        const stopped = await s.run([...BATCH, ...extra]);
+        assert.equal(stopped.code, 2, stopped.stderr);
+        stopAtPoll();
+        assert.equal(readState(s.stateFile).batches.length, 1);
+      },
+    };
+  }
+
+  test('a rerun without --batch collects the pending batch: its transcripts are never judged again, every answer written', async (t) => {
+    const { fake, http, ws, run, stop, stateFile } = await stoppedWhilePending(t);
+    await stop();
+    const dry = await run(['--dry-run'], { apiKey: null });
+    assert.equal(dry.code, 0, dry.stderr);
+    assert.match(dry.stderr, /3 transcript\(s\) wait in pending batches .*a run collects them/);
+    assert.match(dry.stderr, /a run would judge none: every selected transcript has a row or wait/);
+
+    const result = await run(['--poll-interval', '0.01']);
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(fake.requests.length, 0, 'nothing judged synchronously');
+    assert.equal(count(http, CREATE), 1, 'no second batch');
+    assert.match(
+      result.stderr,
+      mentioning('resuming 1 pending batch(es) from ', stateFile, 'msgbatch_fake_1'),
+    );
+    assert.match(result.stderr, /3 selected: 3 scored, 0 skipped/);
+    assert.deepEqual(rowKeys(ws.output), keysOf(ws));
+    for (const entry of logByKey(ws.log).values()) {
+      assert.deepEqual([entry.status, entry.batch_id], ['scored', 'msgbatch_fake_1']);
+    }
+    assert.equal(fs.existsSync(stateFile), false);
+
+    const again = await run(BATCH);
+    assert.equal(again.code, 0, again.stderr);
+    assert.match(again.stderr, /3 selected: 0 scored, 3 skipped/);
+    assert.equal(count(http, CREATE), 1);
+  });
+
+  test('a pending batch that judges scored transcripts again (--rescore), resumed without --rescore: its answers replace the rows, each logged', async (t) => {
+    const fromBatch = answerJson(goodScores({ mathematical_correctness: 0 }), 'from the batch');
+    const { fake, ws, run, stop, stateFile } = await stoppedWhilePending(t, {
+      batch: { result: () => ({ type: 'succeeded', text: fromBatch }) },
+    });
+    const first = await run();
+    assert.equal(first.code, 0, first.stderr);
+    assert.equal(fake.requests.length, 3);
+    await stop(['--rescore']);
+
+    const result = await run(BATCH);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stderr, /3 selected: 3 scored/);
+    assert.equal(fake.requests.length, 3, 'nothing judged synchronously again');
+    assert.deepEqual(
+      csvRows(ws.output).map(({ key, record }) => [key, record.at(-1)]),
+      keysOf(ws).map((key) => [key, 'from the batch']),
+    );
+    const fromTheBatch = readLog(ws.log).filter((entry) => entry.batch_id === 'msgbatch_fake_1');
+    assert.equal(fromTheBatch.length, 3, 'each paid answer logged');
+    assert.equal(fs.existsSync(stateFile), false);
+  });
+
+  test('a batch read again after its rows were written (a crash before its entry left the state file) writes nothing twice', async (t) => {
+    const { ws, run, stop, stateFile } = await stoppedWhilePending(t);
+    await stop();
+    const state = fs.readFileSync(stateFile);
+    const collected = await run(BATCH);
+    assert.equal(collected.code, 0, collected.stderr);
+    const csv = fs.readFileSync(ws.output, 'utf8');
+    const log = fs.readFileSync(ws.log, 'utf8');
+
+    fs.writeFileSync(stateFile, state);
+    const result = await run(BATCH);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stderr, /resuming 1 pending batch/);
+    assert.equal(fs.readFileSync(ws.output, 'utf8'), csv);
+    assert.equal(fs.readFileSync(ws.log, 'utf8'), log);
+    assert.equal(fs.existsSync(stateFile), false);
+  });
 });
 
 // ---------------------------------------------------------------------------------------------
