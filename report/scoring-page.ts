@@ -2,10 +2,11 @@
 // sheets): each assigned transcript, its turns as labelled messages (the tutor's system prompt
 // hidden unless the plan shows it), then the task's expected behaviours and the private reference
 // notes, folded; a form per transcript (scores, notes, unsure) saved in the browser as it is
-// filled; and a button that downloads the scorer's whole sheet, every row of it. The page holds its
-// sheet's scores as written and can import the sheet again, so a download never blanks a score the
-// sheet holds. Self-contained: inline style and script, nothing fetched, no judge score. Every text
-// is escaped (the script sets text as text); the data rides as JSON with `<` escaped.
+// filled; and a download of the scorer's whole sheet: the sheet as it is now, which the page asks
+// for, with the page's answers merged in, so a download never blanks a score given in the sheet or
+// in another browser. Self-contained: inline style and script (report/pages/scoring-page.js),
+// nothing fetched, no judge score. Every text is escaped (the script sets text as text); the data
+// rides as JSON with `<` escaped.
 import { FORMULA_START, allowedScores, rubricDimensions } from '../run-judge.ts';
 import type { Rubric, TranscriptImage, TranscriptRef } from '../run-judge.ts';
 import { escapeHtml } from './html-escape.ts';
@@ -24,8 +25,16 @@ export type PageTranscript = {
   turns: PageTurn[];
 };
 
-/** What one scorer's page is made of: the sheet (its columns, its rows' cells unguarded) and the
- * page's transcripts, each with the index of its sheet row. */
+/**
+ * What a sheet row's answers in the browser are for: `version`, the hash of what the judge is shown
+ * for its transcript (`inputs_sha256`), keys them, so an answer given for another text or rubric is
+ * never shown or downloaded; `earlier`, answers kept by pages of earlier releases (which name no
+ * version) are for this one too. Null for a row of no assignment: the page holds no answer for it.
+ */
+export type RowVersion = { version: string; earlier: boolean } | null;
+
+/** What one scorer's page is made of: the sheet (its columns, its rows' cells unguarded, each
+ * row's version) and the page's transcripts, each with the index of its sheet row. */
 export type PageInput = {
   scorer: string;
   rubric: Rubric;
@@ -34,6 +43,7 @@ export type PageInput = {
   previousKeys: string[];
   header: string[];
   rows: Record<string, string>[];
+  versions: RowVersion[];
   transcripts: (PageTranscript & { row: number })[];
 };
 
@@ -48,6 +58,7 @@ export function scoringPage(input: PageInput): string {
     header: input.header,
     dimensions: rubricDimensions(input.rubric),
     rows: input.rows,
+    versions: input.versions,
   };
 
   // 2. A section per transcript, in the page's order, each with its form.
@@ -73,16 +84,24 @@ export function scoringPage(input: PageInput): string {
 <header><h1>Blind scoring: ${scorer}</h1>
 <p id="left" role="status">${count} of ${count} left</p>
 <button type="button" id="download">Download ${scorer}.csv</button>
-<label class="import">Import ${scorer}.csv <input type="file" id="import"
-accept=".csv,text/csv"></label>
 <p id="unsaved" class="warning" hidden>Answers not downloaded yet</p>
-<p id="import-status" role="status" hidden></p>
-<p class="hint">Your answers stay in this browser as you go. When done, download ${scorer}.csv
-and save it over the ${scorer}.csv of the plan: it holds every row of the sheet. Keys: ${keys}
-score the dimension in focus (else the first left open).</p>
+<p id="sheet-status" role="status" hidden></p>
 <p id="storage" class="warning" hidden>This browser does not keep your answers: download your CSV
 before you close the page.</p>
 </header>
+<div class="help"><p class="hint">Your answers stay in this browser as you go. The download first
+asks for your ${scorer}.csv as it is now (the plan's, or the one you saved over it) and adds your
+answers to it, so no score in it is lost: save the download over it. Keys: ${keys} score the
+dimension in focus (else the first left open). This page does not name the tutors;
+${scorer}.csv does (its model column).</p>
+<label class="import">Import ${scorer}.csv <input type="file" id="import"
+accept=".csv,text/csv"></label>
+<input type="file" id="current-sheet" accept=".csv,text/csv" hidden>
+<p id="fresh" class="notice" hidden>This browser holds none of your answers yet: the page shows
+${scorer}.csv as it was when the page was written. Scored since, in the sheet or another browser?
+Import ${scorer}.csv to see those scores here.</p>
+<p id="held" class="notice" hidden></p>
+</div>
 <div class="layout"><nav><ol>${list.join('')}</ol></nav>
 <main>${sections.join('\n')}</main></div>
 <script type="application/json" id="plan-data">${json}</script>
@@ -173,15 +192,17 @@ const PAGE_CSS = `body{font:15px/1.5 system-ui,sans-serif;color:#111;margin:0;ba
 header{position:sticky;top:0;z-index:1;display:flex;flex-wrap:wrap;gap:6px 18px;align-items:center;
 padding:8px 20px;background:#fff;border-bottom:1px solid #ccc}
 header h1{font-size:18px;margin:0}
-header p{margin:0}
+header p,.help p{margin:0}
+.help{display:flex;flex-wrap:wrap;gap:6px 18px;align-items:baseline;padding:8px 20px 0}
+.hint{font-size:13px;color:#444;flex:1 1 420px;max-width:75em}
+.notice{font-size:13px;flex-basis:100%;background:#fef9c3;padding:4px 8px}
+#sheet-status{font-size:13px;flex-basis:100%}
 #left{font-weight:bold}
 .import{font-size:13px}
-.hint{font-size:13px;color:#444;flex:1 1 300px}
 .warning{color:#991b1b;font-weight:bold}
-#import-status{font-size:13px;flex-basis:100%}
 button{font:inherit;padding:4px 12px;cursor:pointer}
 .layout{display:grid;grid-template-columns:190px minmax(0,1fr);gap:20px;padding:12px 20px}
-nav ol{list-style:none;padding:0;margin:0;position:sticky;top:120px}
+nav ol{list-style:none;padding:0;margin:0;position:sticky;top:70px}
 nav a{display:block;padding:3px 6px;border-radius:4px;color:#1d4ed8;text-decoration:none}
 nav a[aria-current=true]{background:#dbeafe;font-weight:bold}
 nav a.done::after,h2 .state.done::after{content:" ✓";color:#15803d}
@@ -210,8 +231,8 @@ margin:2px 0}
 details.reference{margin:12px 0 0;border-top:1px solid #ddd;padding-top:6px}
 details.reference summary{cursor:pointer;font-weight:bold}
 img{max-width:100%}
-form{background:#fff;border:1px solid #ddd;padding:4px 14px 12px;position:sticky;top:120px;
-max-height:calc(100vh - 140px);overflow:auto}
+form{background:#fff;border:1px solid #ddd;padding:4px 14px 12px;position:sticky;top:70px;
+max-height:calc(100vh - 90px);overflow:auto}
 fieldset{border:1px solid #ddd;margin:8px 0;padding:4px 10px 8px}
 fieldset:focus-within{border-color:#2563eb;box-shadow:0 0 0 2px #bfdbfe}
 legend{font-weight:bold}
@@ -223,7 +244,7 @@ padding:3px;border-radius:4px}
 .notes{display:block;font-weight:bold}
 textarea{display:block;width:100%;box-sizing:border-box;font:inherit}
 .steps{display:flex;justify-content:space-between}
-@media (max-width:900px){header{padding:6px 10px;gap:4px 10px}.hint{display:none}
+@media (max-width:900px){header{padding:6px 10px;gap:4px 10px}.help{padding:6px 10px 0}
 header h1{font-size:15px}.layout{grid-template-columns:1fr;padding:8px 10px}
 .columns{grid-template-columns:1fr}nav ol{position:static;display:flex;flex-wrap:wrap;gap:4px}
 form{position:static;max-height:none}.turn{max-width:100%}}`;

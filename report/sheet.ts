@@ -41,7 +41,7 @@ import type {
 import { groupBy, mulberry32 } from './analysis.ts';
 import { holdsScores, readTranscriptBytes } from './inputs.ts';
 import { scoringPage } from './scoring-page.ts';
-import type { PageTranscript, PageTurn } from './scoring-page.ts';
+import type { PageTranscript, PageTurn, RowVersion } from './scoring-page.ts';
 
 type Pair = { task_id: string; model: string };
 
@@ -110,6 +110,7 @@ export function writeScoringPlan(options: PlanOptions, io: PlanIO): void {
   // row deleted from one still to fill in.
   const files = new Map<string, string>();
   const assignments: Assignment[] = [];
+  const issued = issuedVersions(previousPlan(options.out));
   for (const [scorer, assigned] of plan.assignments) {
     const rows = assigned.map((ref) => {
       const page = shown.get(pairKey(ref.task_id, ref.model))!;
@@ -118,7 +119,7 @@ export function writeScoringPlan(options: PlanOptions, io: PlanIO): void {
     });
     const sheet = scoringSheet(rows, rubric, scorer);
     files.set(sheetFile(options.out, scorer), sheet);
-    const page = pageOf(scorer, parseSheet(sheet), shown, rule, options.out, rubric);
+    const page = pageOf(scorer, parseSheet(sheet), shown, rule, options.out, rubric, issued);
     files.set(pageFile(options.out, scorer), page);
   }
   files.set(path.join(options.out, PLAN_FILE), manifestText(rule, assignments));
@@ -247,11 +248,12 @@ export function updateScoringPlan(options: UpdateOptions, io: PlanIO): void {
 
   // 5. Every sheet, every page (holding its sheet's scores), the plan; each file whole.
   const files = new Map<string, string>();
+  const issued = issuedVersions(manifest);
   for (const [scorer, sheet] of sheets) {
     files.set(sheet.file, sheetText(sheet));
     files.set(
       pageFile(options.out, scorer),
-      pageOf(scorer, sheet, current, rule, options.out, rubric),
+      pageOf(scorer, sheet, current, rule, options.out, rubric, issued),
     );
   }
   files.set(manifestFile, manifestText(manifest.rule, assignments));
@@ -409,7 +411,11 @@ const TURN_LABELS = {
   system: 'System prompt (given to the tutor)',
 };
 
-/** One scorer's page: its sheet's rows (their scores embedded), its transcripts in a seeded order. */
+/**
+ * One scorer's page: its sheet's rows (their scores embedded, and what each row's answers are for),
+ * its transcripts in a seeded order. `issued` is what each assignment's page showed before this
+ * write (plan.json as it was).
+ */
 function pageOf(
   scorer: string,
   sheet: Sheet,
@@ -417,6 +423,7 @@ function pageOf(
   rule: PlanRule,
   out: string,
   rubric: Rubric,
+  issued: Map<string, string | undefined>,
 ): string {
   const rows = sheet.records
     .filter((record) => record.cells !== undefined)
@@ -439,6 +446,18 @@ function pageOf(
   // page written again, however planned, finds them; and those a page written before kept.
   const storageKey = pageStorageKey(out);
   const before = writtenPage(pageFile(out, scorer));
+  // A row on the page: answers for what it shows now. A transcript taken off the page: answers for
+  // what it showed when issued.
+  const earlier = earlierAnswers(before, scorer, issued);
+  const versions = rows.map((cells): RowVersion => {
+    const pair = pairKey(cells.task_id!, cells.model!);
+    const page = shown.get(pair);
+    const assignment = `${scorer}\n${pair}`;
+    if (page === undefined && !issued.has(assignment)) return null;
+    const version =
+      page?.inputs_sha256 ?? issued.get(assignment) ?? `transcript ${cells.transcript_sha256}`;
+    return { version, earlier: earlier(pair, version) };
+  });
   const previousKeys = new Set<string>();
   for (const key of [before?.plan, ...(before?.previous ?? [])]) {
     if (typeof key === 'string' && key !== storageKey) {
@@ -452,17 +471,70 @@ function pageOf(
     previousKeys: [...previousKeys],
     header: sheet.header,
     rows,
+    versions,
     transcripts,
   });
 }
 
+/**
+ * What each assignment's page showed (its `inputs_sha256`, undefined in a plan.json older than
+ * that), by scorer and transcript.
+ */
+function issuedVersions(manifest: PlanManifest | undefined): Map<string, string | undefined> {
+  const issued = new Map<string, string | undefined>();
+  for (const entry of manifest?.assignments ?? []) {
+    issued.set(`${entry.scorer}\n${pairKey(entry.task_id, entry.model)}`, entry.inputs_sha256);
+  }
+  return issued;
+}
+
+/**
+ * Whether answers that a page of an earlier release kept (they name no version) are for a row: only
+ * where such a page stood here and showed what the row shows now. A page of this release passes on
+ * its own word, so that writing a page again changes nothing.
+ */
+function earlierAnswers(
+  before: WrittenPage | undefined,
+  scorer: string,
+  issued: Map<string, string | undefined>,
+): (pair: string, version: string) => boolean {
+  if (before === undefined) return () => false;
+  if (before.versions === undefined) {
+    return (pair, version) => {
+      const assignment = `${scorer}\n${pair}`;
+      return issued.has(assignment) && (issued.get(assignment) ?? version) === version;
+    };
+  }
+  const kept = new Set<string>();
+  before.rows.forEach((cells, i) => {
+    const row = before.versions![i] as { version?: unknown; earlier?: unknown } | null | undefined;
+    if (row?.earlier === true) kept.add(`${pairKey(cells.task_id!, cells.model!)}\n${row.version}`);
+  });
+  return (pair, version) => kept.has(`${pair}\n${version}`);
+}
+
+/** The plan.json a plan made again replaces; none when there is none or it cannot be read. */
+function previousPlan(out: string): PlanManifest | undefined {
+  const file = path.join(out, PLAN_FILE);
+  if (!fs.existsSync(file)) return undefined;
+  try {
+    return loadPlanManifest(file);
+  } catch {
+    return undefined; // the new plan replaces it; its pages' answers then count for nothing
+  }
+}
+
 const pageStorageKey = (out: string) => sha256(JSON.stringify([path.resolve(out)])).slice(0, 16);
 
-/** What a page written before holds: its storage keys, its sheet's rows, the rows it shows. */
+/**
+ * What a page written before holds: its storage keys, its sheet's rows and their versions (none in a
+ * page of an earlier release), the rows it shows.
+ */
 type WrittenPage = {
   plan?: unknown;
   previous?: unknown[];
   rows: Record<string, string>[];
+  versions?: unknown[];
   shown: number[];
 };
 
@@ -476,7 +548,7 @@ function writtenPage(file: string): WrittenPage | undefined {
   }
   const json = /<script type="application\/json" id="plan-data">([\s\S]*?)<\/script>/.exec(html);
   if (json === null) return undefined;
-  let data: { plan?: unknown; previous?: unknown; rows?: unknown };
+  let data: { plan?: unknown; previous?: unknown; rows?: unknown; versions?: unknown };
   try {
     data = JSON.parse(json[1]!);
   } catch {
@@ -487,7 +559,8 @@ function writtenPage(file: string): WrittenPage | undefined {
     return Number(match[1]);
   });
   const previous = Array.isArray(data.previous) ? data.previous : [];
-  return { plan: data.plan, previous, rows: data.rows, shown };
+  const versions = Array.isArray(data.versions) ? data.versions : undefined;
+  return { plan: data.plan, previous, rows: data.rows, versions, shown };
 }
 
 // ---- A sheet on disk, row by row as its bytes ---------------------------------------------------

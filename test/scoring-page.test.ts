@@ -7,6 +7,7 @@ import * as path from 'node:path';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import type { TestContext } from 'node:test';
 import { pathToFileURL } from 'node:url';
+import { parse as parseCsv } from 'csv-parse/sync';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import {
   RUBRIC_FILE,
@@ -74,6 +75,13 @@ async function stored(page: Page): Promise<void> {
   await witness.waitForFunction((expected) => {
     return expected.every(([key, value]) => localStorage.getItem(key) === value);
   }, entries);
+}
+
+/** Clicks the download button and chooses `sheet` in the file chooser it opens. */
+async function chooseSheet(page: Page, sheet: string): Promise<void> {
+  const chooser = page.waitForEvent('filechooser');
+  await page.locator('#download').click();
+  await (await chooser).setFiles(sheet);
 }
 
 /** A new tab, in front, closed after the test. */
@@ -169,10 +177,17 @@ describe('the blind scoring page in headless Chromium', () => {
     return sheets.get(scorer)!.rows[row]!;
   }
 
-  /** Clicks the download button; the downloaded file's path and text. */
-  async function download(page: Page, scorer = 'alice'): Promise<{ file: string; text: string }> {
+  /**
+   * Clicks the download button and chooses `sheet` as the scorer's sheet now; the downloaded file's
+   * path and text.
+   */
+  async function download(
+    page: Page,
+    scorer = 'alice',
+    sheet = sheets.get(scorer)!.file,
+  ): Promise<{ file: string; text: string }> {
     const started = page.waitForEvent('download');
-    await page.locator('#download').click();
+    await chooseSheet(page, sheet);
     const file = path.join(dir, `download-${Date.now()}-${Math.random()}.csv`);
     const got = await started;
     assert.equal(got.suggestedFilename(), `${scorer}.csv`);
@@ -300,6 +315,30 @@ describe('the blind scoring page in headless Chromium', () => {
     assert.equal(await page.locator('#left').textContent(), '3 of 4 left');
   });
 
+  test("bob's sheet chosen for alice's download, or a file that is no sheet: refused, saying why, nothing downloaded", async (t) => {
+    const { page } = await openPage(t);
+    await scoreShown(page, () => 1);
+    let downloads = 0;
+    page.on('download', () => downloads++);
+    const status = page.locator('#sheet-status');
+    await chooseSheet(page, sheets.get('bob')!.file);
+    await status.filter({ hasText: 'nothing downloaded' }).waitFor();
+    assert.equal(
+      await status.textContent(),
+      'bob.csv: rows of bob, not alice: choose alice.csv; nothing downloaded',
+    );
+    const other = path.join(dir, 'other.csv');
+    fs.writeFileSync(other, 'task_id,model,notes\nproof01,m01,x\n');
+    await chooseSheet(page, other);
+    await status.filter({ hasText: 'other.csv' }).waitFor();
+    assert.match(
+      (await status.textContent())!,
+      /^other\.csv: not alice's sheet of this plan \(no column [\w, ]+\); nothing downloaded$/,
+    );
+    assert.equal(downloads, 0);
+    assert.equal(await page.locator('#unsaved').isVisible(), true);
+  });
+
   test('each transcript shows what the judge is shown: the task, the reference notes, the transcript, every level', async (t) => {
     const { page } = await openPage(t);
     const key = JSON.parse(fs.readFileSync(path.join(ws.referenceKeys, 'proof01.json'), 'utf8'));
@@ -372,7 +411,8 @@ describe('the blind scoring page in headless Chromium', () => {
     assert.ok((await page.locator('.turn.student').last().textContent())?.includes('[image 1]'));
     await scoreShown(page, () => 0);
     assert.equal(await page.locator('#left').textContent(), 'All 1 scored: download your CSV');
-    const rows = readHumanScores((await download(page, scorer)).file, rubric);
+    const eveSheet = path.join(out, `${scorer}.csv`);
+    const rows = readHumanScores((await download(page, scorer, eveSheet)).file, rubric);
     assert.deepEqual(
       rows.map((row) => [row.model, row.scorer, isComplete(row, rubric)]),
       [[`${hostile}m`, scorer, true]],
@@ -391,11 +431,12 @@ describe('the blind scoring page in headless Chromium', () => {
     await page.goto(pathToFileURL(path.join(out, 'alice.html')).href, { waitUntil: 'load' });
     const count = await page.locator('section.transcript').count();
     assert.equal(count, run.pairs.length);
+    const sheet = path.join(out, 'alice.csv');
 
     for (let i = 0; i < count; i++) {
       await scoreByKeys(page, '1', rubric.dimensions.length);
       if (i === 2) {
-        const half = (await download(page)).file;
+        const half = (await download(page, 'alice', sheet)).file;
         const refused = await judge(['--human-scores', half]);
         assert.equal(refused.code, 2, refused.stderr);
         assert.ok(refused.stderr.includes(half), refused.stderr);
@@ -406,8 +447,7 @@ describe('the blind scoring page in headless Chromium', () => {
       }
     }
 
-    const sheet = path.join(out, 'alice.csv');
-    fs.copyFileSync((await download(page)).file, sheet);
+    fs.copyFileSync((await download(page, 'alice', sheet)).file, sheet);
     const result = await judge(['--human-scores', sheet]);
     assert.equal(result.code, 0, result.stderr);
     assert.equal(fake.requests.length, run.pairs.length, 'every transcript judged');
@@ -461,9 +501,10 @@ describe('the page in daily use: blind by default, keys, unsure, leaving, --upda
 
   const shown = (page: Page) => page.locator('section.transcript:not([hidden])');
 
-  async function download(page: Page): Promise<string> {
+  /** Downloads, choosing `sheet` as the scorer's sheet now; the downloaded file. */
+  async function download(page: Page, sheet: string): Promise<string> {
     const started = page.waitForEvent('download');
-    await page.locator('#download').click();
+    await chooseSheet(page, sheet);
     const file = path.join(dir, `download-${Date.now()}-${Math.random()}.csv`);
     await (await started).saveAs(file);
     return file;
@@ -475,7 +516,7 @@ describe('the page in daily use: blind by default, keys, unsure, leaving, --upda
     return new Map(rows.map((row) => [`${row.model}/${row.task_id}`, row]));
   };
 
-  test('blind by default: no system prompt, the transcript before the folded reference notes, turns as Student and Tutor messages; seen at 1400 and 400 px', async (t) => {
+  test('blind by default: no system prompt, the transcript before the folded reference notes, turns as Student and Tutor messages; its help and keys seen at 1400, 800 and 360 px', async (t) => {
     const { ws, out, sheet } = await planned(t, 'alice');
     const page = await open(t, path.join(out, 'alice.html'));
     const html = fs.readFileSync(path.join(out, 'alice.html'), 'utf8');
@@ -506,14 +547,25 @@ describe('the page in daily use: blind by default, keys, unsure, leaving, --upda
       true,
     );
 
-    for (const width of [1400, 400]) {
+    const hint = page.locator('.hint');
+    for (const width of [1400, 800, 360]) {
       await page.setViewportSize({ width, height: 900 });
+      const help = await hint.boundingBox();
+      assert.ok(
+        (await hint.isVisible()) && help !== null && help.x >= 0 && help.x + help.width <= width,
+        `the download help and keys shown whole at ${width} px`,
+      );
+      assert.match((await hint.textContent())!, /download first\s+asks for your alice\.csv/);
+      assert.match((await hint.textContent())!, /Keys: 0, 1, 2 score the\s+dimension in focus/);
+      assert.match((await hint.textContent())!, /alice\.csv does \(its model column\)/);
       await page.evaluate(() => window.scrollTo(0, document.body.scrollHeight));
       const box = await page.locator('#left').boundingBox();
       assert.ok(
         box !== null && box.y >= 0 && box.y + box.height <= 900,
         `progress in view at ${width} px`,
       );
+      const download = await page.locator('#download').boundingBox();
+      assert.ok(download !== null && download.y >= 0, `the download in view at ${width} px`);
       const fits = await page.evaluate(
         () => document.documentElement.scrollWidth <= window.innerWidth,
       );
@@ -562,7 +614,7 @@ describe('the page in daily use: blind by default, keys, unsure, leaving, --upda
       'says the answers are not downloaded',
     );
 
-    const file = await download(page);
+    const file = await download(page, path.join(out, 'alice.csv'));
     assert.equal(await page.locator('#unsaved').isVisible(), false);
     const rows = readHumanScores(file, rubric);
     assert.equal(rows.filter((one) => one.unsure === true).length, 1);
@@ -593,7 +645,7 @@ describe('the page in daily use: blind by default, keys, unsure, leaving, --upda
       if (i < 3) await shown(page).locator('button.next').click();
     }
     const sheetFile = path.join(out, 'alice.csv');
-    fs.copyFileSync(await download(page), sheetFile);
+    fs.copyFileSync(await download(page, sheetFile), sheetFile);
     const scored = rowsOf(sheetFile);
 
     const edited = path.join(ws.transcripts, 'm01', 'proof02.json');
@@ -622,7 +674,7 @@ describe('the page in daily use: blind by default, keys, unsure, leaving, --upda
       (await shown(again).textContent())!.includes('STUDENT-EDITED'),
       'opens at the open one, its new text',
     );
-    const after = rowsOf(await download(again));
+    const after = rowsOf(await download(again, sheetFile));
     assert.equal(after.size, 4, 'every row of the sheet');
     for (const [key, row] of after) {
       if (key === 'm01/proof02') {
@@ -656,10 +708,13 @@ describe('the page in daily use: blind by default, keys, unsure, leaving, --upda
       'the page was written blank',
     );
     await page.locator('#import').setInputFiles(sheetFile);
-    await page.locator('#import-status').filter({ hasText: 'taken' }).waitFor();
-    assert.equal(await page.locator('#import-status').textContent(), 'bob.csv: 4 row(s) taken');
+    await page.locator('#sheet-status').filter({ hasText: 'taken' }).waitFor();
+    assert.equal(
+      await page.locator('#sheet-status').textContent(),
+      `bob.csv: 4 row(s) taken; ${4 * (rubric.dimensions.length + 1)} answer(s) in it this page had not seen, shown here`,
+    );
     assert.equal(await page.locator('#left').textContent(), 'All 4 scored: download your CSV');
-    const downloaded = rowsOf(await download(page));
+    const downloaded = rowsOf(await download(page, sheetFile));
     assert.deepEqual(
       [...downloaded].map(([key, row]) => [key, row.scores, row.notes]),
       [...byHand].map(([key, row]) => [key, row.scores, row.notes]),
@@ -716,7 +771,7 @@ describe('the page in daily use: blind by default, keys, unsure, leaving, --upda
     const again = await newTab(t);
     await again.goto(pathToFileURL(html).href, { waitUntil: 'load' });
     assert.equal(await again.locator('#left').textContent(), '2 of 4 left');
-    const rows = rowsOf(await download(again));
+    const rows = rowsOf(await download(again, path.join(out, 'alice.csv')));
     const all = (score: number) =>
       Object.fromEntries(rubric.dimensions.map((d) => [d.name, score]));
     assert.deepEqual(rows.get(firstKey)!.scores, all(2));
@@ -746,8 +801,223 @@ describe('the page in daily use: blind by default, keys, unsure, leaving, --upda
     await reopened.goto(pathToFileURL(html).href, { waitUntil: 'load' });
     assert.equal(await reopened.locator('section.transcript').count(), 5);
     assert.equal(await reopened.locator('#left').textContent(), '4 of 5 left');
-    const rows = rowsOf(await download(reopened));
+    const rows = rowsOf(await download(reopened, path.join(out, 'alice.csv')));
     assert.equal(Object.keys(rows.get(scored)!.scores).length, rubric.dimensions.length);
+  });
+
+  /** Every dimension scored `score`. */
+  const all = (score: number) => Object.fromEntries(rubric.dimensions.map((d) => [d.name, score]));
+
+  /** Each transcript of the page scored `score` with the keys, in page order. */
+  async function scoreEvery(page: Page, score: string): Promise<void> {
+    const count = await page.locator('section.transcript').count();
+    for (let i = 0; i < count; i++) {
+      await page.locator('nav a').nth(i).click();
+      await scoreAll(page, score);
+    }
+  }
+
+  /** The sheet with one row's cells set by hand, as a spreadsheet would save it. */
+  function editRow(file: string, key: string, cells: Record<string, string>): void {
+    const records = parseCsv(fs.readFileSync(file, 'utf8'), { columns: true }) as Record<
+      string,
+      string
+    >[];
+    const header = Object.keys(records[0]!);
+    const lines = records.map((record) => {
+      if (`${record.model}/${record.task_id}` === key) Object.assign(record, cells);
+      return csvLine(header.map((column) => record[column]!));
+    });
+    fs.writeFileSync(file, csvLine(header) + lines.join(''));
+  }
+
+  test('moving between browsers and scoring in the sheet too: no download blanks or undoes a score given elsewhere; where both changed, the page keeps its answer and names it', async (t) => {
+    const { out } = await planned(t, 'alice');
+    const html = path.join(out, 'alice.html');
+    const sheetFile = path.join(out, 'alice.csv');
+    const first = rubric.dimensions[0]!.name;
+
+    // Browser A: the first two transcripts scored 2, downloaded over the sheet.
+    const a = await open(t, html);
+    await scoreAll(a, '2');
+    const one = await shownKey(a);
+    await shown(a).locator('button.next').click();
+    await scoreAll(a, '2');
+    const two = await shownKey(a);
+    fs.copyFileSync(await download(a, sheetFile), sheetFile);
+    assert.equal(await a.locator('#fresh').isVisible(), false, 'A holds answers');
+
+    // Browser B, fresh: the page as written, which it says; the third transcript scored 1. Its
+    // download asks for the sheet and keeps A's scores.
+    const b = await openFresh(t, html);
+    assert.equal(await b.locator('#left').textContent(), '4 of 4 left');
+    assert.equal(await b.locator('#fresh').isVisible(), true, 'says it holds no answer yet');
+    await b.locator('nav a').nth(2).click();
+    await scoreAll(b, '1');
+    const three = await shownKey(b);
+    fs.copyFileSync(await download(b, sheetFile), sheetFile);
+    assert.equal(await b.locator('#left').textContent(), '1 of 4 left', "A's scores shown in B");
+    let rows = rowsOf(sheetFile);
+    assert.deepEqual(rows.get(one)!.scores, all(2));
+    assert.deepEqual(rows.get(two)!.scores, all(2));
+    assert.deepEqual(rows.get(three)!.scores, all(1));
+
+    // By hand in the sheet: the first transcript re-scored and noted; the second re-scored, and
+    // in A re-scored another way as well.
+    editRow(sheetFile, one, { [first]: '0', notes: 'by hand' });
+    editRow(sheetFile, two, { [first]: '0' });
+    await a.bringToFront();
+    await a.locator('nav a').nth(1).click();
+    await shown(a).locator(`input[name="${first}"][value="1"]`).check();
+    await a.locator('nav a').nth(3).click();
+    await scoreAll(a, '0');
+    const four = await shownKey(a);
+
+    // A's download: B's scores and the hand's are in it, A's new ones too; the one cell both
+    // changed keeps A's answer, named.
+    rows = rowsOf(await download(a, sheetFile));
+    assert.deepEqual(rows.get(one)!.scores, { ...all(2), [first]: 0 });
+    assert.equal(rows.get(one)!.notes, 'by hand');
+    assert.deepEqual(rows.get(two)!.scores, { ...all(2), [first]: 1 });
+    assert.deepEqual(rows.get(three)!.scores, all(1));
+    assert.deepEqual(rows.get(four)!.scores, all(0));
+    const [, task] = /\/(.*)$/.exec(two)!;
+    assert.match(
+      (await a.locator('#sheet-status').textContent())!,
+      new RegExp(
+        `this page's kept: transcript 2 \\(task ${task}\\) ${first}: 1 \\(the sheet: 0\\)`,
+      ),
+    );
+    assert.equal(await a.locator('#left').textContent(), 'All 4 scored: download your CSV');
+    await a.locator('nav a').nth(0).click();
+    assert.equal(await shown(a).locator('textarea').inputValue(), 'by hand', 'the page shows it');
+  });
+
+  test('after a rubric edit, then a task-file edit, --update empties the rows: the page in the same browser leaves them open and never downloads the old answers', async (t) => {
+    const { ws, out, sheet } = await planned(t, 'alice');
+    const html = path.join(out, 'alice.html');
+    const sheetFile = path.join(out, 'alice.csv');
+    const page = await open(t, html);
+    await scoreEvery(page, '2');
+    assert.equal(await page.locator('#left').textContent(), 'All 4 scored: download your CSV');
+    fs.copyFileSync(await download(page, sheetFile), sheetFile);
+    await stored(page);
+    await page.close();
+
+    // The first dimension reworded: every row was scored under the old words.
+    const json = JSON.parse(fs.readFileSync(ws.rubric, 'utf8'));
+    json.dimensions[0].description += ' Reworded.';
+    fs.writeFileSync(ws.rubric, JSON.stringify(json));
+    const updated = await sheet('--update');
+    assert.equal(updated.code, 0, updated.stderr);
+    assert.match(updated.stdout, /scores emptied: (alice: m0\d\/proof0\d(, )?){4}$/m);
+    const again = await open(t, html);
+    assert.equal(await again.locator('#left').textContent(), '4 of 4 left');
+    assert.equal(await again.locator('input:checked').count(), 0, 'no old answer shown');
+    assert.equal(await again.locator('#unsaved').isVisible(), false);
+    let rows = rowsOf(await download(again, sheetFile));
+    assert.deepEqual(
+      [...rows.values()].map((row) => row.scores),
+      [{}, {}, {}, {}],
+    );
+
+    // Scored again under the new words, then a task file edited: its two rows open again.
+    await scoreEvery(again, '1');
+    fs.copyFileSync(await download(again, sheetFile), sheetFile);
+    await stored(again);
+    await again.close();
+    const taskFile = path.join(ws.tasks, 'proof01.json');
+    const task = JSON.parse(fs.readFileSync(taskFile, 'utf8'));
+    task.topic = 'another topic';
+    fs.writeFileSync(taskFile, JSON.stringify(task));
+    const edited = await sheet('--update');
+    assert.match(edited.stdout, /scores emptied: alice: m01\/proof01, alice: m02\/proof01$/m);
+    const third = await open(t, html);
+    assert.equal(await third.locator('#left').textContent(), '2 of 4 left');
+    rows = rowsOf(await download(third, sheetFile));
+    for (const [key, row] of rows) {
+      assert.deepEqual(row.scores, key.endsWith('proof01') ? {} : all(1), key);
+    }
+  });
+
+  test('an answer given in the page, not downloaded, for a transcript --update then takes off the page: the page says it keeps it, and its download holds it', async (t) => {
+    const { ws, out, sheet } = await planned(t, 'alice');
+    const html = path.join(out, 'alice.html');
+    const page = await open(t, html);
+    await scoreAll(page, '2');
+    await shown(page).locator('textarea').fill('given, not downloaded');
+    const key = await shownKey(page);
+    await stored(page);
+    await page.close();
+
+    const [model, task] = key.split('/');
+    fs.rmSync(path.join(ws.transcripts, model!, `${task}.json`));
+    const updated = await sheet('--update');
+    assert.equal(updated.code, 0, updated.stderr);
+    assert.match(
+      updated.stdout,
+      new RegExp(`orphaned \\(transcript removed; rows kept\\): alice: ${key}$`, 'm'),
+    );
+
+    const again = await open(t, html);
+    assert.equal(await again.locator('section.transcript').count(), 3);
+    assert.equal(await again.locator('#left').textContent(), '3 of 3 left');
+    assert.match(
+      (await again.locator('#held').textContent())!,
+      new RegExp(
+        `^1 answer\\(s\\) given here for a transcript since taken off this page \\(task ${task}\\): your download keeps them\\.$`,
+      ),
+    );
+    assert.equal(await again.locator('#unsaved').isVisible(), true, 'not downloaded yet');
+    const rows = rowsOf(await download(again, path.join(out, 'alice.csv')));
+    assert.deepEqual(rows.get(key)!.scores, all(2));
+    assert.equal(rows.get(key)!.notes, 'given, not downloaded');
+    assert.equal(await again.locator('#unsaved').isVisible(), false);
+  });
+
+  test("an answer kept by an earlier release's page (its data names no version): shown once the page is written again for the same text, never after a rubric edit", async (t) => {
+    const { ws, out, sheet } = await planned(t, 'alice');
+    const html = path.join(out, 'alice.html');
+
+    // The page as an earlier release wrote it, and an answer it kept: one entry per transcript and
+    // its file's hash.
+    const text = fs.readFileSync(html, 'utf8');
+    const json = /<script type="application\/json" id="plan-data">(.*?)<\/script>/s.exec(text)!;
+    const data = JSON.parse(json[1]!);
+    delete data.versions;
+    const earlier = JSON.stringify(data).replace(/</g, '\\u003c');
+    fs.writeFileSync(
+      html,
+      text.replace(json[1]!, () => earlier),
+    );
+    const cells = data.rows[0];
+    const key = `${cells.model}/${cells.task_id}`;
+    const id = JSON.stringify([cells.task_id, cells.model, cells.transcript_sha256]);
+    const scores = Object.fromEntries(rubric.dimensions.map((d) => [d.name, '1']));
+    const answer = JSON.stringify({ scores, notes: 'an earlier page', unsure: false });
+    const entry = `run-judge-scoring:${data.plan}:alice:${id}`;
+    await witness.evaluate((kept) => localStorage.setItem(kept.entry, kept.answer), {
+      entry,
+      answer,
+    });
+
+    assert.equal((await sheet('--update')).code, 0);
+    const again = await open(t, html);
+    assert.equal(await again.locator('#left').textContent(), '3 of 4 left');
+    const rows = rowsOf(await download(again, path.join(out, 'alice.csv')));
+    assert.deepEqual(rows.get(key)!.scores, all(1));
+    assert.equal(rows.get(key)!.notes, 'an earlier page');
+    assert.equal((await sheet('--update')).code, 0);
+    await again.reload({ waitUntil: 'load' });
+    assert.equal(await again.locator('#left').textContent(), '3 of 4 left', 'written again: kept');
+    await again.close();
+
+    const reworded = JSON.parse(fs.readFileSync(ws.rubric, 'utf8'));
+    reworded.dimensions[0].description += ' Reworded.';
+    fs.writeFileSync(ws.rubric, JSON.stringify(reworded));
+    assert.equal((await sheet('--update')).code, 0);
+    const edited = await open(t, html);
+    assert.equal(await edited.locator('#left').textContent(), '4 of 4 left');
   });
 
   test('a dimension of one level: open until its radio is checked, never downloaded unchecked, restored on a reload', async (t) => {
@@ -772,7 +1042,7 @@ describe('the page in daily use: blind by default, keys, unsure, leaving, --upda
     await scoreAll(page, '1', [lone.name]);
     const key = await shownKey(page);
     assert.equal(await page.locator('#left').textContent(), '4 of 4 left', 'its radio unchecked');
-    const open1 = rowsOf(await download(page)).get(key)!;
+    const open1 = rowsOf(await download(page, path.join(out, 'alice.csv'))).get(key)!;
     assert.equal(open1.scores[lone.name], undefined, 'no score nobody gave');
     assert.equal(Object.keys(open1.scores).length, rubric.dimensions.length - 1);
 
@@ -782,7 +1052,7 @@ describe('the page in daily use: blind by default, keys, unsure, leaving, --upda
     await page.reload({ waitUntil: 'load' });
     await page.locator('nav a').first().click();
     assert.equal(await page.locator('#left').textContent(), '3 of 4 left');
-    const done = rowsOf(await download(page)).get(key)!;
+    const done = rowsOf(await download(page, path.join(out, 'alice.csv'))).get(key)!;
     assert.equal(done.scores[lone.name], 1);
     assert.ok(isComplete(done, rubric));
     if (shots !== undefined) {
