@@ -2746,7 +2746,10 @@ async function readResultLines(
     }
     const [taskId, model] = entry.requests[custom_id]!;
     const group = groups.get(pairKey(taskId, model));
-    if (group === undefined) continue; // already settled
+    if (group === undefined || group.get(custom_id) !== null) {
+      await recordRepeatedResult(run, entry, custom_id, outcome); // the first one counts
+      continue;
+    }
     group.set(custom_id, outcome);
     if (![...group.values()].includes(null)) {
       groups.delete(pairKey(taskId, model));
@@ -2774,7 +2777,6 @@ async function settleBatchGroup(
   const ref = transcriptRef(run.options.transcripts, model, taskId);
   const lines = [...group.values()];
   const answers: JudgeAnswer[] = [];
-  const transport = run.judges[0]!.transport;
 
   try {
     // Every answer is kept, and each answer to the current prompt parsed (its scores logged),
@@ -2786,10 +2788,7 @@ async function settleBatchGroup(
         continue;
       }
       try {
-        const answer = transport.answer(line.body, entry.judge, 0, new Headers());
-        answer.requestId = line.requestId;
-        answer.batch = true;
-        answers.push(answer);
+        answers.push(batchAnswer(run, entry, line));
       } catch (error) {
         if (!(error instanceof EvalError)) throw error;
         failed ??= error;
@@ -2828,6 +2827,56 @@ async function settleBatchGroup(
     };
     rejudge.push({ task_id: ref.task_id, model: ref.model, path: ref.path, prior });
   }
+}
+
+/**
+ * A second result for a request already answered: never used (the first made the row, or makes
+ * it), but a paid answer is kept, in an audit line of its own.
+ */
+async function recordRepeatedResult(
+  run: Run,
+  entry: BatchEntry,
+  customId: string,
+  outcome: BatchOutcome,
+): Promise<void> {
+  const [taskId, model, promptSha] = entry.requests[customId]!;
+  const ref = transcriptRef(run.options.transcripts, model, taskId);
+  const said = `batch ${entry.id}: a second result for ${pairLabel(ref)} (request ${customId})`;
+  if ('failure' in outcome) {
+    run.progress.log(`${said}, ${outcome.failure}: ignored`);
+    return;
+  }
+
+  const answers: JudgeAnswer[] = [];
+  const attempts: EvalError[] = [];
+  try {
+    answers.push(batchAnswer(run, entry, outcome));
+  } catch (error) {
+    if (!(error instanceof EvalError)) throw error;
+    attempts.push(error); // its raw text kept
+  }
+  const repeated = `batch ${entry.id} returned a second result for request ${customId}`;
+  await recordOutcome(run, ref, {
+    error: new EvalJudgeResponseError(`${repeated}: kept here, not used`, { judge: entry.judge }),
+    attempts,
+    answers,
+    promptSha,
+    startedAt: 0,
+    batchId: entry.id!,
+  });
+  run.progress.log(`${said}: kept in ${run.log.file}, not used`);
+}
+
+/** A batch result's answer, read by the primary judge's transport as its synchronous answers are. */
+function batchAnswer(
+  run: Run,
+  entry: BatchEntry,
+  line: { body: unknown; requestId?: string },
+): JudgeAnswer {
+  const answer = run.judges[0]!.transport.answer(line.body, entry.judge, 0, new Headers());
+  answer.requestId = line.requestId;
+  answer.batch = true;
+  return answer;
 }
 
 /** A batch answer's verdict, or why it is unusable (returned: the other samples are parsed too). */

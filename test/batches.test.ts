@@ -401,6 +401,53 @@ describe('--batch: a result whose custom_id is not one we sent, or a line that i
   }
 });
 
+describe('--batch: a result line repeated for one request', () => {
+  const second = answerJson(goodScores({ mathematical_correctness: 0 }), 'the second result');
+  /** The results with the first line of `customId` followed by a copy answering `second`. */
+  const repeated = (body: string, customId: string) =>
+    body
+      .split('\n')
+      .flatMap((line) => {
+        if (line === '' || JSON.parse(line).custom_id !== customId) return [line];
+        const copy = JSON.parse(line);
+        copy.result.message.content = [{ type: 'text', text: second }];
+        return [line, JSON.stringify(copy)];
+      })
+      .join('\n');
+
+  for (const samples of [1, 3]) {
+    test(`--samples ${samples}: the first result makes the row; the second's answer is kept in a line of its own, said so`, async (t) => {
+      const { fake, ws, run, intercept } = await setup(t, JUMP, { models: 1 });
+      // The fake sends the results last request first: this one's copy comes before the others.
+      const id = batchCustomId('proof03', 'm01');
+      const first = samples > 1 ? `${id}_s${samples}` : id;
+      intercept((req, res) => isResults(req) && rewriteBody(res, (body) => repeated(body, first)));
+      const result = await run([...BATCH, '--samples', String(samples)]);
+      assert.equal(result.code, 0, result.stderr);
+      assert.equal(fake.requests.length, 0, 'nothing judged synchronously');
+      assert.match(result.stderr, /3 selected: 3 scored, 0 skipped .*0 failed/);
+      assert.match(
+        result.stderr,
+        mentioning(`batch msgbatch_fake_1: a second result for m01/proof03 (request ${first})`),
+      );
+      const row = csvRows(ws.output).find(({ key }) => key === 'm01/proof03')!;
+      assert.equal(row.record[2], '2', 'the row is the first result, not the second');
+      const lines = readLog(ws.log).filter((entry) => entry.task_id === 'proof03');
+      assert.equal(lines.length, 2, JSON.stringify(lines));
+      const scored = lines.find((entry) => entry.status === 'scored')!;
+      assert.equal(scored.answers.length, samples);
+      assert.ok(scored.answers.every((answer) => answer.text !== second));
+      const kept = lines.find((entry) => entry.status === 'failed')!;
+      assert.deepEqual(
+        kept.answers.map((answer) => answer.text),
+        [second],
+      );
+      assert.match(kept.error!.message, /a second result .* kept here, not used/);
+      assert.ok(kept.answers[0]!.usage!.output_tokens > 0, 'its usage is counted');
+    });
+  }
+});
+
 // ---------------------------------------------------------------------------------------------
 describe('--batch: results that cannot become rows go through the synchronous chain', () => {
   const staleAnswer = answerJson(goodScores(), 'stale batch answer');
