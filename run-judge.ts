@@ -3571,6 +3571,7 @@ export type JudgeAnswer = {
   judge: string; // the model id asked
   model?: string; // the model id that answered (the message's `model`): its price applies
   text: string;
+  unusable?: string; // why the answer, as it was read, cannot be scored (its text is kept)
   thinking?: string; // the summarised thinking, when the answer thought; never parsed
   redactedThinking?: number; // thinking blocks the API redacted (encrypted, unreadable)
   stopReason: string | null;
@@ -4604,12 +4605,18 @@ function answerFromCompletion(
   const reasoning = [message.reasoning_content, message.reasoning].find(
     (value) => typeof value === 'string' && value !== '',
   );
-  let text = typeof message.content === 'string' ? message.content : '';
+  let { text, unusable } = completionText(message.content);
   if (refusal) text = message.refusal as string;
+  // A tool call is no answer to score, but what was paid for is kept: the call is the text logged.
+  if (Array.isArray(message.tool_calls) && message.tool_calls.length > 0) {
+    text = safeJson({ content: message.content, tool_calls: message.tool_calls }) ?? '';
+    unusable = 'the answer calls a tool (tool_calls), not text';
+  }
   return {
     judge,
     model: typeof data.model === 'string' ? data.model : undefined,
     text,
+    unusable,
     thinking: reasoning as string | undefined,
     stopReason: refusal ? 'refusal' : (choice.finish_reason ?? null),
     usage: chatUsageOf(data.usage),
@@ -4617,6 +4624,28 @@ function answerFromCompletion(
     requestId: headers?.get('x-request-id') ?? undefined,
     latencyMs,
   };
+}
+
+/**
+ * A message's content as the answer's text: a string, or a list of text parts joined (as some
+ * servers send it). Any other part or shape is kept as its JSON, with why it cannot be scored.
+ */
+function completionText(content: unknown): { text: string; unusable?: string } {
+  if (typeof content === 'string') return { text: content };
+  if (content === null || content === undefined) return { text: '' };
+  const isText = (part: unknown) =>
+    isRecord(part) && part.type === 'text' && typeof part.text === 'string';
+  if (!Array.isArray(content)) {
+    const unusable = "the answer's content is neither text nor a list of parts";
+    return { text: safeJson(content) ?? '', unusable };
+  }
+  const other = content.find((part) => !isText(part));
+  if (other === undefined) {
+    return { text: content.map((part) => part.text).join('') };
+  }
+  const kind = isRecord(other) && typeof other.type === 'string' ? `"${other.type}"` : 'unknown';
+  const unusable = `the answer's content holds a part of type ${kind}, not text`;
+  return { text: safeJson(content) ?? '', unusable };
 }
 
 /**
@@ -4929,6 +4958,9 @@ export function verdictFromAnswer(answer: JudgeAnswer, rubric: Rubric): JudgeVer
       throw new EvalJudgeResponseError(
         `the answer stopped with stop_reason "${answer.stopReason}"${why}`,
       );
+    }
+    if (answer.unusable !== undefined) {
+      throw new EvalJudgeResponseError(answer.unusable);
     }
     if (thought && answer.text.trim() === '') {
       throw new EvalJudgeResponseError('the answer holds thinking only, no text to score');

@@ -12,6 +12,10 @@ export type OpenAiReply =
       kind?: 'completion';
       /** The message's content; default a valid answer for the rubric. */
       text?: string | null;
+      /** The message's content exactly as sent, in place of `text` (a list of parts, say). */
+      content?: unknown;
+      /** The message's tool calls, as a server sends them when the model calls a tool. */
+      toolCalls?: unknown[];
       refusal?: string;
       /** A server's own reasoning text (vLLM's `reasoning_content`). */
       reasoning?: string;
@@ -435,6 +439,8 @@ export class FakeOpenAi {
             : reply.text,
       refusal: reply.refusal ?? null,
     };
+    if (reply.content !== undefined) message.content = reply.content;
+    if (reply.toolCalls !== undefined) message.tool_calls = reply.toolCalls;
     if (reply.reasoning !== undefined) message.reasoning_content = reply.reasoning;
     return {
       id: `chatcmpl-${this.seq}`,

@@ -196,6 +196,48 @@ describe('an OpenAI judge in a run', () => {
     });
   }
 
+  test('a tool call instead of text fails loudly: the call is the answer text in the log, its usage paid', async (t) => {
+    const fake = await startOpenAi(t);
+    const call = { name: 'submit_scores', arguments: fake.validAnswer() };
+    fake.enqueue({
+      text: null,
+      toolCalls: [{ id: 'call_1', type: 'function', function: call }],
+      finishReason: 'tool_calls',
+    });
+    const ws = workspace(t, openAiEntry(fake.url));
+    const result = await run(ws);
+    assert.equal(result.code, 1, result.stderr);
+    assert.match(result.stderr, /unusable answer: .*stop_reason "tool_calls"/);
+    const [entry] = readLog(ws.log) as any[];
+    assert.equal(entry.status, 'failed');
+    assert.match(entry.answers[0].text, /"tool_calls".*"submit_scores"/);
+    assert.ok(entry.answers[0].usage.output_tokens > 0);
+  });
+
+  test('content as a list of text parts is read as their text; a part of another kind fails loudly, kept in the log', async (t) => {
+    const fake = await startOpenAi(t);
+    const answer = fake.validAnswer();
+    const half = Math.floor(answer.length / 2);
+    const parts = [
+      { type: 'text', text: answer.slice(0, half) },
+      { type: 'text', text: answer.slice(half) },
+    ];
+    fake.enqueue({ content: parts });
+    const ws = workspace(t, openAiEntry(fake.url));
+    const scored = await run(ws);
+    assert.equal(scored.code, 0, scored.stderr);
+    assert.equal(csvRows(ws.output).length, 1);
+    assert.equal((readLog(ws.log) as any[])[0].answers[0].text, answer);
+
+    fake.enqueue({ content: [{ type: 'audio', audio: { id: 'audio_1' } }] });
+    const failed = await run(ws, ['--rescore']);
+    assert.equal(failed.code, 1, failed.stderr);
+    assert.match(failed.stderr, /unusable answer: .*content holds a part of type "audio"/);
+    const entry = (readLog(ws.log) as any[])[1];
+    assert.equal(entry.status, 'failed');
+    assert.match(entry.answers[0].text, /"audio_1"/);
+  });
+
   test('an image goes as a data URL after its label', async (t) => {
     const fake = await startOpenAi(t);
     const ws = workspace(t, openAiEntry(fake.url));
