@@ -6395,10 +6395,13 @@ export function unreadableReason(file: string, error: unknown): string {
   return String(error);
 }
 
-/** Where a relative path was looked up from, for a message saying it was not found. */
+/** Where a relative path was looked up from, and what to do, for a message saying it was not found. */
 function relativeHint(file: string): string {
   if (path.isAbsolute(file)) return '';
-  return ` (paths are relative to the current folder, ${process.cwd()})`;
+  return (
+    ` (paths are relative to the current folder, ${process.cwd()}: ` +
+    'run from the project folder, or pass --dir STUDY)'
+  );
 }
 
 /**

@@ -424,14 +424,28 @@ describe('transcripts that will fail, or will not be found, are said once', () =
     });
   }
 
-  test('a relative transcripts folder that does not exist: the message says paths are relative to the current folder', async (t) => {
+  test('a relative transcripts folder that does not exist: the message says paths are relative to the current folder, and what to do', async (t) => {
     const { ws } = await setup(t);
     const result = await runMain(ws.args('--transcripts', 'no/such/folder'));
     assert.equal(result.code, 2, result.stderr);
     assert.ok(
       result.stderr.includes(
-        `no/such/folder: transcripts folder not found (paths are relative to the current folder, ${process.cwd()})`,
+        `no/such/folder: transcripts folder not found (paths are relative to the current folder, ${process.cwd()}: ` +
+          'run from the project folder, or pass --dir STUDY)',
       ),
+    );
+  });
+
+  test('run from another folder: the default rubric.json is not found, and the message says to run from the project folder or pass --dir', async (t) => {
+    const cwd = process.cwd();
+    process.chdir(tempDir(t));
+    t.after(() => process.chdir(cwd));
+    const result = await runMain(['--dry-run']);
+    assert.equal(result.code, 2, result.stderr);
+    assert.equal(
+      result.stderr,
+      `run-judge: rubric.json: file not found (paths are relative to the current folder, ${process.cwd()}: ` +
+        'run from the project folder, or pass --dir STUDY)\n',
     );
   });
 });

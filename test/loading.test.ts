@@ -488,13 +488,15 @@ describe('readTranscripts', () => {
     assert.match(stderr, /not a transcripts folder.*pass --transcripts /);
   });
 
-  test('a relative rubric.json that is missing → the message says paths are relative to the current folder', (t) => {
+  test('a relative rubric.json that is missing → the message says paths are relative to the current folder, and what to do', (t) => {
     const cwd = process.cwd();
     process.chdir(tempDir(t));
     t.after(() => process.chdir(cwd));
     assert.throws(() => loadRubric('rubric.json'), {
       name: 'EvalConfigurationError',
-      message: `rubric.json: file not found (paths are relative to the current folder, ${process.cwd()})`,
+      message:
+        `rubric.json: file not found (paths are relative to the current folder, ${process.cwd()}: ` +
+        'run from the project folder, or pass --dir STUDY)',
     });
   });
 
