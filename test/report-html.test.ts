@@ -11,6 +11,7 @@ const { analyse } = await import('../report/analysis.ts');
 const { main } = await import('../report.ts');
 const { readJudgeCsv } = await import('../run-judge.ts');
 const { escapeHtml } = await import('../report/html-escape.ts');
+const { pageScript } = await import('../report/page-script.ts');
 const pageModule = await import('../report/html.ts');
 const { axisTicks, byDisagreement, confusionGrid, disagreement } = pageModule;
 const { forestPanels, forestPlot, renderHtml, rubricLevels, runFacts } = pageModule;
@@ -113,7 +114,11 @@ describe('renderHtml: the report as one self-contained page', () => {
     const html = hostilePage();
     const scripts = html.match(/<script[^>]*>[\s\S]*?<\/script>/gi) ?? [];
     assert.equal(scripts.length, 1, 'one script tag');
-    assert.match(scripts[0]!, /^<script>\(\(\) => \{/);
+    assert.equal(
+      scripts[0],
+      `<script>${pageScript('report-filters.js')}</script>`,
+      'the checked file',
+    );
     assert.ok(!scripts[0]!.includes('alert') && !scripts[0]!.includes('&#'), 'no page text in it');
     assert.ok(!html.includes(HOSTILE), 'no raw hostile name or note');
     assert.ok(
