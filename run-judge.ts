@@ -64,6 +64,7 @@ type RunOptions = typeof DEFAULTS & {
   batch?: boolean;
   dryRun?: boolean;
   limit?: number;
+  verbose?: boolean;
   beforeHumanScoring?: boolean;
   cacheTtl?: CacheTtl; // as given: `cacheTtlOf` says what a run uses
   dir?: string;
@@ -262,7 +263,12 @@ function buildCli(io: IO): Command {
     )
     .option(
       '--dry-run',
-      'print the prompt of the first selected transcript; call nothing, write nothing, need no key',
+      'print the prompt of the first selected transcript and list those that would fail (exit 1); ' +
+        'call nothing, write nothing, need no key',
+    )
+    .option(
+      '--verbose',
+      'list every transcript that would fail, stale row or row that cannot be checked, not the first ten',
     )
     .option(
       '--concurrency <n>',
@@ -1147,10 +1153,10 @@ function fileSha256(file: string): string | undefined {
  * request, and how many requests and batches); sends nothing.
  */
 function dryRun(options: RunOptions, io: IO): number {
-  // 1. Load what a run would: the inputs, the primary judge, which transcripts already have a row.
+  // 1. Load what a run would: the inputs, the judges, which transcripts already have a row.
   const inputs = loadInputs(options);
-  const judge = loadModelsConfig(options.models).judge;
-  const primary = { model: judgeModel(judge, io.env), config: judge };
+  const models = loadModelsConfig(options.models);
+  const primary = { model: judgeModel(models.judge, io.env), config: models.judge };
   const dimensions = rubricDimensions(inputs.rubric);
   const scored = options.rescore
     ? new Set<string>()
@@ -1158,7 +1164,7 @@ function dryRun(options: RunOptions, io: IO): number {
 
   // Stale rows would be judged again: said, and in the estimate.
   const stale = staleJudgeRows(inputs, scored, options.log);
-  for (const line of staleLines(stale, options.output)) {
+  for (const line of staleLines(stale, options.output, options.verbose)) {
     io.stderr.write(`dry-run: ${line}\n`);
   }
   const staleKeys = new Set(stale.rows.map((ref) => pairKey(ref.task_id, ref.model)));
@@ -1167,13 +1173,24 @@ function dryRun(options: RunOptions, io: IO): number {
     return !scored.has(key) || staleKeys.has(key);
   });
 
-  // 2. With --batch: what would go in batches.
+  // 2. Each transcript a run would judge, checked as the run checks it: those that would fail
+  // without a call are listed, and make the exit status 1.
+  const chain = [models.judge, ...(options.fallback ? models.fallback_judges : [])].map(
+    (config) => ({ model: judgeModel(config, io.env), config }),
+  );
+  const failing = failingTranscripts(inputs, candidates, chain);
+  for (const line of failingLines(failing, options.verbose)) {
+    io.stderr.write(`${line}\n`);
+  }
+  const status = failing.length > 0 ? 1 : 0;
+
+  // 3. With --batch: what would go in batches.
   if (options.batch) {
     dryRunBatches(options, io, inputs, candidates, primary);
-    return 0;
+    return status;
   }
 
-  // 3. Without: the first selected transcript's prompt, and the estimate (when any is to judge);
+  // 4. Without: the first selected transcript's prompt, and the estimate (when any is to judge);
   // a pending batch's transcripts are collected from it, not judged again.
   const inBatches = new BatchState(batchStateFile(options)).pairs();
   if (inBatches.size > 0) {
@@ -1183,12 +1200,19 @@ function dryRun(options: RunOptions, io: IO): number {
     );
   }
   const unscored = candidates.filter((ref) => !inBatches.has(pairKey(ref.task_id, ref.model)));
-  const first = inputs.selected[0]!;
-  showPrompt(prepareTranscript(inputs, first), io);
+  // The first selected transcript that can be read.
+  let printed = 'no selected transcript can be read, so no prompt was printed; nothing was sent';
+  for (const ref of inputs.selected) {
+    const prepared = preparedOrInputError(inputs, ref);
+    if (prepared instanceof EvalInputError) continue;
+    showPrompt(prepared, io);
+    printed = printedFor(ref);
+    break;
+  }
   const selected = inputs.selected.length;
   const scoredCount = selected - candidates.length;
   const already = scoredCount > 0 ? `, ${scoredCount} already scored in ${options.output}` : '';
-  io.stderr.write(`dry-run: ${selected} transcript(s) selected${already}; ${printedFor(first)}\n`);
+  io.stderr.write(`dry-run: ${selected} transcript(s) selected${already}; ${printed}\n`);
   if (unscored.length === 0) {
     const samples = options.samples > 1 ? ` with ${options.samples} samples` : '';
     const waiting = inBatches.size > 0 ? ' or waits in a pending batch' : '';
@@ -1196,11 +1220,48 @@ function dryRun(options: RunOptions, io: IO): number {
       `dry-run: a run would judge none: every selected transcript has a row${waiting}; ` +
         `--rescore would judge them again${samples}\n`,
     );
-    return 0;
+    return status;
   }
   const refs = unscored.slice(0, options.limit);
   io.stderr.write(`${estimateCost(inputs, refs, primary, options.samples, options.cacheTtl)}\n`);
-  return 0;
+  return status;
+}
+
+/**
+ * The transcripts a run would fail without a call, each with its reason: one the run's own schemas
+ * refuse (the transcript, its task or reference key, an image), or one with images that no judge of
+ * the chain takes.
+ */
+function failingTranscripts(inputs: Inputs, refs: TranscriptRef[], chain: JudgeSpec[]) {
+  const failing: { ref: TranscriptRef; reason: string }[] = [];
+  const takeImages = chain.filter(canTakeImages);
+  for (const ref of refs) {
+    const prepared = preparedOrInputError(inputs, ref);
+    if (prepared instanceof EvalInputError) {
+      failing.push({ ref, reason: prepared.message });
+    } else if (prepared.images.length > 0 && takeImages.length === 0) {
+      const skipped = chain.map((judge) => judge.model).join(', ');
+      failing.push({ ref, reason: `no judge takes images (skipped: ${skipped})` });
+    }
+  }
+  return failing;
+}
+
+/** The dry-run's lines on the transcripts a run would fail: how many, then the first ten (or all). */
+function failingLines(failing: ReturnType<typeof failingTranscripts>, all = false): string[] {
+  if (failing.length === 0) return [];
+  const lines = [
+    `dry-run: ${failing.length} transcript(s) would fail without a call (a run judges the others ` +
+      'and records each of these as failed):',
+  ];
+  const shown = all ? failing : failing.slice(0, 10);
+  for (const { ref, reason } of shown) {
+    lines.push(`  ${pairLabel(ref)}: ${oneLine(reason)}`);
+  }
+  if (shown.length < failing.length) {
+    lines.push(`  and ${failing.length - shown.length} more (--verbose lists them all)`);
+  }
+  return lines;
 }
 
 /**
@@ -1938,7 +1999,7 @@ function pendingTranscripts(run: Run): TranscriptRef[] {
 
   // Rows judged on another prompt than today's are listed, and judged again like --rescore's.
   const stale = staleJudgeRows(run, scoreFile.done, options.log);
-  for (const line of staleLines(stale, options.output)) {
+  for (const line of staleLines(stale, options.output, options.verbose)) {
     progress.log(line);
   }
   const staleKeys = new Set(stale.rows.map((ref) => pairKey(ref.task_id, ref.model)));
@@ -1979,22 +2040,25 @@ function pendingTranscripts(run: Run): TranscriptRef[] {
   return pending;
 }
 
-/** What a run and the dry-run say about stale rows: the first ten, and the rows it cannot tell. */
-function staleLines(stale: ReturnType<typeof staleJudgeRows>, output: string): string[] {
+/**
+ * What a run and the dry-run say about stale rows and the rows they cannot tell: each named, the
+ * first ten (every one when `all`).
+ */
+function staleLines(stale: ReturnType<typeof staleJudgeRows>, output: string, all = false) {
   const lines: string[] = [];
   if (stale.rows.length > 0) {
-    const more = stale.rows.length > 10 ? ', ...' : '';
-    const listed = stale.rows.slice(0, 10).map(pairLabel).join(', ') + more;
+    const listed = listedLabels(stale.rows.map(pairLabel), all);
     lines.push(
       `${stale.rows.length} stale row(s) in ${output}, judged on another prompt than today's ` +
         `(the transcript, its task, reference key or the rubric edited since): ${listed}; ` +
         'they are judged again',
     );
   }
-  if (stale.unknown > 0) {
+  if (stale.unknown.length > 0) {
+    const labels = stale.unknown.map((entry) => `${pairLabel(entry.ref)} (${entry.why})`);
     lines.push(
-      `note: ${stale.unknown} row(s) in ${output} cannot be checked for changes since judged ` +
-        '(no prompt_sha256 in the audit log, or the transcript cannot be read now): kept as they are',
+      `note: ${stale.unknown.length} row(s) in ${output} cannot be checked for changes since ` +
+        `judged: ${listedLabels(labels, all)}; kept as they are`,
     );
   }
   return lines;
@@ -2003,19 +2067,25 @@ function staleLines(stale: ReturnType<typeof staleJudgeRows>, output: string): s
 /**
  * The selected transcripts whose row was judged on another prompt than the one built now (the
  * transcript, its task, reference key or the rubric edited since), by the audit log's last scored
- * `prompt_sha256`; `unknown` counts rows it cannot tell (no hash logged, a transcript unreadable now).
+ * `prompt_sha256`; `unknown`: the rows it cannot tell, and why (no hash logged, or a transcript
+ * unreadable now).
  */
 function staleJudgeRows(inputs: Inputs, done: Set<string>, logFile: string) {
   const judgedOn = judgedPromptShas(logFile);
   const rows: TranscriptRef[] = [];
-  let unknown = 0;
+  const unknown: { ref: TranscriptRef; why: string }[] = [];
   for (const ref of inputs.selected) {
     const key = pairKey(ref.task_id, ref.model);
     if (!done.has(key)) continue;
     const judged = judgedOn.get(key);
-    const now = judged ? promptShaNow(inputs, ref) : undefined;
+    if (!judged) {
+      const why = judged === null ? 'no prompt_sha256 in its audit line' : 'not in the audit log';
+      unknown.push({ ref, why });
+      continue;
+    }
+    const now = promptShaNow(inputs, ref);
     if (now === undefined) {
-      unknown++;
+      unknown.push({ ref, why: 'its inputs cannot be read now' });
     } else if (now !== judged) {
       rows.push(ref);
     }
@@ -5933,6 +6003,13 @@ class GroupCommit {
   /** A flush that failed stops the run: no new line is written after it. */
   throwIfFailed(): void {
     if (this.failure) throw this.failure;
+/** Labels as a list of the first ten (every one when `all`), saying how many more there are. */
+function listedLabels(labels: string[], all = false): string {
+  const shown = all ? labels : labels.slice(0, 10);
+  const more = labels.length - shown.length;
+  return shown.join(', ') + (more > 0 ? `, and ${more} more (--verbose lists them all)` : '');
+}
+
   }
 
   private async sync(target: { fd: number; file: string }): Promise<void> {
