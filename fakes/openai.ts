@@ -88,6 +88,8 @@ export interface FakeOpenAiOptions {
         pollsUntilEnded?: number;
         /** Each request's result; undefined: a completion with a valid answer. */
         result?: (customId: string, body: any) => OpenAiBatchResult | undefined;
+        /** The error file's content answers 404, as the API does once a file has expired. */
+        errorFileExpired?: boolean;
       };
 }
 
@@ -109,6 +111,7 @@ export class FakeOpenAi {
   private readonly origin: string;
   private readonly queue: OpenAiReply[] = [];
   private seq = 0;
+  private readonly expired = new Set<string>();
   private closed = false;
   private held = 0;
   private readonly open = new Set<object>();
@@ -324,6 +327,9 @@ export class FakeOpenAi {
     }
     const [, fileId] = /^\/v1\/files\/([^/]+)\/content$/.exec(route) ?? [];
     const file = fileId === undefined ? undefined : this.files.get(fileId);
+    if (req.method === 'GET' && fileId !== undefined && this.expired.has(fileId)) {
+      return notFound(`No such File object: ${fileId}`);
+    }
     if (req.method === 'GET' && file) {
       res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(file.content);
       return;
@@ -364,6 +370,9 @@ export class FakeOpenAi {
     };
     if (output.length > 0) batch.output_file_id = save(output);
     if (errors.length > 0) batch.error_file_id = save(errors);
+    if (batch.error_file_id && (this.opts.batch || {}).errorFileExpired) {
+      this.expired.add(batch.error_file_id);
+    }
     batch.completed = output.length;
     batch.failed = errors.length;
     batch.status = 'completed';

@@ -171,6 +171,32 @@ describe('--batch with an OpenAI judge: results that cannot become rows go throu
   }
 });
 
+describe('--batch with an OpenAI judge: an error file that has expired (404)', () => {
+  test("the output file's rows are written; the download is tried 3 times, then the errored transcript goes through the chain", async (t) => {
+    const failing = batchCustomId('proof01', 'm01');
+    const expired: OpenAiBatchResult = { kind: 'error', code: 'batch_expired', message: 'late' };
+    const { fake, ws, run, routes, stateFile } = await batchSetup(t, {
+      batch: {
+        result: (customId) => (customId === failing ? expired : undefined),
+        errorFileExpired: true,
+      },
+    });
+    const result = await run();
+    assert.equal(result.code, 0, result.stderr);
+    assert.deepEqual(rowKeys(ws), ['m01/proof01', 'm01/proof02']);
+    const errorFile = fake.batches[0]!.error_file_id!;
+    assert.equal(count(routes(), `GET /v1/files/${errorFile}/content`), 3);
+    assert.equal(count(routes(), 'POST /v1/chat/completions'), 1);
+    assert.match(result.stderr, mentioning(`No such File object: ${errorFile}`, 'next poll'));
+    assert.doesNotMatch(result.stderr, /check the model id/);
+    const entries = readLog(ws.log) as any[];
+    const judged = entries.find((entry) => entry.task_id === 'proof01');
+    assert.equal(judged.status, 'scored');
+    assert.match(judged.attempts[0].message, /returned no result for it/);
+    assert.equal(fs.existsSync(stateFile), false);
+  });
+});
+
 describe('--batch with an OpenAI judge: a server without a batch endpoint', () => {
   test('refused before any transcript is sent: exit 2, one message naming the base URL and saying to drop --batch', async (t) => {
     const { fake, ws, run, routes, stateFile } = await batchSetup(t, { batch: false });
