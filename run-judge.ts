@@ -4079,49 +4079,42 @@ async function withRetries<T>(
 type Cost = Record<Family, number> & { chars: number; startedAt?: number };
 
 /**
- * Our picture of one bucket: its level at `at`, refilling at `rate` a millisecond up to `limit`. A
- * fixed window (`window`) refills nothing until its `end`, then all of it; `ms` is its length once
- * two ends were seen. `told` is the last answer's word, which tells a window from a bucket.
+ * One bucket as the answers told it: `left` of `limit` until `resetAt`, when all of it is back.
+ * Once `resetAt` has passed, what is left is the limit less what is in flight.
  */
-type Bucket = {
-  limit: number;
-  level: number;
-  rate: number;
-  at: number;
-  told: { remaining: number; resetAt: number; at: number };
-  window?: { end: number; ms?: number };
-};
+type Bucket = { limit: number; left: number; resetAt: number };
 
-// requests a judge starts before any answer has told its limits
-const FIRST_BURST = 2;
-// While no limit is known, each answer lets this many more requests start: those in flight double
-// each round trip (as TCP's slow start), so a limiter that tells nothing meets a few, not all.
-const BLIND_GROWTH = 2;
-// A 429 cuts the pace to this share of what the limiter let through since the last cut; each
-// answer after it adds PACE_STEP of the cut pace back, so it probes again after some answers.
+// requests a judge starts before any answer has told its limits; each answer lets as many more start
+const SLOW_START = 2;
+// A 429 sets the pace to this share of the rate that got through since the last cut; each answer
+// after it adds PACE_STEP of that pace back, so the judge probes for room again slowly.
 const PACE_CUT = 0.75;
 const PACE_STEP = 1 / 24;
+// a reset further away is not waited for: a server clock ahead of ours, or a daily limit
+const FARTHEST_RESET_MS = 60_000;
 
 /**
- * Paces one judge's requests to every bucket the API reports (requests, input and output tokens): a
- * token bucket that refills continuously, or a fixed window once its answers show one (less left
- * and the same reset). Our level of a bucket is what we took from it, refilled as its headers
- * imply. An answer's `remaining` lowers our level (others may share the key) but raises it only
- * when nothing else is in flight (it may not count those yet), and within one fixed window never.
- * Every 429 also teaches a pace (AIMD): cut on the 429, raised a little on each answer, so a
- * limiter whose headers mislead or that sends none is met rarely. Before any answer has told the
- * limits, at most FIRST_BURST requests start, then BLIND_GROWTH more an answer.
+ * Paces one judge's requests, by five rules:
+ * 1. Until an answer has told a limit or a 429 has set a pace, 2 requests start, then 2 more for
+ *    each answer (slow start).
+ * 2. For each bucket the answers report (requests, input tokens, output tokens), what is left is the
+ *    least `remaining` told before its reset, less the estimated cost of every request started
+ *    since (those in flight when it was told included).
+ * 3. At that reset all of it is back, less what is in flight; a request that does not fit waits
+ *    for the reset: exact for a fixed window, and for a token bucket (full at its reset) the
+ *    refill rate on average.
+ * 4. A 429 sets a pace, 3/4 of the rate that got through since the last 429, raised by 1/24 of it
+ *    with each answer; a 429 without limit headers also holds every request until its retry-after.
+ * 5. Waiting spends no retry budget; only a hold past it is a failure, and a reset more than a
+ *    minute away is not waited for (that bucket is not paced).
  */
 export class RateGate {
   overloadedInARow = 0; // transcripts given up on after 529s since this judge last answered
   hurried = 0; // transcripts that went on to the fallback after one try, the breaker open
-  private pausedUntil = 0; // a bare 429 (no bucket headers) holds every request until then
-  private startedBlind = 0; // requests started while no limit was known
+  private heldUntil = 0;
+  private started = 0;
   private answers = 0; // answers and failures observed
-  private answerWaiters: (() => void)[] = [];
-  private inFlight = 0;
-  private roundTripMs = 0; // the last request's, from its start to its answer
-  private readonly inFlightCost: Record<Family, number> = {
+  private readonly inFlight: Record<Family, number> = {
     requests: 0,
     'input-tokens': 0,
     'output-tokens': 0,
@@ -4130,12 +4123,11 @@ export class RateGate {
   private readonly buckets: Partial<Record<Family, Bucket>> = {};
   private readonly learned = { chars: 0, tokens: 0, outputTokens: 0, answers: 0 };
   private readonly sleepers = new Set<AbortController>(); // woken by each answer
-  private pace?: number; // requests a millisecond, taught by 429s; undefined until the first
+  private pace?: number; // requests a millisecond, set by 429s; undefined until the first
   private paceStep = 0;
-  private nextStartAt = 0; // when the pace lets the next request start
-  private firstStartAt?: number;
-  private cutAt?: number; // when the pace was last cut
-  private admittedSinceCut = 0; // answers, not 429s, to requests started since the last cut
+  private nextStartAt = 0;
+  private cutAt?: number; // when the pace was last set (before that: the first start)
+  private passedSinceCut = 0; // answers, not 429s, to requests started since then
 
   constructor(private readonly clock: Clock) {}
 
@@ -4149,7 +4141,7 @@ export class RateGate {
       chars,
       requests: 1,
       'input-tokens': Math.ceil(chars / charsPerToken),
-      'output-tokens': output,
+      'output-tokens': Math.ceil(output), // whole, so what is in flight sums exactly
       tokens: 0, // the combined bucket mirrors the tighter of the two above
     };
   }
@@ -4159,12 +4151,7 @@ export class RateGate {
    * then takes its cost; a hold past `deadline` is a 429.
    */
   async acquire(deadline: number, signal: AbortSignal, judge: string, cost: Cost): Promise<void> {
-    while (this.pausedUntil <= deadline) {
-      const blindRoom = FIRST_BURST + BLIND_GROWTH * this.answers;
-      if (this.isBlind() && this.startedBlind >= blindRoom) {
-        await this.untilAnswer(signal);
-        continue;
-      }
+    while (this.heldUntil <= deadline) {
       const wait = this.waitMs(cost);
       if (wait <= 0) {
         this.take(cost);
@@ -4180,7 +4167,7 @@ export class RateGate {
 
   /** Holds every request of this judge for `ms`. */
   hold(ms: number): void {
-    this.pausedUntil = Math.max(this.pausedUntil, this.clock.now() + ms);
+    this.heldUntil = Math.max(this.heldUntil, this.clock.now() + ms);
   }
 
   /**
@@ -4194,10 +4181,10 @@ export class RateGate {
     limited?: { retryAfterMs?: number },
   ): void {
     const now = this.clock.now();
-    this.roundTripMs = now - (cost.startedAt ?? now);
     this.abandon(cost);
     this.answers++;
     setImmediate(() => this.wakeAll()); // once this answer is handled: a 401 stops the run first
+
     if (usage && usage.input_tokens > 0) {
       const written = usage.cache_creation_input_tokens ?? 0;
       const read = usage.cache_read_input_tokens ?? 0;
@@ -4206,52 +4193,98 @@ export class RateGate {
       this.learned.outputTokens += usage.output_tokens;
       this.learned.answers++;
     }
+
     for (const family of RATE_FAMILIES) {
       const told = info?.[family];
-      if (told) this.buckets[family] = this.updatedBucket(family, told, cost);
+      if (told && told.resetAt - now <= FARTHEST_RESET_MS) this.tell(family, told, now);
     }
+
     if (limited) {
       this.cutPace(cost, limited.retryAfterMs ?? 0);
     } else if (this.cutAt === undefined || (cost.startedAt ?? now) >= this.cutAt) {
-      this.admittedSinceCut++;
+      this.passedSinceCut++;
       if (this.pace !== undefined) this.pace += this.paceStep;
     }
   }
 
   /** A request that took its cost is over: answered, failed, or never sent. */
   abandon(cost: Cost): void {
-    this.inFlight--;
     for (const family of RATE_FAMILIES) {
-      this.inFlightCost[family] -= cost[family];
+      this.inFlight[family] -= cost[family];
     }
   }
 
   /**
-   * A 429: cut the pace to a share of what the limiter let through since the last cut. A 429 to a
-   * request sent before the last cut is the same excess, already cut for; one with nothing let
-   * through since is a wait not yet over, which the holds and the retries' waits already pace.
-   * The first 429 ends a burst that the limiter's capacity let through: the wait it asks for is
-   * part of what that burst took.
+   * What an answer told of a bucket. A reset already passed says the bucket was full (or is an
+   * older window's word). The first word after a reset counts what is in flight as not yet seen by
+   * the API; later words only lower what is left (an answer read late tells an older, larger count).
+   */
+  private tell(family: Family, told: NonNullable<RateLimitInfo[Family]>, now: number): void {
+    const bucket = this.buckets[family];
+    if (told.resetAt <= now) {
+      this.buckets[family] ??= { limit: told.limit, left: told.limit, resetAt: told.resetAt };
+      return;
+    }
+    if (bucket === undefined || bucket.resetAt <= now) {
+      const left = told.remaining - this.inFlight[family];
+      this.buckets[family] = { limit: told.limit, left, resetAt: told.resetAt };
+      return;
+    }
+    bucket.left = Math.min(bucket.left, told.remaining);
+    bucket.resetAt = Math.max(bucket.resetAt, told.resetAt);
+  }
+
+  /**
+   * A 429: the pace becomes a share of the rate that got through since the last cut (the first
+   * time, since the first start, counting the wait the 429 asks for as part of that burst). A 429
+   * to a request sent before the last cut is the same excess, already cut for.
    */
   private cutPace(cost: Cost, retryAfterMs: number): void {
     const now = this.clock.now();
     if (this.cutAt !== undefined && (cost.startedAt ?? now) < this.cutAt) return;
-    if (this.admittedSinceCut === 0) return;
-    const since = this.cutAt ?? this.firstStartAt ?? now;
+    if (this.passedSinceCut === 0) return;
+    const since = this.cutAt ?? now;
     const span = now - since + (this.pace === undefined ? retryAfterMs : 0);
-    const throughput = this.admittedSinceCut / Math.max(span, 1);
-    this.pace = Math.min(this.pace ?? throughput, throughput) * PACE_CUT;
+    const rate = this.passedSinceCut / Math.max(span, 1);
+    this.pace = Math.min(this.pace ?? rate, rate) * PACE_CUT;
     this.paceStep = this.pace * PACE_STEP;
     this.cutAt = now;
-    this.admittedSinceCut = 0;
+    this.passedSinceCut = 0;
   }
 
-  /** No limit known yet: no answer told a bucket, and no 429 taught a pace. */
-  private isBlind(): boolean {
-    return this.pace === undefined && Object.keys(this.buckets).length === 0;
+  /** How long until `cost` fits every bucket and the pace (0: now; Infinity: after an answer). */
+  private waitMs(cost: Cost): number {
+    const now = this.clock.now();
+    let wait = this.heldUntil - now;
+    if (this.pace !== undefined) wait = Math.max(wait, this.nextStartAt - now);
+    const blind = this.pace === undefined && Object.keys(this.buckets).length === 0;
+    if (blind && this.started >= SLOW_START * (1 + this.answers)) return Infinity;
+
+    for (const family of RATE_FAMILIES) {
+      const bucket = this.buckets[family];
+      if (bucket === undefined || cost[family] <= 0) continue;
+      const reset = bucket.resetAt <= now;
+      const left = reset ? bucket.limit - this.inFlight[family] : bucket.left;
+      if (left >= Math.min(cost[family], bucket.limit)) continue; // larger than the bucket: when full
+      wait = Math.max(wait, reset ? Infinity : bucket.resetAt - now);
+    }
+    return wait;
   }
 
-  /** Sleeps for `ms`, or until an answer may have taught a faster refill; an abort throws. */
+  private take(cost: Cost): void {
+    const now = this.clock.now();
+    cost.startedAt = now;
+    this.cutAt ??= now;
+    this.started++;
+    for (const family of RATE_FAMILIES) {
+      const bucket = this.buckets[family];
+      if (bucket !== undefined && bucket.resetAt > now) bucket.left -= cost[family];
+      this.inFlight[family] += cost[family];
+    }
+    if (this.pace !== undefined) this.nextStartAt = Math.max(this.nextStartAt, now) + 1 / this.pace;
+  }
+
+  /** Sleeps for `ms`, or until an answer may have told more; an abort throws. */
   private async sleepUntilAnswer(ms: number, signal: AbortSignal): Promise<void> {
     signal.throwIfAborted();
     const waker = new AbortController(); // aborted by an answer, or by the run's own abort
@@ -4269,162 +4302,10 @@ export class RateGate {
   }
 
   private wakeAll(): void {
-    const waiters = this.answerWaiters;
-    this.answerWaiters = [];
-    for (const resolve of waiters) {
-      resolve();
-    }
     for (const sleeper of this.sleepers) {
       sleeper.abort();
     }
   }
-
-  /** Resolves at the next answer (or failure); an abort ends the wait by throwing its reason. */
-  private untilAnswer(signal: AbortSignal): Promise<void> {
-    return new Promise((resolve, reject) => {
-      const onAbort = () => reject(signal.reason);
-      if (signal.aborted) {
-        onAbort();
-        return;
-      }
-      signal.addEventListener('abort', onAbort, { once: true });
-      this.answerWaiters.push(() => {
-        signal.removeEventListener('abort', onAbort);
-        resolve();
-      });
-    });
-  }
-
-  /** A bucket as the answer to `cost`'s request told it. */
-  private updatedBucket(family: Family, told: NonNullable<RateLimitInfo[Family]>, cost: Cost) {
-    const now = this.clock.now();
-    const known = this.buckets[family];
-    const seen = { remaining: told.remaining, resetAt: told.resetAt, at: now };
-    if (known !== undefined) this.roll(known, now);
-    if (known !== undefined && (known.window !== undefined || isWindow(known.told, seen))) {
-      return this.updatedWindow(known, family, seen, now);
-    }
-
-    // The refill rate, from when the bucket is full again (a full bucket says nothing of it; the
-    // API's buckets refill their limit in a minute). `remaining` is rounded down: the deficit is
-    // half a unit less on average. Only a reset further away than the request's round trip is
-    // trusted: a late read of a near reset would inflate the rate.
-    let rate = known?.rate ?? told.limit / 60_000;
-    const deficit = told.limit - told.remaining - 0.5;
-    const roundTrip = now - (cost.startedAt ?? now);
-    if (deficit > 0 && told.resetAt - now > roundTrip) {
-      rate = deficit / (told.resetAt - now);
-    }
-
-    let level = told.remaining;
-    if (this.inFlight > 0 && known !== undefined) {
-      level = Math.min(level, this.levelOf(known, now));
-    } else if (this.inFlight > 0) {
-      level -= this.inFlightCost[family]; // the first answer: what is in flight may not be counted
-    }
-    return { limit: told.limit, level, rate, at: now, told: seen };
-  }
-
-  /**
-   * A fixed window as an answer told it. Its reset is when the window ends, not a refill rate: what
-   * is left stays until then. An answer of a window that is over says nothing of the current one.
-   */
-  private updatedWindow(known: Bucket, family: Family, seen: Bucket['told'], now: number) {
-    const window = { end: known.window?.end ?? known.told.resetAt, ms: known.window?.ms };
-    const bucket: Bucket = { ...known, told: seen, window };
-    if (seen.resetAt <= now || seen.resetAt < window.end - 1) return bucket;
-    // Ours counts what we took from this window: from its start, if we saw the last one end.
-    const ours = this.levelOf(known, now);
-    const counted = known.at >= window.end || seen.resetAt <= window.end + 1;
-    const sameWindow = seen.resetAt <= window.end + 1;
-    if (seen.resetAt > window.end + 1) {
-      // a later window: its length is the step between the ends
-      const length = seen.resetAt - window.end;
-      window.ms = Math.min(window.ms ?? length, length);
-      window.end = seen.resetAt;
-    }
-    // Within one window what is left only goes down: an answer read after a later one (answers
-    // that came together) tells an older, larger count.
-    let level = seen.remaining;
-    if (counted && (this.inFlight > 0 || sameWindow)) level = Math.min(level, ours);
-    bucket.level = level;
-    bucket.at = now;
-    bucket.rate = bucket.limit / (window.ms ?? 60_000);
-    return bucket;
-  }
-
-  /**
-   * A window that has ended is full again; the next ends a window later when we know how long one
-   * is, and until an answer tells its end it refills as slowly as the API's minute limits do.
-   */
-  private roll(bucket: Bucket, now: number): void {
-    const window = bucket.window;
-    if (window === undefined || bucket.at >= window.end || now < window.end) return;
-    bucket.level = bucket.limit;
-    bucket.at = now;
-    if (window.ms === undefined) return;
-    while (window.end <= now) {
-      window.end += window.ms;
-    }
-  }
-
-  private levelOf(bucket: Bucket, now: number): number {
-    this.roll(bucket, now);
-    if (bucket.window !== undefined && now < bucket.window.end) return bucket.level;
-    return Math.min(bucket.limit, bucket.level + bucket.rate * (now - bucket.at));
-  }
-
-  /** How long until `cost` fits every bucket and the pace (0: it fits now). */
-  private waitMs(cost: Cost): number {
-    const now = this.clock.now();
-    let wait = this.pausedUntil - now;
-    if (this.pace !== undefined) wait = Math.max(wait, this.nextStartAt - now);
-    for (const family of RATE_FAMILIES) {
-      const bucket = this.buckets[family];
-      if (bucket === undefined || cost[family] <= 0) continue;
-      const level = this.levelOf(bucket, now);
-      if (bucket.window !== undefined && now < bucket.window.end) {
-        // what is left of the window, else all of it when it ends
-        const short = level < Math.min(cost[family], bucket.limit);
-        if (short) wait = Math.max(wait, bucket.window.end - now);
-        continue;
-      }
-      // Requests sent one after another may reach the API together, and a full bucket does not
-      // fill: so also keep what the bucket refills in a round trip. Larger than the bucket: wait
-      // until it is full.
-      const margin = bucket.rate * this.roundTripMs;
-      const need = Math.min(cost[family] + margin, bucket.limit);
-      if (level < need) wait = Math.max(wait, (need - level) / bucket.rate);
-    }
-    return wait;
-  }
-
-  private take(cost: Cost): void {
-    const now = this.clock.now();
-    cost.startedAt = now;
-    this.firstStartAt ??= now;
-    for (const family of RATE_FAMILIES) {
-      const bucket = this.buckets[family];
-      if (bucket !== undefined) {
-        bucket.level = this.levelOf(bucket, now) - cost[family];
-        bucket.at = now;
-      }
-      this.inFlightCost[family] += cost[family];
-    }
-    if (this.pace !== undefined) this.nextStartAt = Math.max(this.nextStartAt, now) + 1 / this.pace;
-    this.inFlight++;
-    if (this.isBlind()) this.startedBlind++;
-  }
-}
-
-/**
- * Whether two answers show a fixed window: less remaining, but the reset not later by the time
- * between them. (A token bucket's reset moves later by what was taken over its rate, more than
- * that time whenever less remains.)
- */
-function isWindow(before: Bucket['told'], after: Bucket['told']): boolean {
-  if (after.remaining >= before.remaining || before.resetAt <= after.at) return false;
-  return after.resetAt - before.resetAt <= (after.at - before.at) / 2;
 }
 
 // what an image costs the judge, as if it were text
