@@ -1784,7 +1784,9 @@ type AuditLog = {
  * line) and the audit log; refuses paths it cannot write.
  */
 function openOutput(options: RunOptions, rubric: Rubric, selected: TranscriptRef[]) {
-  const lockFile = `${options.output}.lock`;
+  // one lock for every name of the CSV: a symbolic link to it, or a path through one
+  const realOutput = realPathOf(options.output);
+  const lockFile = `${realOutput}.lock`;
   for (const file of [options.output, options.log, lockFile]) {
     checkOutputFile(file); // before anything is created
   }
@@ -1793,7 +1795,7 @@ function openOutput(options: RunOptions, rubric: Rubric, selected: TranscriptRef
   refuseOverwritingInput(options.log, '--log', inputs);
   refuseOverwritingInput(options.log, '--log', [{ flag: '--output', file: options.output }]);
 
-  const undo = [writablePath(lockFile, () => acquireLock(options.output))];
+  const undo = [writablePath(lockFile, () => acquireLock(realOutput))];
   const close = () => {
     for (const step of [...undo].reverse()) {
       step(); // the log, the CSV, then the lock
@@ -1855,6 +1857,30 @@ export function checkOutputFile(file: string): void {
   const stat = writablePath(file, () => fs.statSync(file, { throwIfNoEntry: false }));
   if (stat && !stat.isFile()) {
     throw new EvalConfigurationError(`${file}: not a regular file; choose a file path`);
+  }
+}
+
+/**
+ * The path `file` names once every symbolic link on the way is followed; a file not created yet is
+ * named by its folder's real path (a link to it followed too).
+ */
+function realPathOf(file: string, depth = 0): string {
+  const absolute = path.resolve(file);
+  try {
+    return fs.realpathSync(absolute);
+  } catch {
+    let link: string | undefined;
+    try {
+      link = fs.readlinkSync(absolute);
+    } catch {
+      link = undefined; // not a link
+    }
+    if (link !== undefined && depth < 40) {
+      return realPathOf(path.resolve(path.dirname(absolute), link), depth + 1);
+    }
+    const folder = path.dirname(absolute);
+    if (folder === absolute) return absolute;
+    return path.join(realPathOf(folder, depth + 1), path.basename(absolute));
   }
 }
 

@@ -1164,6 +1164,43 @@ describe('one writer per output: a run and the lock', () => {
     assert.equal(fs.existsSync(ws.output), false, 'no CSV created');
   });
 
+  // Two names of one CSV share its lock: a second run through a link is refused while the first runs.
+  const otherNames: [string, (output: string) => string][] = [
+    [
+      'a symbolic link to the CSV',
+      (output) => {
+        fs.writeFileSync(output, `${header()}\n`);
+        const link = path.join(path.dirname(output), 'link.csv');
+        fs.symlinkSync(path.basename(output), link);
+        return link;
+      },
+    ],
+    [
+      'a symbolic link to a CSV not created yet',
+      (output) => {
+        const link = path.join(path.dirname(output), 'link.csv');
+        fs.symlinkSync(path.basename(output), link);
+        return link;
+      },
+    ],
+  ];
+  for (const [label, otherName] of otherNames) {
+    test(`${label}, its lock held by another live process: exit 2 naming its pid, nothing sent`, async (t) => {
+      const { fake, ws, run } = await setup(t);
+      const pid = await livePid(t);
+      fs.mkdirSync(path.dirname(ws.output), { recursive: true });
+      const output = otherName(ws.output);
+      fs.writeFileSync(`${ws.output}.lock`, `${pid}\n`);
+      const files = fs.readdirSync(path.dirname(ws.output)).sort();
+      const result = await run(['--output', output]);
+      assert.equal(result.code, 2, result.stderr);
+      assert.ok(result.stderr.includes(`process ${pid}`), result.stderr);
+      assert.equal(fake.requests.length, 0);
+      assert.equal(fs.readFileSync(`${ws.output}.lock`, 'utf8'), `${pid}\n`);
+      assert.deepEqual(fs.readdirSync(path.dirname(ws.output)).sort(), files, 'no file made');
+    });
+  }
+
   test('a stale lock from a dead process is taken over; the run succeeds and removes it', async (t) => {
     const { ws, run } = await setup(t);
     fs.mkdirSync(path.dirname(ws.output), { recursive: true });
