@@ -182,17 +182,6 @@ function listenForSignals(controller: AbortController, stderr: Stream, clock: Cl
   const onSigint = () => onSignal('SIGINT');
   const onSigterm = () => onSignal('SIGTERM');
 
-  // Under npx, a stop may reach only the parent: a vanished parent is a SIGTERM, so no run goes on
-  // holding the lock.
-  const parent = process.ppid;
-  const orphanCheck = setInterval(() => {
-    if (process.ppid !== parent) {
-      clearInterval(orphanCheck);
-      onSignal('SIGTERM');
-    }
-  }, 1000);
-  orphanCheck.unref();
-
   process.on('SIGINT', onSigint);
   process.on('SIGTERM', onSigterm);
   return {
@@ -200,7 +189,6 @@ function listenForSignals(controller: AbortController, stderr: Stream, clock: Cl
     stop: () => {
       process.off('SIGINT', onSigint);
       process.off('SIGTERM', onSigterm);
-      clearInterval(orphanCheck);
     },
   };
 }
