@@ -68,6 +68,8 @@ type RunOptions = typeof DEFAULTS & {
   beforeHumanScoring?: boolean;
   cacheTtl?: CacheTtl; // as given: `cacheTtlOf` says what a run uses
   dir?: string;
+  judge?: NamedJudge[]; // --judge: the chain named on the command line, in place of models.json's
+  judgeBaseUrl?: string;
 };
 
 /**
@@ -306,6 +308,17 @@ function buildCli(io: IO): Command {
     )
     .option('--dir <folder>', STUDY_DIR_HELP)
     .option(
+      '--judge <provider/model>',
+      `a judge in place of models.json's chain: ${JUDGE_FLAG_PROVIDERS.join('/, ')}/ and the ` +
+        'model id (anthropic/claude-opus-4-7); repeated, the chain in order',
+      judgeFlag,
+    )
+    .option(
+      '--judge-base-url <url>',
+      'the server of the openai-compatible/ judges (default: OPENAI_BASE_URL)',
+      httpUrl,
+    )
+    .option(
       '--transcripts <dir>',
       'transcripts folder: {model}/{task_id}.json',
       DEFAULTS.transcripts,
@@ -365,6 +378,26 @@ function positiveNumber(value: string): number {
 }
 
 /** True when this file is the program being run, not a module imported by tests. */
+/** A commander parser of `--judge PROVIDER/MODEL`, each adding a judge to the chain named. */
+function judgeFlag(value: string, previous: NamedJudge[] = []): NamedJudge[] {
+  const slash = value.indexOf('/');
+  const provider = JUDGE_FLAG_PROVIDERS.find((name) => name === value.slice(0, slash));
+  const model = value.slice(slash + 1).trim();
+  if (slash < 0 || provider === undefined || model === '') {
+    throw new InvalidArgumentError(
+      `must be PROVIDER/MODEL, PROVIDER one of ${JUDGE_FLAG_PROVIDERS.join(', ')} ` +
+        '(anthropic/claude-opus-4-7, openai-compatible/qwen2.5:7b)',
+    );
+  }
+  return previous.concat({ provider, model, flag: value });
+}
+
+/** A commander parser of an http(s) URL. */
+function httpUrl(value: string): string {
+  if (URL.canParse(value) && /^https?:$/.test(new URL(value).protocol)) return value;
+  throw new InvalidArgumentError('must be an http(s) URL');
+}
+
 export function isEntryModule(
   moduleUrl: string,
   argv1: string | undefined = process.argv[1],
@@ -438,8 +471,9 @@ async function runJudge(
   const humanScored = checkHumanScoringDone(options, inputs.rubric, io.stderr);
 
   // 2. Make the judges: their keys checked, the SDK loaded.
-  const models = loadModelsConfig(options.models);
-  const judges = await createJudges(models, io.env, options.fallback, clock);
+  const chain = judgeChainOf(options, io.env);
+  if (chain.said !== undefined) io.stderr.write(`run-judge: ${chain.said}\n`);
+  const judges = await createJudges(chain.models, io.env, options.fallback, clock);
 
   // 3. Take the output: the lock, the CSV (a torn last line cut off), the audit log.
   const output = openOutput(options, inputs.rubric, inputs.selected);
@@ -1143,7 +1177,8 @@ function fileSha256(file: string): string | undefined {
 function dryRun(options: RunOptions, io: IO): number {
   // 1. Load what a run would: the inputs, the judges, which transcripts already have a row.
   const inputs = loadInputs(options);
-  const models = loadModelsConfig(options.models);
+  const { models, said } = judgeChainOf(options, io.env);
+  if (said !== undefined) io.stderr.write(`dry-run: ${said}\n`);
   const primary = { model: judgeModel(models.judge, io.env), config: models.judge };
   const dimensions = rubricDimensions(inputs.rubric);
   const scored = options.rescore
@@ -1747,6 +1782,154 @@ const ModelsSchema = z.strictObject({
 });
 
 export function loadModelsConfig(file: string) {
+/** The providers `--judge` names: the APIs a judge speaks, `openai-compatible` being a server's. */
+const JUDGE_FLAG_PROVIDERS = ['anthropic', 'openai', 'openai-compatible'] as const;
+
+/** A judge named by `--judge PROVIDER/MODEL`; `flag` is the value as given. */
+type NamedJudge = { provider: (typeof JUDGE_FLAG_PROVIDERS)[number]; model: string; flag: string };
+
+/**
+ * The chain of judges a run uses: models.json's, or the judges `--judge` names, in order. A named
+ * judge takes the settings of models.json's entry for its model id, which may not disagree with the
+ * flag; a model id with no entry takes the defaults (docs/usage.md) and a price models.json gives
+ * that id. `said` tells which settings each named judge took.
+ */
+function judgeChainOf(options: RunOptions, env: NodeJS.ProcessEnv) {
+  const named = options.judge ?? [];
+  const compatible = named.some((judge) => judge.provider === 'openai-compatible');
+  if (options.judgeBaseUrl !== undefined && !compatible) {
+    throw new EvalConfigurationError(
+      '--judge-base-url is the server of the openai-compatible/ judges: name one with ' +
+        '--judge openai-compatible/MODEL',
+    );
+  }
+  if (named.length === 0) {
+    return { models: loadModelsConfig(options.models), said: undefined };
+  }
+
+  // models.json, when there is one, gives the settings of the model ids it names.
+  const exists = fs.existsSync(options.models);
+  const models = exists ? loadModelsConfig(options.models) : undefined;
+  const entries = models ? [models.judge, ...models.fallback_judges] : [];
+  const configs: JudgeConfig[] = [];
+  const said: string[] = [];
+  for (const judge of named) {
+    const entry = namedJudgeEntry(judge, entries, options, env);
+    if (entry) {
+      configs.push(entry);
+      said.push(`${judge.flag} (its entry in ${options.models})`);
+      continue;
+    }
+    const config = defaultJudgeConfig(judge, entries, options.judgeBaseUrl, env);
+    configs.push(config);
+    const family = config.family === undefined ? '' : `; family ${config.family}, from its id`;
+    said.push(`${judge.flag} (the defaults${family})`);
+  }
+  const none = exists ? '' : ` (no ${options.models})`;
+  return {
+    models: { judge: configs[0]!, fallback_judges: configs.slice(1) },
+    said: `judges named by --judge: ${said.join(', ')}${none}`,
+  };
+}
+
+/**
+ * models.json's entry for a named judge's model id (its `model`, or the id its `model_env` sets
+ * now), refusing one that disagrees with the flag: another provider, another model id through
+ * `model_env`, another server.
+ */
+function namedJudgeEntry(
+  judge: NamedJudge,
+  entries: JudgeConfig[],
+  options: RunOptions,
+  env: NodeJS.ProcessEnv,
+): JudgeConfig | undefined {
+  const entry = entries.find((candidate) => {
+    return candidate.model === judge.model || judgeModel(candidate, env) === judge.model;
+  });
+  if (entry === undefined) return undefined;
+
+  const flag = `--judge ${judge.flag}`;
+  const at = `the entry for ${judge.model} in ${options.models}`;
+  const api = judge.provider === 'openai-compatible' ? 'openai' : judge.provider;
+  if (entry.provider !== api) {
+    throw new EvalConfigurationError(
+      `${flag}: ${at} has "provider": "${entry.provider}"; name it ` +
+        `${entry.provider}/${judge.model}, or change the entry`,
+    );
+  }
+  const model = judgeModel(entry, env);
+  if (model !== judge.model) {
+    throw new EvalConfigurationError(
+      `${flag}: ${entry.model_env}=${model} makes ${at} judge with ${model}; unset ` +
+        `${entry.model_env}, or name ${model}`,
+    );
+  }
+  const baseUrl = options.judgeBaseUrl;
+  if (!compatibleServer(judge, baseUrl)) return entry;
+  if (entry.base_url !== undefined && entry.base_url !== baseUrl) {
+    throw new EvalConfigurationError(
+      `${flag}: --judge-base-url ${baseUrl} and ${at} ("base_url": "${entry.base_url}") ` +
+        'disagree; drop one',
+    );
+  }
+  const served = { ...entry };
+  served.base_url = baseUrl;
+  return served;
+}
+
+/** Whether `--judge-base-url` names the server of this judge: an openai-compatible/ one. */
+function compatibleServer(judge: NamedJudge, baseUrl: string | undefined): baseUrl is string {
+  return judge.provider === 'openai-compatible' && baseUrl !== undefined;
+}
+
+/**
+ * The settings of a named judge whose model id models.json does not name (docs/usage.md lists
+ * them), with a price models.json gives that id; an openai-compatible/ judge needs a server.
+ */
+function defaultJudgeConfig(
+  judge: NamedJudge,
+  entries: JudgeConfig[],
+  baseUrl: string | undefined,
+  env: NodeJS.ProcessEnv,
+): JudgeConfig {
+  const api = judge.provider === 'openai-compatible' ? 'openai' : judge.provider;
+  const config: JudgeConfig = {
+    provider: api,
+    model: judge.model,
+    temperature: null,
+    max_tokens: 2048,
+    structured_output: true,
+  };
+  if (judge.provider === 'openai-compatible') {
+    if (baseUrl === undefined && !env.OPENAI_BASE_URL) {
+      throw new EvalConfigurationError(
+        `--judge ${judge.flag} needs its server: pass --judge-base-url URL ` +
+          '(http://localhost:11434/v1 for a local Ollama) or set OPENAI_BASE_URL',
+      );
+    }
+    if (baseUrl !== undefined) config.base_url = baseUrl; // else OPENAI_BASE_URL's
+    config.family = modelFamily(judge.model);
+  } else {
+    config.api_key_env = api === 'anthropic' ? 'ANTHROPIC_API_KEY' : 'OPENAI_API_KEY';
+    config.media = ['text', 'image'];
+  }
+
+  for (const entry of entries) {
+    const price = entry.provider === api ? priceFor(entry, judge.model) : undefined;
+    if (price !== undefined) {
+      config.price_usd_per_mtok = price;
+      break;
+    }
+  }
+  return config;
+}
+
+/** Who made an open-weight model, read off its id's first letters: qwen2.5:7b, qwen. */
+function modelFamily(model: string): string {
+  const name = model.split('/').at(-1) ?? model;
+  return /^[A-Za-z]+/.exec(name)?.[0]?.toLowerCase() ?? 'openai-compatible';
+}
+
   return loadValidated(file, ModelsSchema, EvalConfigurationError);
 }
 
