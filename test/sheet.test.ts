@@ -20,8 +20,10 @@ import {
 } from './helpers.ts';
 import type { Workspace } from './helpers.ts';
 
-const { planScoring, sampleSize } = await import('../report/sheet.ts');
-const { isComplete, loadRubric, readHumanScores, scoreColumns } = await import('../run-judge.ts');
+const { planScoring, sampleMore, sampleSize } = await import('../report/sheet.ts');
+const { mulberry32 } = await import('../report/analysis.ts');
+const { isComplete, loadRubric, pairKey, readHumanScores, scoreColumns } =
+  await import('../run-judge.ts');
 const rubric = loadRubric(RUBRIC_FILE);
 
 type Pair = { task_id: string; model: string };
@@ -166,6 +168,57 @@ describe('the assignment: each chosen transcript to K scorers, the work within o
         assert.ok(spread(loads) <= 1, `${what}: loads ${loads}`);
       }
     }
+  });
+});
+
+describe("a plan's sample topped up after transcripts are added: the plan's own kept", () => {
+  const keys = (pairs: Pair[]) => new Set(pairs.map((pair) => pairKey(pair.task_id, pair.model)));
+
+  test('a tutor added, or a task for every tutor: only transcripts the plan lacks, each tutor within one, the size the rule gives now', () => {
+    const before = grid(4, 8);
+    const afters = [grid(5, 8), grid(4, 9), grid(5, 9, ['m5/t1', 'm5/t2'])];
+    for (const [i, after] of afters.entries()) {
+      for (const share of ['25%', '50%', '3%', '90%']) {
+        for (const seed of [0, 1, 7, 123456]) {
+          const options = { scorers: ['a'], overlap: 1, seed };
+          const size = sampleSize(share, before.length);
+          const planned = planScoring(before, Object.assign({ size }, options)).chosen;
+          const rule = { size: sampleSize(share, after.length) };
+          const added = sampleMore(after, keys(planned), rule, mulberry32(seed));
+          const what = `after ${i}, ${share}, seed ${seed}: ${added.map(label)}`;
+          const held = keys(planned);
+          assert.ok(
+            added.every((pair) => !held.has(pairKey(pair.task_id, pair.model))),
+            what,
+          );
+          assert.equal(keys(added).size, added.length, `none twice: ${what}`);
+          const all = [...planned, ...added];
+          assert.equal(all.length, Math.max(size, rule.size), what);
+          assert.ok(spread(counts(all, after, (pair) => pair.model)) <= 1, `tutors: ${what}`);
+          if (i < 2) {
+            assert.ok(spread(counts(all, after, (pair) => pair.task_id)) <= 1, `tasks: ${what}`);
+          }
+        }
+      }
+    }
+  });
+
+  test('per-tutor shares: each tutor brought to its share, never below what the plan holds; the same seed, the same draw', () => {
+    const before = grid(3, 4);
+    const planned = planScoring(before, { scorers: ['a'], size: 6, overlap: 1, seed: 3 }).chosen;
+    const after = grid(4, 4);
+    const shares = new Map([
+      ['m1', 4],
+      ['m2', 1],
+      ['m4', 3],
+    ]);
+    const rule = { size: 0, shares };
+    const added = sampleMore(after, keys(planned), rule, mulberry32(5));
+    assert.deepEqual(
+      counts([...planned, ...added], after, (pair) => pair.model),
+      [4, 2, 2, 3],
+    );
+    assert.deepEqual(sampleMore(after, keys(planned), rule, mulberry32(5)), added);
   });
 });
 
@@ -621,6 +674,49 @@ describe('sheet --update: the plan after edits, every other row byte for byte', 
     const result = await update(ws);
     assert.equal(result.code, 0, result.stderr);
     assert.match(result.stdout, /new transcripts assigned: none$/m);
+  });
+
+  test("a 25% sample, then a tutor added: the tutor's share assigned, from its transcripts only; every row kept, every tutor within one", async (t) => {
+    const ws = workspace(t, 4, 8);
+    const first = await plan(ws, '--scorers', 'alice,bob', '--sample', '25%');
+    assert.equal(first.code, 0, first.stderr);
+    assert.match(first.stdout, /per tutor \(model\): m01 2, m02 2, m03 2, m04 2$/m);
+    const sheets = ['alice', 'bob'].map((name) => path.join(ws.out, `${name}.csv`));
+    sheets.forEach(score);
+    const before = new Map(sheets.map((file) => [file, fs.readFileSync(file, 'utf8')]));
+    const planFile = path.join(ws.out, 'plan.json');
+    const issued = JSON.parse(fs.readFileSync(planFile, 'utf8')).assignments;
+    fs.cpSync(path.join(ws.transcripts, 'm01'), path.join(ws.transcripts, 'm05'), {
+      recursive: true,
+    });
+    for (const name of fs.readdirSync(path.join(ws.transcripts, 'm05'))) {
+      const file = path.join(ws.transcripts, 'm05', name);
+      const transcript = JSON.parse(fs.readFileSync(file, 'utf8'));
+      transcript.metadata.model = 'm05';
+      fs.writeFileSync(file, JSON.stringify(transcript));
+    }
+
+    const result = await update(ws);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(
+      result.stdout,
+      /new transcripts assigned: m05\/proof\d\d for \w+, m05\/proof\d\d for \w+$/m,
+    );
+    assert.match(result.stdout, /scores emptied: none$/m);
+    for (const file of sheets) {
+      const text = fs.readFileSync(file, 'utf8');
+      assert.ok(text.startsWith(before.get(file)!), `${file}: every row kept, byte for byte`);
+    }
+    const assignments = JSON.parse(fs.readFileSync(planFile, 'utf8')).assignments;
+    assert.deepEqual(assignments.slice(0, issued.length), issued, 'every assignment kept');
+    assert.equal(assignments.length, 10, '25% of 40');
+    const perTutor = counts(assignments, grid(5, 1), (pair) => pair.model.replace('m0', 'm'));
+    assert.deepEqual(perTutor, [2, 2, 2, 2, 2]);
+    const loads = sheets.map((file) => readHumanScores(file, rubric).length);
+    assert.deepEqual(loads, [5, 5]);
+
+    const again = await update(ws);
+    assert.match(again.stdout, /new transcripts assigned: none$/m, 'nothing more to add');
   });
 
   test('refused: no plan in --out, or a flag that would change the rule; nothing written', async (t) => {
