@@ -69,18 +69,21 @@ async function closedPort(): Promise<number> {
   return port;
 }
 
-/** Answers an intercepted request with an API error, once its body is read; a 529 may be retried at once. */
+/**
+ * Answers an intercepted request with an API error and `extra` headers, once its body is read; a 529 may be retried
+ * at once.
+ */
 function answerError(
   req: IncomingMessage,
   res: ServerResponse,
   status: number,
   type: string,
   message: string,
+  extra: Record<string, string> = {},
 ) {
-  const headers = {
-    'content-type': 'application/json',
-    ...(status === 529 ? { 'retry-after-ms': '0' } : {}),
-  };
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (status === 529) headers['retry-after-ms'] = '0';
+  Object.assign(headers, extra);
   req
     .resume()
     .on('end', () =>
@@ -1050,15 +1053,9 @@ describe('--batch: a create that fails', { concurrency: 2 }, () => {
     intercept((req, res) => {
       if (!isCreate(req) || rateLimited) return false;
       rateLimited = true;
-      req.resume().on('end', () =>
-        res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '0.01' }).end(
-          JSON.stringify({
-            type: 'error',
-            error: { type: 'rate_limit_error', message: 'Number of requests' },
-          }),
-        ),
-      );
-      return true;
+      return answerError(req, res, 429, 'rate_limit_error', 'Number of requests', {
+        'retry-after': '0.01',
+      });
     });
     const result = await run(BATCH);
     assert.equal(result.code, 0, result.stderr);
@@ -1528,15 +1525,9 @@ describe('--batch: Ctrl-C while a create waits out a 429', () => {
     const stopRateLimiting = intercept((req, res) => {
       if (!isCreate(req)) return false;
       res.on('finish', () => (answered429 = true));
-      req.resume().on('end', () =>
-        res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '5' }).end(
-          JSON.stringify({
-            type: 'error',
-            error: { type: 'rate_limit_error', message: 'Number of requests' },
-          }),
-        ),
-      );
-      return true;
+      return answerError(req, res, 429, 'rate_limit_error', 'Number of requests', {
+        'retry-after': '5',
+      });
     });
     const first = spawn(BATCH);
     await waitFor(() => answered429, 20_000, 'the create answered 429');

@@ -9,7 +9,6 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { Writable } from 'node:stream';
 import { describe, test } from 'node:test';
 import type { TestContext } from 'node:test';
 import { parse as parseCsv } from 'csv-parse/sync';
@@ -33,7 +32,6 @@ import type { MainResult, Workspace } from './helpers.ts';
 import type { FakeAnthropic, RecordedRequest } from '../fakes/anthropic.ts';
 
 // Destructured, not imported by name: a renamed export then fails its own tests, not the whole file.
-const { main: reportMain } = await import('../report.ts');
 const { readHumanScores, loadRubric } = await import('../run-judge.ts');
 
 // ---- Local helpers ---------------------------------------------------------------------------------------------------
@@ -340,32 +338,14 @@ describe('the default --human-scores is the folder evals/human/, every *.csv in 
     process.chdir(dir);
     t.after(() => process.chdir(cwd));
     const args = ['--format', 'json', '--scores', judge, '--rubric', rubric, '--log', 'none.jsonl'];
-    const folder = await reportOut(args);
+    const folder = await runReport(args);
     assert.equal(folder.code, 0, folder.stderr);
     assert.equal(JSON.parse(folder.stdout).pairs, 3, 'alice 1 + bob 2');
-    const file = await reportOut([...args, '--human-scores', single]);
+    const file = await runReport([...args, '--human-scores', single]);
     assert.equal(file.code, 0, file.stderr);
     assert.equal(JSON.parse(file.stdout).pairs, 1);
   });
 });
-
-/** Runs report.ts's main in-process, capturing stdout and stderr. */
-async function reportOut(args: string[]) {
-  let stdout = '';
-  let stderr = '';
-  const sink = (append: (text: string) => void) =>
-    new Writable({
-      write(chunk, _encoding, done) {
-        append(String(chunk));
-        done();
-      },
-    });
-  const code = await reportMain(args, {
-    stdout: sink((text) => (stdout += text)),
-    stderr: sink((text) => (stderr += text)),
-  });
-  return { code, stdout, stderr };
-}
 
 // ---------------------------------------------------------------------------------------------
 describe('what the sheets hold: any column order, scorer and transcript_sha256 optional; an empty cell is open', () => {
@@ -541,23 +521,10 @@ describe('what the sheets hold: any column order, scorer and transcript_sha256 o
 
   test('the blank sheet of `report.ts sheet` is read (every row open: refused); filled in, the run proceeds', async (t) => {
     const { fake, ws, gated } = await setup(t);
-    let sheet = '';
-    const stdout = new Writable({
-      write(chunk, _encoding, done) {
-        sheet += chunk;
-        done();
-      },
-    });
-    const args = [
-      'sheet',
-      '--transcripts',
-      ws.transcripts,
-      '--rubric',
-      ws.rubric,
-      '--scorer',
-      'alice',
-    ];
-    assert.equal(await reportMain(args, { stdout, stderr: process.stderr }), 0);
+    const args = ['--transcripts', ws.transcripts, '--rubric', ws.rubric, '--scorer', 'alice'];
+    const made = await runReport(['sheet', ...args]);
+    assert.equal(made.code, 0, made.stderr);
+    const sheet = made.stdout;
     const file = path.join(ws.dir, 'sheet.csv');
     fs.writeFileSync(file, sheet);
     const blank = await gated(file);
@@ -615,10 +582,10 @@ describe('a judge CSV given as human scores is refused, by run-judge and by repo
     const copy = path.join(ws.dir, 'copy.csv');
     fs.copyFileSync(ws.output, copy);
     const args = ['--scores', ws.output, '--rubric', ws.rubric, '--log', ws.log];
-    const same = await reportOut([...args, '--human-scores', ws.output]);
+    const same = await runReport([...args, '--human-scores', ws.output]);
     assert.equal(same.code, 2, same.stderr);
     includesAll(same.stderr, [`${ws.output} is the judge's score CSV`]);
-    const copied = await reportOut([...args, '--human-scores', copy]);
+    const copied = await runReport([...args, '--human-scores', copy]);
     assert.equal(copied.code, 2, copied.stderr);
     includesAll(copied.stderr, [`${copy}: line 2: m01/proof01 has the judge's scores and notes`]);
     assert.equal(copied.stdout, '');
@@ -631,7 +598,7 @@ describe('a judge CSV given as human scores is refused, by run-judge and by repo
     const file = path.join(ws.dir, 'mine.csv');
     fs.writeFileSync(file, stringifyCsv([header, ...own]));
     const args = ['--scores', ws.output, '--rubric', ws.rubric, '--log', ws.log];
-    const result = await reportOut([...args, '--human-scores', file, '--format', 'json']);
+    const result = await runReport([...args, '--human-scores', file, '--format', 'json']);
     assert.equal(result.code, 0, result.stderr);
     assert.equal(JSON.parse(result.stdout).pairs, 3);
   });
@@ -889,7 +856,7 @@ describe('report.ts: stale and incomplete human rows are listed and left out of 
 
   test('JSON: missing lists incomplete_human and stale_human as "scorer: model/task"; pairs leave them out', async (t) => {
     const { args } = await scoredThenEdited(t);
-    const result = await reportOut([...args, '--format', 'json']);
+    const result = await runReport([...args, '--format', 'json']);
     assert.equal(result.code, 0, result.stderr);
     const report = JSON.parse(result.stdout);
     // The edit also makes the judge's row of m01/proof01 stale: left out, listed as such.
@@ -910,7 +877,7 @@ describe('report.ts: stale and incomplete human rows are listed and left out of 
   test('text and Markdown list them beside the missing rows', async (t) => {
     const { args } = await scoredThenEdited(t);
     for (const format of ['table', 'markdown']) {
-      const result = await reportOut([...args, '--format', format]);
+      const result = await runReport([...args, '--format', format]);
       assert.equal(result.code, 0, result.stderr);
       includesAll(result.stdout, [
         '5 (transcript, scorer) pairs',
@@ -923,7 +890,7 @@ describe('report.ts: stale and incomplete human rows are listed and left out of 
   test('the page lists them in its run table and shows no scorer of theirs beside a transcript', async (t) => {
     const { ws, args } = await scoredThenEdited(t);
     const page = path.join(ws.dir, 'report.html');
-    const result = await reportOut([...args, '--html', page]);
+    const result = await runReport([...args, '--html', page]);
     assert.equal(result.code, 0, result.stderr);
     const html = fs.readFileSync(page, 'utf8');
     includesAll(html, [
@@ -936,7 +903,7 @@ describe('report.ts: stale and incomplete human rows are listed and left out of 
   test('each figure says how many it rests on: n of the agreement, of the ceiling, matched transcripts per model', async (t) => {
     const { ws, args } = await scoredThenEdited(t);
     writeSheets(ws, { carol: [scoredRow('m02', 'proof01'), scoredRow('m02', 'proof02')] });
-    const result = await reportOut([...args, '--format', 'table']);
+    const result = await runReport([...args, '--format', 'table']);
     assert.equal(result.code, 0, result.stderr);
     const lines = result.stdout.split('\n');
     /** The first line starting with `start` in the table titled `title`. */
@@ -957,7 +924,7 @@ describe('report.ts: stale and incomplete human rows are listed and left out of 
     const { ws } = await scoredThenEdited(t);
     const file = writeHumanFile(ws, [scoredRow('m01', 'proof01', { scorer: 'al' })]);
     const args = ['--scores', ws.output, '--rubric', ws.rubric, '--log', ws.log];
-    const result = await reportOut([
+    const result = await runReport([
       ...args,
       '--transcripts',
       ws.transcripts,
