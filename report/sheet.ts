@@ -6,6 +6,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parse as parseCsv } from 'csv-parse/sync';
 import {
+  DEFAULTS,
   EvalInputError,
   comparePairs,
   compareText,
@@ -87,7 +88,7 @@ export function writeScoringPlan(options: PlanOptions, io: PlanIO): void {
   // 2. The transcripts and the rubric; the sample's size once their number is known.
   const rubric = loadRubric(options.rubric);
   const refs = readTranscripts(options.transcripts);
-  const size = sampleSize(options.sample, refs.length);
+  const size = sampleSize(options.sample, refs.length, options.transcripts);
   if (size * overlap < scorers.length) {
     throw new EvalInputError(
       `${size} transcript(s), each for ${overlap} scorer(s), leave some of the ${scorers.length} ` +
@@ -898,8 +899,11 @@ export function parseSeed(value: string | undefined): number {
   return seed;
 }
 
-/** `--sample N` or `--sample P%` of `total` transcripts (P% rounded, at least one); else all. */
-export function sampleSize(value: string | undefined, total: number): number {
+/**
+ * `--sample N` or `--sample P%` of `total` transcripts (P% rounded, at least one); else all.
+ * `folder`, where they were found, is named when N is more than there are.
+ */
+export function sampleSize(value: string | undefined, total: number, folder?: string): number {
   if (value === undefined) {
     return total;
   }
@@ -918,9 +922,18 @@ export function sampleSize(value: string | undefined, total: number): number {
     );
   }
   if (size > total) {
-    throw new EvalInputError(`--sample ${value}: there are only ${total} transcripts`);
+    throw new EvalInputError(
+      `--sample ${value}: there are only ${total} transcripts${foundIn(folder)}`,
+    );
   }
   return size;
+}
+
+/** " in FOLDER", and how to read a study's when it is the default (the script's folder). */
+function foundIn(folder: string | undefined): string {
+  if (folder === undefined) return '';
+  if (path.normalize(folder) !== path.normalize(DEFAULTS.transcripts)) return ` in ${folder}`;
+  return ` in ${folder}, the default folder here; a study's own: --dir STUDY`;
 }
 
 // ---- Checking what is on disk -------------------------------------------------------------------

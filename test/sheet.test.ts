@@ -319,6 +319,27 @@ describe('report.ts sheet --scorers: one sheet and one page per scorer in --out'
     ]);
   });
 
+  test('--sample above the transcripts: the folder read is named; the default one, with --dir to read a study', async (t) => {
+    const ws = workspace(t, 1, 2);
+    fs.cpSync(ws.transcripts, path.join(ws.dir, 'evals', 'transcripts'), { recursive: true });
+    const cwd = process.cwd();
+    process.chdir(ws.dir);
+    t.after(() => process.chdir(cwd));
+    const here = await runReport(['sheet', '--scorers', 'alice', '--sample', '9']);
+    assert.equal(here.code, 2);
+    assert.equal(
+      here.stderr,
+      'report: --sample 9: there are only 2 transcripts in evals/transcripts, the default ' +
+        "folder here; a study's own: --dir STUDY\n",
+    );
+    const args = ['--scorers', 'alice', '--sample', '9'];
+    const study = await runReport(['sheet', '--dir', ws.dir, ...args]);
+    assert.equal(study.code, 2);
+    const folder = path.join(ws.dir, 'evals', 'transcripts');
+    assert.equal(study.stderr, `report: --sample 9: there are only 2 transcripts in ${folder}\n`);
+    assert.equal(fs.existsSync(path.join(ws.dir, 'evals', 'human')), false, 'nothing written');
+  });
+
   test('rerun with the same arguments on an untouched plan: the same files, byte for byte', async (t) => {
     const ws = workspace(t, 2, 3);
     const args = ['--scorers', 'alice,bob,carol', '--sample', '4', '--overlap', '2', '--seed', '9'];
