@@ -31,6 +31,7 @@ import {
   rubricDimensions,
 } from './run-judge.ts';
 import type { HumanRow, IO, Rubric } from './run-judge.ts';
+import { DEFAULT_EPSILON, altTestAllWords, altTestWords } from './report/alt-test.ts';
 import {
   DEFAULT_MARGIN,
   SUPERSCRIPT_DIGITS,
@@ -42,6 +43,7 @@ import {
   juryRows,
   reportCells,
   verdictWords,
+  wrapped,
 } from './report/analysis.ts';
 import type {
   AnalysisAudit,
@@ -215,6 +217,12 @@ function buildCli(io: ReportIO, result: { status: number }): Command {
       String(DEFAULT_MARGIN),
     )
     .option(
+      '--epsilon <share>',
+      "the alternative annotator test's epsilon: how much less often the judge may be the " +
+        'closer to the other scorers than a scorer is (0.2 experts, 0.15 trained, 0.1 crowd)',
+      String(DEFAULT_EPSILON),
+    )
+    .option(
       '--html <file>',
       'also write the report as one self-contained HTML page, with every transcript',
     )
@@ -319,6 +327,7 @@ type AgreementOptions = {
   minKappa: string[];
   on?: 'kappa' | 'lower';
   margin: string;
+  epsilon: string;
   gateJudge?: string;
   jury?: boolean;
   wide?: boolean;
@@ -345,6 +354,7 @@ function printAgreement(options: AgreementOptions, io: ReportIO): number {
   const on = options.on ?? 'kappa';
   const analysisOptions = {
     margin: marginOf(options.margin),
+    epsilon: epsilonOf(options.epsilon),
     tutorFamilies: tutorFamilies(options.models, options.dir),
   };
   if (options.on !== undefined && options.minKappa.length === 0) {
@@ -487,6 +497,15 @@ function marginOf(value: string): number {
   return margin;
 }
 
+/** --epsilon as a share of transcripts: a number from 0 to 1. */
+function epsilonOf(value: string): number {
+  const epsilon = value.trim() === '' ? NaN : Number(value);
+  if (!Number.isFinite(epsilon) || epsilon < 0 || epsilon > 1) {
+    throw new EvalInputError(`--epsilon ${value}: give a share from 0 to 1, as 0.15`);
+  }
+  return epsilon;
+}
+
 /** A word on the command line that is no option: a mistyped command (`sheets`), named as such. */
 function refuseArguments(args: string[], cli: Command, env: NodeJS.ProcessEnv): void {
   if (args.length === 0) {
@@ -577,6 +596,7 @@ export function compareJudges(
         kappa: dimension.judge_vs_human.kappa,
         kappa_ci95: dimension.judge_vs_human.kappa_ci95,
         gap_to_ceiling: dimension.gap_to_ceiling,
+        alt_test: dimension.alt_test,
         leniency: dimension.leniency,
         self_consistency: dimension.self_consistency,
         kappa_diff_from_first: vsFirst.kappa_diff_from_first,
@@ -591,6 +611,7 @@ export function compareJudges(
       cost_usd_per_transcript: costPerTranscript(run, common),
       dimensions,
       self_preference: report.self_preference,
+      alt_test_all: report.alt_test_all,
     };
     if (run.members === undefined) {
       return entry;
@@ -782,12 +803,17 @@ export function formatReport(report: FullReport, options: PrintOptions): string 
   const table = options.format === 'markdown' ? markdownTable : alignedTable;
   const titled = (title: string, rows: string[][]) => `${title}:\n${table(rows)}`;
   const parts = [cells.summary];
+  const altTestAll = altTestAllWords(report.alt_test_all);
+  if (altTestAll !== null) {
+    parts.push(wrapped(altTestAll.split(' '), ' ', 100));
+  }
   for (const cellTable of cells.tables) {
     parts.push(titled(cellTable.title, cellTable.rows));
   }
   if (report.self_preference !== null) {
     const title = `self-preference of the judge (family ${report.self_preference.family})`;
-    parts.push(titled(title, selfPreferenceCells(report.self_preference)));
+    const table = titled(title, selfPreferenceCells(report.self_preference));
+    parts.push(table + selfPreferenceNotes(report.self_preference));
   }
   if (report.comparison !== undefined) {
     parts.push(
@@ -802,27 +828,53 @@ export function formatReport(report: FullReport, options: PrintOptions): string 
   return `${parts.join('\n\n')}\n`;
 }
 
-/** Self-preference per dimension: leniency on the judge's own family's tutors and on the rest. */
+/** Self-preference per dimension: leniency on the judge's own family's tutors and on the rest,
+ * own minus other with its interval, "favours own" after it when the interval is above 0. */
 function selfPreferenceCells(preference: NonNullable<Report['self_preference']>): string[][] {
   const header = [
     'dimension',
     'own n',
     'other n',
-    'own leniency',
-    'other leniency',
+    'tutors',
+    'own',
+    'other',
     'own - other [95% CI]',
   ];
   const rows = preference.dimensions.map((dimension) => {
+    const reading = dimension.verdict === 'favours_own' ? ' favours own' : '';
+    const diff = estimate(
+      dimension.diff,
+      dimension.ci95,
+      Math.min(dimension.own_n, dimension.other_n),
+    );
     return [
       dimension.name,
       String(dimension.own_n),
       String(dimension.other_n),
+      `${dimension.own_tutors} / ${dimension.other_tutors}`,
       figure(dimension.own_leniency),
       figure(dimension.other_leniency),
-      estimate(dimension.diff, dimension.ci95, Math.min(dimension.own_n, dimension.other_n)),
+      diff + reading,
     ];
   });
   return [header, ...rows];
+}
+
+/** Under the self-preference table: what its columns are, how its interval is had, and why a
+ * verdict is undetermined. */
+function selfPreferenceNotes(preference: NonNullable<Report['self_preference']>): string {
+  const text =
+    "own, other: the judge's leniency on its own family's tutors and on the others'; tutors: " +
+    "own / other; the interval has the tutor as its unit (Welch's t over the tutors' " +
+    'leniency), "favours own" when it is above 0';
+  const lines = [wrapped(text.split(' '), ' ', 100)];
+  const reasons = new Set(preference.dimensions.map((dimension) => dimension.reason));
+  for (const reason of reasons) {
+    if (reason !== null) {
+      lines.push(wrapped(`undetermined: ${reason}`.split(' '), ' ', 100));
+    }
+  }
+  return `\n${lines.join('\n')}`;
 }
 
 /** The judges compared: their files and cost, then per dimension against the people and against
@@ -846,6 +898,7 @@ function comparisonTables(comparison: JudgeComparison[], wide: boolean): CellTab
     'gap [95% CI]',
     'verdict',
     'leniency [95% CI]',
+    'alt-test',
     "minus first's [95% CI]",
     'with first: kappa / exact',
     'samples',
@@ -898,6 +951,7 @@ function comparisonRow(judge: JudgeComparison, i: number): string[] {
     gap === null ? '-' : estimate(gap.kappa_diff, gap.ci95, figures.ceiling_n),
     gap === null ? '-' : verdictWords(gap),
     estimate(leniency.mean_diff, leniency.ci95, figures.n) + reading,
+    altTestWords(figures.alt_test),
     diff === null ? '-' : estimate(diff.kappa_diff, diff.ci95, figures.n),
     first,
     samples === null ? '-' : `${figure(samples.unanimous)} / ${figure(samples.mean_range)}`,
@@ -905,11 +959,14 @@ function comparisonRow(judge: JudgeComparison, i: number): string[] {
 }
 
 /** The per-dimension tables as one booktabs `tabular` a methods section can include (the judge's
- * columns, then the ceiling's), its notes as LaTeX comments. */
+ * columns, the ceiling's, then the alternative annotator test's), its notes as LaTeX comments. */
 function latexTable(tables: CellTable[], notes: string[]): string {
   const judge = tables[0]!.rows;
   const ceiling = tables[1]!.rows;
-  const rows = judge.map((row, i) => [...row, ...ceiling[i]!.slice(1)]);
+  const altTest = tables[2]!.rows;
+  const rows = judge.map((row, i) => {
+    return [...row, ...ceiling[i]!.slice(1), ...altTest[i]!.slice(1)];
+  });
   // A column of plain numbers is set right, any other left.
   const numeric = (i: number) => rows.slice(1).every((row) => /^[\d.-]+$/.test(row[i]!));
   const columns = rows[0]!.map((_, i) => (numeric(i) ? 'r' : 'l')).join('');

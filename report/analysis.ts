@@ -16,6 +16,15 @@ import {
   rubricDimensions,
 } from '../run-judge.ts';
 import type { Dimension, HumanRow, Rubric, ScoreRow } from '../run-judge.ts';
+import {
+  ALT_TEST_HEADER,
+  altTest,
+  altTestAll,
+  altTestCells,
+  altTestNote,
+  DEFAULT_EPSILON,
+} from './alt-test.ts';
+import { selfPreferenceFigures } from './self-preference.ts';
 
 /** A row with scores, as the statistics read it: they need no notes. */
 type Scored = Omit<ScoreRow, 'notes'>;
@@ -34,9 +43,14 @@ export type AnalysisAudit = {
   stale_judge?: string[];
 };
 
-/** What the reading of the figures takes: the non-inferiority margin of the gap (kappa units), and
- * each tutor's family (its models.json entry's), for self-preference. */
-export type AnalysisOptions = { margin: number; tutorFamilies?: Map<string, string> };
+/** What the reading of the figures takes: the non-inferiority margin of the gap (kappa units),
+ * each tutor's family (its models.json entry's), for self-preference, and the alternative
+ * annotator test's epsilon (default DEFAULT_EPSILON). */
+export type AnalysisOptions = {
+  margin: number;
+  tutorFamilies?: Map<string, string>;
+  epsilon?: number;
+};
 
 export const DEFAULT_MARGIN = 0.1;
 
@@ -95,6 +109,7 @@ export function analyse(
     models,
     ranking: modelRanking(models, rubric),
     self_preference: selfPreference(matched, rubric, audit.family ?? null, options.tutorFamilies),
+    alt_test_all: altTestAll(dimensions, options.epsilon ?? DEFAULT_EPSILON),
     judges: audit.judges,
   };
 }
@@ -102,8 +117,8 @@ export function analyse(
 /**
  * Self-preference: per dimension, the judge's leniency (its score minus the transcript's human
  * mean) over matched transcripts of tutors of its own family, over the others, and own minus
- * other, with a bootstrap interval over transcripts. Null when the judge's family is unknown, or
- * no matched tutor shares it, or none differs.
+ * other, with an interval over tutors and its verdict (report/self-preference.ts). Null when the
+ * judge's family is unknown, or no matched tutor shares it, or none differs.
  */
 function selfPreference(
   matched: Matched[],
@@ -120,34 +135,13 @@ function selfPreference(
   }
 
   const dimensions = rubric.dimensions.map((dimension) => {
-    // Each transcript's sums: its leniency and a count, at 0 and 1 when own, at 2 and 3 when not.
-    const units = unitSums(4);
-    matched.forEach((transcript, i) => {
+    const units = matched.map((transcript, i) => {
       const humanScores = transcript.humans.map((row) => row.scores[dimension.name]!);
-      const row = new Float64Array(4);
-      const at = own[i] ? 0 : 2;
-      row[at] = transcript.judge.scores[dimension.name]! - sum(humanScores) / humanScores.length;
-      row[at + 1] = 1;
-      addUnit(units, row);
+      const judge = transcript.judge.scores[dimension.name]!;
+      const leniency = judge - sum(humanScores) / humanScores.length;
+      return { tutor: transcript.judge.model, own: own[i]!, leniency };
     });
-    const ownOf = (sums: Float64Array) => (sums[1]! > 0 ? sums[0]! / sums[1]! : null);
-    const otherOf = (sums: Float64Array) => (sums[3]! > 0 ? sums[2]! / sums[3]! : null);
-    const diffOf = (sums: Float64Array) => {
-      const ownLeniency = ownOf(sums);
-      const otherLeniency = otherOf(sums);
-      return ownLeniency === null || otherLeniency === null ? null : ownLeniency - otherLeniency;
-    };
-    const all = totals(units);
-    const interval = bootstrapIntervals(units, [diffOf])[0]!;
-    return {
-      name: dimension.name,
-      own_n: all[1]!,
-      other_n: all[3]!,
-      own_leniency: ownOf(all),
-      other_leniency: otherOf(all),
-      diff: diffOf(all),
-      ci95: interval.ci95,
-    };
+    return { name: dimension.name, ...selfPreferenceFigures(units) };
   });
   return { family, dimensions };
 }
@@ -273,6 +267,7 @@ function dimensionReport(
           pairs: scorerFigures.n,
         })
       : null,
+    alt_test: altTest(altTranscripts(matched, scale, name), options.epsilon ?? DEFAULT_EPSILON),
     leniency: {
       mean_diff: n > 0 ? allTotals[leniencyAt]! / n : null,
       ci95: allIntervals[1]!.ci95,
@@ -287,6 +282,16 @@ function dimensionReport(
     per_model: perModel.map((figures) => figures.agreement),
     self_consistency: selfConsistency(samples, name),
   };
+}
+
+/** The matched transcripts as the alternative annotator test reads them: positions on the scale. */
+function altTranscripts(matched: Matched[], scale: Scale, name: string) {
+  return matched.map((transcript) => {
+    const scorers = transcript.humans.map((row) => {
+      return { scorer: row.scorer, position: position(scale, row.scores[name]!) };
+    });
+    return { judge: position(scale, transcript.judge.scores[name]!), scorers };
+  });
 }
 
 /** A gap's reading against the margin: not worse than the ceiling by more than it (`as_good`),
@@ -686,24 +691,39 @@ export function reportCells(report: Report, wide = false) {
   const judgeRows = report.dimensions.map((dimension) => judgeCells(dimension, notes));
   const ceilingRows = report.dimensions.map((dimension) => ceilingCells(dimension, notes));
   const reliabilityRows = report.dimensions.map(reliabilityCells);
+  const altRows = report.dimensions.map((dimension) =>
+    altTestCells(dimension.name, dimension.alt_test),
+  );
   const tables: CellTable[] = [];
   if (wide) {
     const rows = report.dimensions.map((dimension, d) => {
       const ceiling = ceilingRows[d]!.slice(1);
-      return [...judgeRows[d]!, ...ceiling, ...reliabilityRows[d]!.slice(1)];
+      const alt = altRows[d]!.slice(1);
+      return [...judgeRows[d]!, ...ceiling, ...alt, ...reliabilityRows[d]!.slice(1)];
     });
+    const header = [
+      ...JUDGE_HEADER,
+      ...CEILING_HEADER.slice(1),
+      ...ALT_TEST_HEADER.slice(1),
+      ...RELIABILITY_HEADER.slice(1),
+    ];
     tables.push({
-      title: 'per dimension: the judge against the people, the human ceiling, reliability',
-      rows: [
-        [...JUDGE_HEADER, ...CEILING_HEADER.slice(1), ...RELIABILITY_HEADER.slice(1)],
-        ...rows,
-      ],
+      title:
+        'per dimension: the judge against the people, the human ceiling, the alternative ' +
+        'annotator test, reliability',
+      rows: [header, ...rows],
     });
   } else {
     tables.push({ title: 'the judge against the people', rows: [JUDGE_HEADER, ...judgeRows] });
     tables.push({
       title: 'against the human ceiling (how well two people agree)',
       rows: [CEILING_HEADER, ...ceilingRows],
+    });
+    const epsilon = report.alt_test_all.epsilon;
+    const place = "can the judge take a scorer's place";
+    tables.push({
+      title: `the alternative annotator test at epsilon ${epsilon} (${place})`,
+      rows: [ALT_TEST_HEADER, ...altRows],
     });
     tables.push({ title: 'reliability', rows: [RELIABILITY_HEADER, ...reliabilityRows] });
   }
@@ -770,7 +790,7 @@ function summaryLine(report: Report): string {
 
 /** Parts joined by `separator`, a line broken after one where the next part would pass `width`
  * columns; the lines after the first indented by two spaces. */
-function wrapped(parts: string[], separator: string, width: number): string {
+export function wrapped(parts: string[], separator: string, width: number): string {
   const lines = [parts[0] ?? ''];
   for (const part of parts.slice(1)) {
     const last = lines.length - 1;
@@ -940,6 +960,8 @@ function readingNotes(report: Report, notes: Footnotes): string[] {
         'scored by two',
       '  people would decide it',
     );
+    const altTestWords = altTestNote(report.alt_test_all.epsilon).split(' ');
+    lines.push(...wrapped(altTestWords, ' ', 100).split('\n'));
   }
   lines.push(
     `${FEW_MARK} on fewer than ${FEW_PAIRS} pairs: resting on few; [too few]: an interval ` +

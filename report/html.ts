@@ -11,6 +11,7 @@ import { EvalInputError, comparePairs, compareText, pairKey } from '../run-judge
 import type { HumanRow, Rubric, ScoreRow } from '../run-judge.ts';
 import { figure, groupBy, reportCells, undefinedShare, withInterval } from './analysis.ts';
 import type { DimensionReport, ModelReport, Report } from './analysis.ts';
+import { altTestAllWords, altTestScorerRows, altTestSentence } from './alt-test.ts';
 import { escapeHtml } from './html-escape.ts';
 import { pageScript } from './page-script.ts';
 import { listedTranscripts, transcriptTextOf } from './inputs.ts';
@@ -240,7 +241,7 @@ export function renderHtml(page: PageInputs): string {
   });
   const names = report.dimensions.map((dimension) => dimension.name);
   const transcripts = entries.map((entry) => transcriptSection(entry, names, report));
-  const figureTables = cells.tables.slice(0, 3).map((table, i) => {
+  const figureTables = cells.tables.slice(0, 4).map((table, i) => {
     const caption = figureCaption(i, report);
     return wide(htmlTable(withoutBlankColumns(table.rows), caption, docs));
   });
@@ -257,7 +258,7 @@ export function renderHtml(page: PageInputs): string {
 <style>${PAGE_CSS}</style></head><body><h1>${TITLE}</h1>
 ${intro}
 <h2>The run</h2>${runTable(page.run, report)}
-<h2>Verdicts</h2>${verdictList(report, docs)}
+<h2>Verdicts</h2>${verdictList(report, docs)}${altTestVerdicts(report)}
 <h2>Agreement per dimension</h2>${figureTables.join('')}<ul class="notes">${notes}</ul>
 ${dimensions.join('')}
 <h2 id="transcripts">Transcripts</h2>${filters}${index}
@@ -266,7 +267,7 @@ ${dimensions.join('')}
 <script>${pageScript('report-filters.js')}</script></body></html>\n`;
 }
 
-/** What each of the three figure tables shows, and its n. */
+/** What each of the four figure tables shows, and its n. */
 function figureCaption(table: number, report: Report): string {
   const pairs = report.dimensions.map((dimension) => dimension.judge_vs_human.n);
   const ceiling = report.dimensions.map((dimension) => dimension.human_vs_human?.n ?? 0);
@@ -289,6 +290,13 @@ function figureCaption(table: number, report: Report): string {
     return (
       `Two people against each other (the human ceiling), on ${range(ceiling)} (scorer, scorer) ` +
       `pairs of the transcripts two or more scored; the judge's gap to it${verdict}.`
+    );
+  }
+  if (table === 2) {
+    return (
+      'The alternative annotator test: each scorer left out in turn, is the judge at least as ' +
+      'close to the others as that scorer, often enough? Its scorers, their transcripts, how ' +
+      'many the judge wins against (the winning rate), its average advantage probability.'
     );
   }
   return (
@@ -373,6 +381,31 @@ function verdictText(dimension: DimensionReport, docs: string): string {
   return `<b>${word}</b>${escapeHtml(more)}; ${gapText}`;
 }
 
+/** The alternative annotator test of every dimension, each in a line, then all together. */
+function altTestVerdicts(report: Report): string {
+  const lines = report.dimensions.map((dimension) => {
+    const link = `<a href="#${dimensionId(dimension.name)}">${escapeHtml(dimension.name)}</a>`;
+    return `<li>${link}: ${escapeHtml(altTestSentence(dimension.alt_test))}</li>`;
+  });
+  const all = altTestAllWords(report.alt_test_all);
+  const together = all === null ? '' : `<p>${escapeHtml(all)}</p>`;
+  return `<ul class="verdicts alt-test">${lines.join('')}</ul>${together}`;
+}
+
+/** A dimension's alternative annotator test: its sentence, and each left-out scorer's test. */
+function altTestPart(dimension: DimensionReport, docs: string): string {
+  const test = dimension.alt_test;
+  const sentence = `<p>${escapeHtml(altTestSentence(test))}</p>`;
+  if (test.reason !== null) {
+    return sentence;
+  }
+  const caption =
+    `${dimension.name}: each scorer left out in turn, on the transcripts it and another scored; ` +
+    `the judge wins when the test rejects that the scorer is closer by ${test.epsilon} or more ` +
+    '(Benjamini-Yekutieli at q 0.05 over the scorers).';
+  return sentence + wide(htmlTable(altTestScorerRows(test), caption, docs));
+}
+
 /** A dimension's figures under its heading: kappa, ceiling, leniency, alpha, the ranking. */
 function figuresText(dimension: DimensionReport, report: Report): string {
   const judge = dimension.judge_vs_human;
@@ -427,7 +460,8 @@ function dimensionSection(
   const heading = `<h2 id="${dimensionId(name)}">${escapeHtml(name)}</h2>`;
   const gridTitle = '<h3>Confusion (rows: human; columns: judge; the diagonal agrees)</h3>';
   const figures = `<p>${verdictText(dimension, docs)}</p>${figuresText(dimension, report)}`;
-  const body = `${heading}${figures}${plot}${levels}<h3>Per tutor model</h3>${models}`;
+  const alt = altTestPart(dimension, docs);
+  const body = `${heading}${figures}${alt}${plot}${levels}<h3>Per tutor model</h3>${models}`;
   return `<section class="dimension">${body}${gridTitle}${grid}</section>\n`;
 }
 

@@ -6,7 +6,6 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parse as parseCsv } from 'csv-parse/sync';
 import {
-  DEFAULTS,
   EvalInputError,
   comparePairs,
   compareText,
@@ -39,7 +38,8 @@ import type {
   TranscriptImage,
   TranscriptRef,
 } from '../run-judge.ts';
-import { groupBy, mulberry32 } from './analysis.ts';
+import { altTestPlan } from './alt-test.ts';
+import { groupBy, mulberry32, wrapped } from './analysis.ts';
 import { holdsScores, readTranscriptBytes } from './inputs.ts';
 import { scoringPage } from './scoring-page.ts';
 import type { PageTranscript, PageTurn, RowVersion } from './scoring-page.ts';
@@ -88,7 +88,7 @@ export function writeScoringPlan(options: PlanOptions, io: PlanIO): void {
   // 2. The transcripts and the rubric; the sample's size once their number is known.
   const rubric = loadRubric(options.rubric);
   const refs = readTranscripts(options.transcripts);
-  const size = sampleSize(options.sample, refs.length, options.transcripts);
+  const size = sampleSize(options.sample, refs.length);
   if (size * overlap < scorers.length) {
     throw new EvalInputError(
       `${size} transcript(s), each for ${overlap} scorer(s), leave some of the ${scorers.length} ` +
@@ -177,14 +177,18 @@ export function updateScoringPlan(options: UpdateOptions, io: PlanIO): void {
     scorers.map((scorer) => [scorer, readPlanSheet(options.out, scorer, rubric)]),
   );
 
-  // 2. The transcripts the plan does not hold that its rule takes now (the plan's own kept as
-  // they are); they get scorers below.
+  // 2. Which transcripts the rule takes now; the new ones among them get scorers below.
   const planned = new Set(manifest.assignments.map((entry) => pairKey(entry.task_id, entry.model)));
-  const random = mulberry32(rule.seed + planned.size);
   let fresh: TranscriptRef[] = [];
   if (manifest.rule !== undefined && refs.length > 0) {
     const size = Math.min(refs.length, ruleSize(manifest.rule.sample, refs.length));
-    fresh = sampleMore(refs, planned, { size }, random);
+    const now = planScoring(refs, {
+      scorers: rule.scorers,
+      size,
+      overlap: rule.overlap,
+      seed: rule.seed,
+    });
+    fresh = now.chosen.filter((ref) => !planned.has(pairKey(ref.task_id, ref.model)));
   }
   const kept = manifest.assignments.filter((entry) =>
     refOf.has(pairKey(entry.task_id, entry.model)),
@@ -230,6 +234,7 @@ export function updateScoringPlan(options: UpdateOptions, io: PlanIO): void {
   for (const entry of kept) {
     loads.set(entry.scorer, (loads.get(entry.scorer) ?? 0) + 1);
   }
+  const random = mulberry32(rule.seed + planned.size);
   const given = assignScorers(fresh, rule.scorers, rule.overlap, random, loads);
   const added = new Map<string, string[]>();
   for (const [scorer, refsGiven] of given) {
@@ -694,70 +699,6 @@ export function stratifiedSample<T extends Pair>(
 }
 
 /**
- * What a plan brought up to date adds to its sample (`planned`: the pairs it holds): each tutor's
- * count brought to the rule's on the transcripts there are now (its `shares` count, else `size`
- * dealt one at a time to the tutor with the fewest that has more, each starting from what the
- * plan holds of it), drawn from the tutor's transcripts the plan does not hold, the tasks chosen
- * least first, the ties broken by `random`. Nothing the plan holds is drawn again or taken away.
- */
-export function sampleMore<T extends Pair>(
-  refs: T[],
-  planned: ReadonlySet<string>,
-  rule: { size: number; shares?: ReadonlyMap<string, number> },
-  random: () => number,
-): T[] {
-  // 1. A random order breaks every tie below; the tutors' order is their first in it.
-  const order = shuffled(refs, random);
-  const rank = new Map(order.map((ref, i) => [ref, i]));
-  const isHeld = (ref: T) => planned.has(pairKey(ref.task_id, ref.model));
-  const byModel = groupBy(order, (ref) => ref.model);
-  const held = new Map([...byModel].map(([model, own]) => [model, own.filter(isHeld).length]));
-
-  // 2. Each tutor's count now: at least what the plan holds of it, at most what it has.
-  const target = new Map(held);
-  for (const [model, own] of byModel) {
-    if (rule.shares !== undefined) {
-      const share = rule.shares.get(model) ?? 0;
-      target.set(model, Math.min(own.length, Math.max(held.get(model)!, share)));
-    }
-  }
-  let total = [...held.values()].reduce((sum, count) => sum + count, 0);
-  for (; total < rule.size && rule.shares === undefined; total++) {
-    let next: string | undefined;
-    for (const [model, own] of byModel) {
-      const open = target.get(model)! < own.length;
-      if (open && (next === undefined || target.get(model)! < target.get(next)!)) {
-        next = model;
-      }
-    }
-    if (next === undefined) break;
-    target.set(next, target.get(next)! + 1);
-  }
-
-  // 3. Each tutor (fewest transcripts first) draws the rest among the tasks chosen least so far.
-  const taskCount = new Map<string, number>();
-  const countOf = (ref: T) => taskCount.get(ref.task_id) ?? 0;
-  for (const ref of order.filter(isHeld)) {
-    taskCount.set(ref.task_id, countOf(ref) + 1);
-  }
-  const models = [...byModel.keys()].sort(
-    (a, b) => byModel.get(a)!.length - byModel.get(b)!.length,
-  );
-  const added: T[] = [];
-  for (const model of models) {
-    const candidates = byModel
-      .get(model)!
-      .filter((ref) => !isHeld(ref))
-      .sort((a, b) => countOf(a) - countOf(b) || rank.get(a)! - rank.get(b)!);
-    for (const ref of candidates.slice(0, target.get(model)! - held.get(model)!)) {
-      taskCount.set(ref.task_id, countOf(ref) + 1);
-      added.push(ref);
-    }
-  }
-  return added.sort(comparePairs);
-}
-
-/**
  * Each transcript to `overlap` different scorers, each time those with the least work (the least
  * recently given one first), so that the scorers' loads stay within one of each other (of what
  * `loads` says they have already, when given).
@@ -899,11 +840,8 @@ export function parseSeed(value: string | undefined): number {
   return seed;
 }
 
-/**
- * `--sample N` or `--sample P%` of `total` transcripts (P% rounded, at least one); else all.
- * `folder`, where they were found, is named when N is more than there are.
- */
-export function sampleSize(value: string | undefined, total: number, folder?: string): number {
+/** `--sample N` or `--sample P%` of `total` transcripts (P% rounded, at least one); else all. */
+export function sampleSize(value: string | undefined, total: number): number {
   if (value === undefined) {
     return total;
   }
@@ -922,18 +860,9 @@ export function sampleSize(value: string | undefined, total: number, folder?: st
     );
   }
   if (size > total) {
-    throw new EvalInputError(
-      `--sample ${value}: there are only ${total} transcripts${foundIn(folder)}`,
-    );
+    throw new EvalInputError(`--sample ${value}: there are only ${total} transcripts`);
   }
   return size;
-}
-
-/** " in FOLDER", and how to read a study's when it is the default (the script's folder). */
-function foundIn(folder: string | undefined): string {
-  if (folder === undefined) return '';
-  if (path.normalize(folder) !== path.normalize(DEFAULTS.transcripts)) return ` in ${folder}`;
-  return ` in ${folder}, the default folder here; a study's own: --dir STUDY`;
 }
 
 // ---- Checking what is on disk -------------------------------------------------------------------
@@ -1056,6 +985,11 @@ function planSummary(
   lines.push(
     `  scored by more than one scorer (for the human ceiling): ${overlapping} transcripts`,
   );
+  const assigned = [...plan.assignments].map(([scorer, refs]) => {
+    return { scorer, count: refs.length };
+  });
+  const altTest = altTestPlan(assigned, plan.overlap, plan.chosen.length, total);
+  lines.push(`  ${wrapped(altTest.split(' '), ' ', 98).replaceAll('\n', '\n  ')}`);
   return `${lines.join('\n')}\n`;
 }
 

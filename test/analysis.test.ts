@@ -10,6 +10,7 @@ const { agreement, analyse, intervalAlpha, judgesAgainstEachOther, reportCells }
   await import('../report/analysis.ts');
 const { compareJudges, juryOf } = await import('../report.ts');
 const { noAudit } = await import('../report/inputs.ts');
+const { ONE_OWN_TUTOR } = await import('../report/self-preference.ts');
 type Rubric = import('../run-judge.ts').Rubric;
 type HumanRow = import('../run-judge.ts').HumanRow;
 type ScoreRow = import('../run-judge.ts').ScoreRow;
@@ -324,6 +325,7 @@ describe("the JSON's field names: issue 16's, which report-page and report-cli c
       'judge_vs_human',
       'human_vs_human',
       'gap_to_ceiling',
+      'alt_test',
       'leniency',
       'alpha',
       'per_model',
@@ -690,28 +692,40 @@ describe('judges against each other, juries and self-preference (issue 23), agai
         family: 'anthropic',
         own_n: 20,
         other_n: 40,
+        own_tutors: 1,
+        other_tutors: 2,
         own_leniency: 0.725,
         other_leniency: -0.2125,
         diff: 0.9375,
-        ci95: [0.6825396825396826, 1.207934336525308],
+        ci95: null,
+        verdict: 'undetermined',
+        reason: ONE_OWN_TUTOR,
       },
       gpt: {
         family: 'openai',
         own_n: 20,
         other_n: 40,
+        own_tutors: 1,
+        other_tutors: 2,
         own_leniency: 0.075,
         other_leniency: 0.1625,
         diff: -0.08750000000000001,
-        ci95: [-0.3912448700410397, 0.22913256955810146],
+        ci95: null,
+        verdict: 'undetermined',
+        reason: ONE_OWN_TUTOR,
       },
       llama: {
         family: 'meta',
         own_n: 20,
         other_n: 40,
+        own_tutors: 1,
+        other_tutors: 2,
         own_leniency: 0.3,
         other_leniency: 0.075,
         diff: 0.22499999999999998,
-        ci95: [-0.1124401913875598, 0.5714285714285714],
+        ci95: null,
+        verdict: 'undetermined',
+        reason: ONE_OWN_TUTOR,
       },
     },
   };
@@ -742,19 +756,27 @@ describe('judges against each other, juries and self-preference (issue 23), agai
   });
 
   for (const [name, expected] of Object.entries(JUDGES.self_preference)) {
-    test(`self-preference of ${name} (${expected.family}): leniency on its own family's tutors minus on the others'`, () => {
+    test(`self-preference of ${name} (${expected.family}): leniency on its own family's tutors minus on the others'; one tutor of its family, so undetermined`, () => {
       const preference = preferenceOf(name, set.judge_families[name]!)!;
       assert.equal(preference.family, expected.family);
       const [figures] = preference.dimensions;
       assert.deepEqual(
-        [figures!.name, figures!.own_n, figures!.other_n],
-        ['x', expected.own_n, expected.other_n],
+        [
+          figures!.name,
+          figures!.own_n,
+          figures!.other_n,
+          figures!.own_tutors,
+          figures!.other_tutors,
+        ],
+        ['x', expected.own_n, expected.other_n, expected.own_tutors, expected.other_tutors],
       );
       near(figures!.own_leniency, expected.own_leniency, 'own leniency');
       near(figures!.other_leniency, expected.other_leniency, 'other leniency');
       near(figures!.diff, expected.diff, 'diff');
-      near(figures!.ci95![0], expected.ci95[0]!, 'diff lower');
-      near(figures!.ci95![1], expected.ci95[1]!, 'diff upper');
+      assert.deepEqual(
+        [figures!.ci95, figures!.verdict, figures!.reason],
+        [expected.ci95, expected.verdict, expected.reason],
+      );
     });
   }
 

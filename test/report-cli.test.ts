@@ -19,6 +19,7 @@ import {
 
 const { compareJudges } = await import('../report.ts');
 const { judgeInputs, readAuditLog } = await import('../report/inputs.ts');
+const { ONE_OWN_TUTOR } = await import('../report/self-preference.ts');
 const { DEFAULTS, loadRubric, pairKey } = await import('../run-judge.ts');
 const rubric = loadRubric(RUBRIC_FILE);
 const DIMENSIONS = rubric.dimensions.map((dimension) => dimension.name);
@@ -259,6 +260,7 @@ describe('judges side by side: --scores more than once, on the transcripts all o
       'cost_usd_per_transcript',
       'dimensions',
       'self_preference',
+      'alt_test_all',
     ]);
     assert.deepEqual(Object.keys(report).slice(-2), ['judges', 'comparison']);
     for (const dimension of first.dimensions) {
@@ -286,6 +288,7 @@ describe('judges side by side: --scores more than once, on the transcripts all o
       'kappa',
       'kappa_ci95',
       'gap_to_ceiling',
+      'alt_test',
       'leniency',
       'self_consistency',
       'kappa_diff_from_first',
@@ -330,7 +333,8 @@ describe('judges side by side: --scores more than once, on the transcripts all o
     const dimension = DIMENSIONS[0]!;
     const opus = `^opus +1\\.00 \\[too few\\] +0\\.00 \\[too few\\] +undetermined +0\\.00 \\[too few\\]$`;
     const sonnet = `^sonnet +0\\.80 \\[[^\\]]+\\]† +-0\\.20 \\[[^\\]]+\\]† +undetermined \\(\\d+\\+\\) +0\\.25 \\[[^\\]]+\\]†$`;
-    const against = `^sonnet +-0\\.20 \\[[^\\]]+\\]† +0\\.\\d\\d \\[[^\\]]+\\]† / 0\\.\\d\\d +-$`;
+    // the alternative annotator test first: one scorer, so none
+    const against = `^sonnet +- +-0\\.20 \\[[^\\]]+\\]† +0\\.\\d\\d \\[[^\\]]+\\]† / 0\\.\\d\\d +-$`;
     const block = stdout.split(`the judges on ${dimension}:\n`)[1]!;
     assert.match(block, new RegExp(opus, 'm'));
     assert.match(block, new RegExp(sonnet, 'm'));
@@ -488,10 +492,14 @@ describe("self-preference: the judge's family from its audit log, the tutors' fr
       name: DIMENSIONS[0],
       own_n: 2,
       other_n: 2,
+      own_tutors: 1,
+      other_tutors: 1,
       own_leniency: 1,
       other_leniency: 0,
       diff: 1,
-      ci95: [1, 1],
+      ci95: null,
+      verdict: 'undetermined',
+      reason: ONE_OWN_TUTOR,
     });
 
     const missing = await run([...base, '--models', path.join(dir, 'none.json')]);

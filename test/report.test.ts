@@ -427,6 +427,7 @@ describe('analyse: the judge against the humans, per dimension and per model; wh
       'models',
       'ranking',
       'self_preference',
+      'alt_test_all',
       'judges',
     ]);
 

@@ -5,6 +5,7 @@ import json, os, sys
 import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bootstrap import interval, kappa, sklearn_kappa
+from tutor_interval import self_preference
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SET = json.load(open(os.path.join(HERE, "judge-sets.json")))
@@ -65,23 +66,11 @@ for members in (NAMES[:2], NAMES):
         "exact_with_first": float(np.mean([a == b for a, b in between(units, NAMES[0], "jury")])),
     }
 
-# Self-preference: leniency over the judge's own family's tutors minus over the others'.
-def split_leniency(units, name, own):
-    mine = [judges[name] - np.mean(hs) for tutor, judges, hs in units if (SET["tutor_families"][tutor] == SET["judge_families"][name]) == own]
-    return float(np.mean(mine)) if mine else None
-
-
-def preference(units, name):
-    own, other = split_leniency(units, name, True), split_leniency(units, name, False)
-    return None if own is None or other is None else own - other
-
-
+# Self-preference: leniency over the judge's own family's tutors minus over the others', the tutor
+# the unit of its interval (tutor_interval.py): one tutor a family here, so no interval.
 out["self_preference"] = {}
 for name in NAMES:
-    own = [u for u in UNITS if SET["tutor_families"][u[0]] == SET["judge_families"][name]]
-    out["self_preference"][name] = {
-        "family": SET["judge_families"][name], "own_n": len(own), "other_n": len(UNITS) - len(own),
-        "own_leniency": split_leniency(UNITS, name, True), "other_leniency": split_leniency(UNITS, name, False),
-        "diff": preference(UNITS, name), "ci95": interval(UNITS, lambda drawn: preference(drawn, name))[0],
-    }
+    family = SET["judge_families"][name]
+    units = [(tutor, SET["tutor_families"][tutor] == family, judges[name] - float(np.mean(hs))) for tutor, judges, hs in UNITS]
+    out["self_preference"][name] = dict(family=family, **self_preference(units))
 print(json.dumps(out, indent=1))
