@@ -2988,7 +2988,13 @@ async function readBatchResults(
       const results = batchApiOf(primary).results(entry.id!, status, options);
       await readResultLines(run, entry, results, groups, rejudge, received);
     } catch (error) {
-      // A download cut off midway, even inside a line, is tried again at the next poll.
+      // A download cut off midway, even inside a line, or of results no longer kept (a 404: expired
+      // or deleted), is a failed download: tried again at the next poll, then the chain judges.
+      if (isSdkError(error, primary.transport.errors.NotFoundError)) {
+        const said = httpErrorText(error as SdkApiError, primary.transport.baseURL);
+        const message = `batch ${entry.id} results cannot be downloaded (expired or deleted): ${said}`;
+        throw new EvalProviderError(message, { cause: error, judge: primary.model });
+      }
       if (!(error instanceof SyntaxError)) throw error;
       const message = `batch ${entry.id} results were cut off: ${error.message}`;
       throw new EvalProviderError(message, { cause: error, judge: primary.model });
