@@ -83,6 +83,16 @@ function trueDifference(random: () => number, normal: () => number, judgeNoise: 
   return total / n;
 }
 
+/** One scored study: 40 transcripts, each scored by the judge and all three scorers. */
+export function scoredStudy(random: () => number, judgeNoise = WORSE_JUDGE_NOISE): AltTranscript[] {
+  const normal = normals(random);
+  const transcripts: AltTranscript[] = [];
+  for (let i = 0; i < 40; i++) {
+    transcripts.push(scoredTranscript(random, normal, judgeNoise));
+  }
+  return transcripts;
+}
+
 /** The share of scored studies the test passes with the worse judge; and with a better one. */
 function scoredStudies(options: CalibrationRun) {
   const random = mulberry32(options.seed);
@@ -90,11 +100,7 @@ function scoredStudies(options: CalibrationRun) {
   const passRate = (judgeNoise: number) => {
     let passed = 0;
     for (let s = 0; s < options.studies; s++) {
-      const transcripts: AltTranscript[] = [];
-      for (let i = 0; i < 40; i++) {
-        transcripts.push(scoredTranscript(random, normal, judgeNoise));
-      }
-      if (altTest(transcripts, EPSILON).passes === true) {
+      if (altTest(scoredStudy(random, judgeNoise), EPSILON).passes === true) {
         passed++;
       }
     }
