@@ -10,10 +10,12 @@ import { FakeOpenAi } from '../fakes/openai.ts';
 import type { FakeOpenAiOptions } from '../fakes/openai.ts';
 import {
   RUBRIC_FILE,
+  addTaskFiles,
   allowedScoresOf,
   assertAnswerSchema,
   csvRows,
   judgeEntry,
+  jumpClock,
   makeWorkspace,
   readLog,
   runMain,
@@ -260,6 +262,68 @@ describe('an OpenAI judge in a run', () => {
       type: 'image_url',
       image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' },
     });
+  });
+});
+
+describe("an OpenAI judge's resets: what the pacing waits for", () => {
+  /** m01/proof01..05 judged by `primary` (then `fallback`, if any) at --concurrency 1, on a jump clock. */
+  async function pacedRun(t: TestContext, primary: FakeOpenAi, fallback?: FakeOpenAi) {
+    const clock = jumpClock();
+    for (const fake of [primary, fallback]) {
+      if (fake) clock.waitFor(() => fake.settled());
+    }
+    const fallbacks = fallback ? [openAiEntry(fallback.url, { model: 'gpt-fallback' })] : [];
+    const ws = makeWorkspace({
+      models: 1,
+      tasks: ['proof01', 'proof02', 'proof03', 'proof04', 'proof05'],
+      modelsJson: {
+        models: [{ name: 'm01', provider: 'local' }],
+        judge: openAiEntry(primary.url),
+        fallback_judges: fallbacks,
+      },
+    });
+    t.after(() => ws.remove());
+    addTaskFiles(ws, ['proof04', 'proof05']);
+    const result = await run(ws, ['--concurrency', '1'], { clock });
+    return { ws, result, clock };
+  }
+
+  for (const reset of ['24h0m0s', '1765000000']) {
+    test(`none left until a reset ${reset} away (a daily limit, a Unix time read as seconds): not waited for, the fallback judges`, async (t) => {
+      const told = { limit: 1, remaining: 0, reset };
+      const headers = {
+        'x-ratelimit-limit-requests': '1',
+        'x-ratelimit-remaining-requests': '0',
+        'x-ratelimit-reset-requests': reset,
+      };
+      // The first answer says none is left; then the server refuses, as the API does.
+      const primary = await startOpenAi(t, {
+        rateLimit: { requests: told, tokens: { limit: 1e6, remaining: 1e6, reset: '1s' } },
+        responder: (_req, index) =>
+          index === 0
+            ? undefined
+            : { kind: 'error', status: 429, type: 'requests', message: 'Rate limit', headers },
+      });
+      const fallback = await startOpenAi(t);
+      const { ws, result, clock } = await pacedRun(t, primary, fallback);
+      assert.equal(result.code, 0, result.stderr);
+      assert.equal(csvRows(ws.output).length, 5);
+      const judges = (readLog(ws.log) as any[]).map((entry) => entry.judge);
+      assert.deepEqual(judges, ['gpt-test', ...Array(4).fill('gpt-fallback')]);
+      assert.ok(clock.jumpedMs() < 60_000, `waited ${clock.jumpedMs()} ms on the run's clock`);
+    });
+  }
+
+  test('none left until a reset of 0s: all of it is back at once, no wait', async (t) => {
+    const told = { limit: 1, remaining: 0, reset: '0s' };
+    const primary = await startOpenAi(t, {
+      rateLimit: { requests: told, tokens: { limit: 1e6, remaining: 1e6, reset: '1s' } },
+    });
+    const { ws, result, clock } = await pacedRun(t, primary);
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(csvRows(ws.output).length, 5);
+    assert.equal(primary.requests.length, 5);
+    assert.ok(clock.jumpedMs() < 1000, `waited ${clock.jumpedMs()} ms on the run's clock`);
   });
 });
 
@@ -563,7 +627,7 @@ describe('the OpenAI entry and its helpers', () => {
     [
       'an unknown provider',
       { ...judgeEntry('claude-x'), provider: 'mistral' },
-      /must be "anthropic" or "openai"/,
+      /must be "anthropic", "openai" or "mock"/,
     ],
     [
       'a base_url that is not http(s)',
