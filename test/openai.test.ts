@@ -627,7 +627,7 @@ describe('the OpenAI entry and its helpers', () => {
     [
       'an unknown provider',
       { ...judgeEntry('claude-x'), provider: 'mistral' },
-      /must be "anthropic", "openai" or "mock"/,
+      /must be "anthropic" or "openai"/,
     ],
     [
       'a base_url that is not http(s)',
