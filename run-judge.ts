@@ -63,13 +63,13 @@ type RunOptions = typeof DEFAULTS & {
   rescore?: boolean;
   batch?: boolean;
   dryRun?: boolean;
-  limit?: number;
   verbose?: boolean;
+  limit?: number;
   beforeHumanScoring?: boolean;
   cacheTtl?: CacheTtl; // as given: `cacheTtlOf` says what a run uses
-  dir?: string;
   judge?: NamedJudge[]; // --judge: the chain named on the command line, in place of models.json's
   judgeBaseUrl?: string;
+  dir?: string;
 };
 
 /**
@@ -306,7 +306,6 @@ function buildCli(io: IO): Command {
       '--no-fallback',
       'use the primary judge only; with --batch, failed batch results are reported failed',
     )
-    .option('--dir <folder>', STUDY_DIR_HELP)
     .option(
       '--judge <provider/model>',
       `a judge in place of models.json's chain: ${JUDGE_FLAG_PROVIDERS.join('/, ')}/ and the ` +
@@ -318,6 +317,7 @@ function buildCli(io: IO): Command {
       'the server of the openai-compatible/ judges (default: OPENAI_BASE_URL)',
       httpUrl,
     )
+    .option('--dir <folder>', STUDY_DIR_HELP)
     .option(
       '--transcripts <dir>',
       'transcripts folder: {model}/{task_id}.json',
@@ -377,7 +377,6 @@ function positiveNumber(value: string): number {
   throw new InvalidArgumentError('must be a positive number');
 }
 
-/** True when this file is the program being run, not a module imported by tests. */
 /** A commander parser of `--judge PROVIDER/MODEL`, each adding a judge to the chain named. */
 function judgeFlag(value: string, previous: NamedJudge[] = []): NamedJudge[] {
   const slash = value.indexOf('/');
@@ -398,6 +397,7 @@ function httpUrl(value: string): string {
   throw new InvalidArgumentError('must be an http(s) URL');
 }
 
+/** True when this file is the program being run, not a module imported by tests. */
 export function isEntryModule(
   moduleUrl: string,
   argv1: string | undefined = process.argv[1],
@@ -1781,7 +1781,6 @@ const ModelsSchema = z.strictObject({
   fallback_judges: z.array(JudgeSchema).default([]),
 });
 
-export function loadModelsConfig(file: string) {
 /** The providers `--judge` names: the APIs a judge speaks, `openai-compatible` being a server's. */
 const JUDGE_FLAG_PROVIDERS = ['anthropic', 'openai', 'openai-compatible'] as const;
 
@@ -1930,6 +1929,7 @@ function modelFamily(model: string): string {
   return /^[A-Za-z]+/.exec(name)?.[0]?.toLowerCase() ?? 'openai-compatible';
 }
 
+export function loadModelsConfig(file: string) {
   return loadValidated(file, ModelsSchema, EvalConfigurationError);
 }
 
@@ -6087,13 +6087,6 @@ class GroupCommit {
   /** A flush that failed stops the run: no new line is written after it. */
   throwIfFailed(): void {
     if (this.failure) throw this.failure;
-/** Labels as a list of the first ten (every one when `all`), saying how many more there are. */
-function listedLabels(labels: string[], all = false): string {
-  const shown = all ? labels : labels.slice(0, 10);
-  const more = labels.length - shown.length;
-  return shown.join(', ') + (more > 0 ? `, and ${more} more (--verbose lists them all)` : '');
-}
-
   }
 
   private async sync(target: { fd: number; file: string }): Promise<void> {
@@ -6195,6 +6188,13 @@ export function pairKey(taskId: string, model: string): string {
 /** A (task_id, model) pair as people read it: `model/task_id`. */
 export function pairLabel(pair: { task_id: string; model: string }): string {
   return `${pair.model}/${pair.task_id}`;
+}
+
+/** Labels as a list of the first ten (every one when `all`), saying how many more there are. */
+function listedLabels(labels: string[], all = false): string {
+  const shown = all ? labels : labels.slice(0, 10);
+  const more = labels.length - shown.length;
+  return shown.join(', ') + (more > 0 ? `, and ${more} more (--verbose lists them all)` : '');
 }
 
 /** The one transcript order: model, then task. */
