@@ -29,8 +29,10 @@ import {
   sheetsIfListable,
   STUDY_DIR_HELP,
   rubricDimensions,
+  loadPlanManifest,
+  PLAN_FILE,
 } from './run-judge.ts';
-import type { HumanRow, IO, Rubric } from './run-judge.ts';
+import type { HumanRow, IO, PlanManifest, Rubric } from './run-judge.ts';
 import { DEFAULT_EPSILON, altTestAllWords, altTestWords } from './report/alt-test.ts';
 import {
   DEFAULT_MARGIN,
@@ -53,6 +55,15 @@ import type {
   Scores,
 } from './report/analysis.ts';
 import { writeHtmlPage } from './report/html.ts';
+import {
+  compareTutors,
+  judgeGainTable,
+  judgeTutors,
+  samplingDesign,
+  tutorTables,
+  withTutors,
+} from './report/tutors.ts';
+import type { HumanSample, JudgeTutors, SamplingDesign, WithTutors } from './report/tutors.ts';
 import { judgeInputs, noAudit, readAuditLog, staleJudgeRows } from './report/inputs.ts';
 import type { Audit, JudgeInput, JudgeRun } from './report/inputs.ts';
 import { scoringSheet, updateScoringPlan, writeScoringPlan } from './report/sheet.ts';
@@ -390,12 +401,12 @@ function printAgreement(options: AgreementOptions, io: ReportIO): number {
   // 3. The analysis of the first judge; with more, every judge on the transcripts all of them
   // scored; with --min-kappa, the gate on the first judge's figures.
   const first = runs[0]!;
-  const report: FullReport = analyse(
-    first.rows,
-    humans,
-    rubric,
-    analysisAudit(first),
-    analysisOptions,
+  const sample = { read, used: humans };
+  const design = samplingDesign(planOf(options.humanScores), populationOf(runs, read));
+  const analysed = analyse(first.rows, humans, rubric, analysisAudit(first), analysisOptions);
+  const report: FullReport = withTutors(
+    analysed,
+    compareTutors(first.rows, sample, rubric, design),
   );
   const compared: ComparedRun[] = [...runs];
   if (options.jury === true) {
@@ -405,7 +416,8 @@ function printAgreement(options: AgreementOptions, io: ReportIO): number {
     compared.push(juryOf(runs, rubric));
   }
   if (compared.length > 1) {
-    report.comparison = compareJudges(compared, humans, rubric, analysisOptions);
+    const tutors = { sample, design };
+    report.comparison = compareJudges(compared, humans, rubric, analysisOptions, tutors);
   }
   if (thresholds.size > 0) {
     // Every judge given (and the jury) is gated on what its own report says, or the one
@@ -439,6 +451,7 @@ function printAgreement(options: AgreementOptions, io: ReportIO): number {
     const shown = comparableHumanRows(humans, rubric);
     const page = {
       report,
+      tutors: report,
       rubric,
       audit: first.audit,
       judged: first.rows,
@@ -538,7 +551,25 @@ function collect(value: string, previous: string[]): string[] {
 
 /** The report, with the comparison of judges (more than one --scores) and the gate
  * (--min-kappa). */
-export type FullReport = Report & { comparison?: JudgeComparison[]; gate?: Gate };
+export type FullReport = WithTutors<Report> & { comparison?: JudgeComparison[]; gate?: Gate };
+
+/** plan.json beside the human scores, when they are a folder holding one. */
+function planOf(humanScores: string): PlanManifest | undefined {
+  const file = path.join(humanScores, PLAN_FILE);
+  if (!fs.existsSync(file) || !fs.statSync(humanScores).isDirectory()) {
+    return undefined;
+  }
+  return loadPlanManifest(file);
+}
+
+/** Every transcript judged or given to people: the sample's population. */
+function populationOf(runs: JudgeRun[], humans: HumanRow[]): { task_id: string; model: string }[] {
+  const all = new Map<string, { task_id: string; model: string }>();
+  for (const row of [...runs.flatMap((run) => run.rows), ...humans]) {
+    all.set(pairKey(row.task_id, row.model), { task_id: row.task_id, model: row.model });
+  }
+  return [...all.values()];
+}
 
 export type JudgeComparison = ReturnType<typeof compareJudges>[number];
 
@@ -569,6 +600,7 @@ export function compareJudges(
   humans: HumanRow[],
   rubric: Rubric,
   options: AnalysisOptions = { margin: DEFAULT_MARGIN },
+  tutors?: { sample: HumanSample; design: SamplingDesign },
 ) {
   // 1. The transcripts compared.
   const keyOf = (row: { task_id: string; model: string }) => pairKey(row.task_id, row.model);
@@ -611,6 +643,8 @@ export function compareJudges(
       cost_usd_per_transcript: costPerTranscript(run, common),
       dimensions,
       self_preference: report.self_preference,
+      // The tutors as this judge and the people's sample estimate them: on all its rows.
+      tutors: tutorsOf(run.rows, rubric, tutors),
       alt_test_all: report.alt_test_all,
     };
     if (run.members === undefined) {
@@ -618,6 +652,18 @@ export function compareJudges(
     }
     return Object.assign(entry, { members: run.members.map((member) => member.judge.name) });
   });
+}
+
+/** A judge's estimates of the tutors, over every row it scored; none without the sample. */
+function tutorsOf(
+  rows: JudgeRun['rows'],
+  rubric: Rubric,
+  tutors: { sample: HumanSample; design: SamplingDesign } | undefined,
+): JudgeTutors | undefined {
+  if (tutors === undefined) {
+    return undefined;
+  }
+  return judgeTutors(compareTutors(rows, tutors.sample, rubric, tutors.design));
 }
 
 /** The mean cost of the rows' last scored entries; null when any is unknown, or there are none.
@@ -797,8 +843,13 @@ export type PrintOptions = {
  * alone. */
 export function formatReport(report: FullReport, options: PrintOptions): string {
   const cells = reportCells(report, options.wide);
+  const names = report.dimensions.map((dimension) => dimension.name);
+  const tutors = tutorTables(report, names, options.wide || options.format === 'latex');
   if (options.format === 'latex') {
-    return latexTable(cells.tables, cells.notes);
+    const judge = latexTable(cells.tables, cells.notes);
+    // A tutor's name may hold a newline: each cell one line, as a note is.
+    const rows = tutors.tables[0]!.rows.map((row) => row.map(oneLine));
+    return judge + latexTabular(rows, tutors.notes);
   }
   const table = options.format === 'markdown' ? markdownTable : alignedTable;
   const titled = (title: string, rows: string[][]) => `${title}:\n${table(rows)}`;
@@ -807,9 +858,14 @@ export function formatReport(report: FullReport, options: PrintOptions): string 
   if (altTestAll !== null) {
     parts.push(wrapped(altTestAll.split(' '), ' ', 100));
   }
-  for (const cellTable of cells.tables) {
+  // The tutors' section opens with their estimates from the judge and the people's sample.
+  const tutorsAt = cells.tables.findIndex((cellTable) => cellTable.title.startsWith('the tutors'));
+  const tables = [...cells.tables];
+  tables.splice(tutorsAt < 0 ? tables.length : tutorsAt, 0, ...tutors.tables);
+  for (const cellTable of tables) {
     parts.push(titled(cellTable.title, cellTable.rows));
   }
+  parts.push(tutors.notes.map(oneLine).join('\n'));
   if (report.self_preference !== null) {
     const title = `self-preference of the judge (family ${report.self_preference.family})`;
     const table = titled(title, selfPreferenceCells(report.self_preference));
@@ -819,6 +875,10 @@ export function formatReport(report: FullReport, options: PrintOptions): string 
     parts.push(
       ...comparisonTables(report.comparison, options.wide).map((t) => titled(t.title, t.rows)),
     );
+    const gains = judgeGainTable(report.comparison, names);
+    if (gains !== null) {
+      parts.push(`${titled(gains.table.title, gains.table.rows)}\n${gains.line}`);
+    }
   }
   // a note may quote a tutor's or a scorer's name: its control characters escaped
   parts.push(cells.notes.map(oneLine).join('\n'));
@@ -967,6 +1027,11 @@ function latexTable(tables: CellTable[], notes: string[]): string {
   const rows = judge.map((row, i) => {
     return [...row, ...ceiling[i]!.slice(1), ...altTest[i]!.slice(1)];
   });
+  return latexTabular(rows, notes);
+}
+
+/** Rows of cells (the header first) as a booktabs `tabular`, the notes as LaTeX comments above. */
+function latexTabular(rows: string[][], notes: string[]): string {
   // A column of plain numbers is set right, any other left.
   const numeric = (i: number) => rows.slice(1).every((row) => /^[\d.-]+$/.test(row[i]!));
   const columns = rows[0]!.map((_, i) => (numeric(i) ? 'r' : 'l')).join('');

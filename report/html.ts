@@ -13,6 +13,8 @@ import { figure, groupBy, reportCells, undefinedShare, withInterval } from './an
 import type { DimensionReport, ModelReport, Report } from './analysis.ts';
 import { altTestAllWords, altTestScorerRows, altTestSentence } from './alt-test.ts';
 import { escapeHtml } from './html-escape.ts';
+import { TUTORS_CSS, tutorsSection } from './tutors-page.ts';
+import type { TutorsView } from './tutors.ts';
 import { pageScript } from './page-script.ts';
 import { listedTranscripts, transcriptTextOf } from './inputs.ts';
 import type { Audit, TranscriptText } from './inputs.ts';
@@ -59,6 +61,8 @@ export type PageInputs = {
   entries: TranscriptEntry[];
   /** The link to docs/analysis.md, relative to the page: each figure links to its definition. */
   docs?: string;
+  /** The tutors compared through the people's sample (report/tutors.ts); none: no such section. */
+  tutors?: TutorsView;
 };
 
 /** The definitions of the figures, in the project's docs/analysis.md. */
@@ -74,6 +78,7 @@ export function writeHtmlPage(
     judged: ScoreRow[];
     humans: HumanRow[];
     transcriptsDir: string;
+    tutors?: TutorsView;
   },
 ): void {
   // 1. Every transcript with a row, with who judged it and its text from the transcripts folder.
@@ -92,7 +97,15 @@ export function writeHtmlPage(
   const run = runFacts(inputs.audit);
   const analysisDoc = fileURLToPath(new URL('../docs/analysis.md', import.meta.url));
   const docs = encodeURI(path.relative(path.dirname(path.resolve(file)), analysisDoc));
-  const html = renderHtml({ report: inputs.report, rubric: inputs.rubric, run, entries, docs });
+  const tutors = inputs.tutors;
+  const html = renderHtml({
+    report: inputs.report,
+    rubric: inputs.rubric,
+    run,
+    entries,
+    docs,
+    tutors,
+  });
   try {
     fs.writeFileSync(file, html);
   } catch (error) {
@@ -252,15 +265,20 @@ export function renderHtml(page: PageInputs): string {
     `Each figure's name links to <a href="${docs}">its definition</a>.</p>`;
   const filters = transcriptFilters(entries, report);
   const index = transcriptIndex(entries, report);
+  let tutors = '';
+  if (page.tutors !== undefined) {
+    const section = tutorsSection(page.tutors, report.dimensions, docs);
+    tutors = `<h2 id="tutors">The tutors compared</h2>${section}`;
+  }
 
   return `<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>${TITLE}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<style>${PAGE_CSS}</style></head><body><h1>${TITLE}</h1>
+<style>${PAGE_CSS}\n${TUTORS_CSS}</style></head><body><h1>${TITLE}</h1>
 ${intro}
 <h2>The run</h2>${runTable(page.run, report)}
 <h2>Verdicts</h2>${verdictList(report, docs)}${altTestVerdicts(report)}
 <h2>Agreement per dimension</h2>${figureTables.join('')}<ul class="notes">${notes}</ul>
-${dimensions.join('')}
+${tutors}${dimensions.join('')}
 <h2 id="transcripts">Transcripts</h2>${filters}${index}
 <p><span class="differs">Highlighted</span>: a human's score that differs from the judge's.</p>
 <div id="transcript-list">${transcripts.join('')}</div>

@@ -40,6 +40,8 @@ import type {
 } from '../run-judge.ts';
 import { altTestPlan } from './alt-test.ts';
 import { groupBy, mulberry32, wrapped } from './analysis.ts';
+import { sampleSupport, shareTotal, tutorShares } from './plan-sample.ts';
+import { scaleOf } from './ppi.ts';
 import { holdsScores, readTranscriptBytes } from './inputs.ts';
 import { scoringPage } from './scoring-page.ts';
 import type { PageTranscript, PageTurn, RowVersion } from './scoring-page.ts';
@@ -88,14 +90,15 @@ export function writeScoringPlan(options: PlanOptions, io: PlanIO): void {
   // 2. The transcripts and the rubric; the sample's size once their number is known.
   const rubric = loadRubric(options.rubric);
   const refs = readTranscripts(options.transcripts);
-  const size = sampleSize(options.sample, refs.length);
+  const shares = tutorShares(options.sample, refs);
+  const size = shares === null ? sampleSize(options.sample, refs.length) : shareTotal(shares);
   if (size * overlap < scorers.length) {
     throw new EvalInputError(
       `${size} transcript(s), each for ${overlap} scorer(s), leave some of the ${scorers.length} ` +
         'scorers with nothing to score: raise --sample or --overlap, or name fewer --scorers',
     );
   }
-  const plan = planScoring(refs, { scorers, size, overlap, seed });
+  const plan = planScoring(refs, { scorers, size, overlap, seed, shares });
   const rule: PlanRule = {
     scorers,
     sample: options.sample,
@@ -136,6 +139,8 @@ export function writeScoringPlan(options: PlanOptions, io: PlanIO): void {
 
   // 7. What was assigned, and what the sample could not cover.
   io.stdout.write(planSummary(plan, refs.length, options, seed));
+  const scales = rubric.dimensions.map((dimension) => scaleOf(dimension));
+  io.stdout.write(`${sampleSupport(plan.chosen, refs, scales).join('\n')}\n`);
   for (const warning of coverageWarnings(refs, plan.chosen)) {
     io.stderr.write(`report: warning: ${warning}\n`);
   }
@@ -181,10 +186,15 @@ export function updateScoringPlan(options: UpdateOptions, io: PlanIO): void {
   const planned = new Set(manifest.assignments.map((entry) => pairKey(entry.task_id, entry.model)));
   let fresh: TranscriptRef[] = [];
   if (manifest.rule !== undefined && refs.length > 0) {
-    const size = Math.min(refs.length, ruleSize(manifest.rule.sample, refs.length));
+    const shares = tutorShares(manifest.rule.sample, refs, true);
+    const size =
+      shares === null
+        ? Math.min(refs.length, ruleSize(manifest.rule.sample, refs.length))
+        : shareTotal(shares);
     const now = planScoring(refs, {
       scorers: rule.scorers,
       size,
+      shares,
       overlap: rule.overlap,
       seed: rule.seed,
     });
@@ -640,35 +650,45 @@ export type Plan<T extends Pair> = {
   overlap: number;
 };
 
-/** The plan for these transcripts: `size` of them stratified, each given to `overlap` scorers. */
+/** The plan for these transcripts: `size` of them stratified (each tutor's count `shares` says,
+ * when given), each given to `overlap` scorers. */
 export function planScoring<T extends Pair>(
   refs: T[],
-  options: { scorers: string[]; size: number; overlap: number; seed: number },
+  options: {
+    scorers: string[];
+    size: number;
+    overlap: number;
+    seed: number;
+    shares?: Map<string, number> | null;
+  },
 ): Plan<T> {
   const random = mulberry32(options.seed);
-  const chosen = stratifiedSample(refs, options.size, random);
+  const chosen = stratifiedSample(refs, options.size, random, options.shares ?? undefined);
   const assignments = assignScorers(chosen, options.scorers, options.overlap, random);
   return { chosen, assignments, overlap: options.overlap };
 }
 
 /**
  * `size` transcripts, every model's count and every task's count as even as the transcripts allow
- * (within one of each other when every model has every task), the ties broken by `random`.
+ * (within one of each other when every model has every task), the ties broken by `random`; with
+ * `shares`, each model's count is its share there instead.
  */
 export function stratifiedSample<T extends Pair>(
   refs: T[],
   size: number,
   random: () => number,
+  shares?: ReadonlyMap<string, number>,
 ): T[] {
-  // 1. A random order breaks every tie below; the models' order is their first in it.
+  // 1. A random order breaks every tie below; the models' order is their first in it. (The
+  // transcripts are distinct objects: each ranked by itself, no key built in the sort below.)
   const order = shuffled(refs, random);
-  const rank = new Map(order.map((ref, i) => [pairKey(ref.task_id, ref.model), i]));
-  const rankOf = (ref: T) => rank.get(pairKey(ref.task_id, ref.model))!;
+  const rank = new Map(order.map((ref, i) => [ref, i]));
+  const rankOf = (ref: T) => rank.get(ref)!;
   const byModel = groupBy(order, (ref) => ref.model);
 
   // 2. Each model's share, dealt one at a time to the model with the smallest share that has more.
-  const share = new Map([...byModel.keys()].map((model) => [model, 0]));
-  for (let dealt = 0; dealt < size; dealt++) {
+  const share = new Map([...byModel.keys()].map((model) => [model, shares?.get(model) ?? 0]));
+  for (let dealt = 0; dealt < size && shares === undefined; dealt++) {
     let next: string | undefined;
     for (const [model, own] of byModel) {
       const open = share.get(model)! < own.length;

@@ -260,6 +260,7 @@ describe('judges side by side: --scores more than once, on the transcripts all o
       'cost_usd_per_transcript',
       'dimensions',
       'self_preference',
+      'tutors',
       'alt_test_all',
     ]);
     assert.deepEqual(Object.keys(report).slice(-2), ['judges', 'comparison']);
@@ -729,8 +730,10 @@ describe('output a person reads (issue 23): within 100 columns, --wide, notes, -
   test('--format latex: the per-dimension table as a booktabs tabular, names escaped', async (t) => {
     const { code, stdout } = await run([...setUp(t), '--format', 'latex']);
     assert.equal(code, 0);
+    // The first tabular (the tutors' estimates follow in a second one).
+    const end = '\\end{tabular}';
     const lines = stdout
-      .trimEnd()
+      .slice(0, stdout.indexOf(end) + end.length)
       .split('\n')
       .filter((line) => !line.startsWith('%'));
     assert.match(lines[0]!, /^\\begin\{tabular\}\{lrrr[lr]+\}$/);

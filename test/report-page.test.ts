@@ -455,7 +455,7 @@ describe('the --html page in headless Chromium', () => {
       }
       const captions = await page.locator('table > caption, figure > figcaption').count();
       const tables = await page.locator('table').count();
-      const plots = await page.locator('svg.forest').count();
+      const plots = await page.locator('svg.forest, svg.tutors-plot').count();
       assert.equal(captions, tables + plots, 'a caption under every table and plot');
       if (shots !== undefined) {
         await page.screenshot({ path: path.join(shots, `report-${width}.png`), fullPage: true });
