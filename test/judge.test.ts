@@ -999,12 +999,13 @@ describe('JudgeChain: the policy of each failure', () => {
     });
   }
 
-  const stopping: [string, () => EvalErrorType][] = [
+  const stopping: [string, () => Error][] = [
     ['EvalConfigurationError', () => new EvalConfigurationError('no key')],
     ['EvalInputError', () => new EvalInputError('HTTP 400')],
     ['EvalUnsupportedError', () => new EvalUnsupportedError('no structured output')],
     ['EvalDependencyError', () => new EvalDependencyError('missing module')],
     ['EvalInterruptedError', () => new EvalInterruptedError('Ctrl-C')],
+    ['A defect (a TypeError, not an EvalError)', () => new TypeError('x is not a function')],
   ];
   for (const [name, make] of stopping) {
     test(`${name} stops the chain at once: propagates as itself, the next judge not called`, async () => {
@@ -1033,15 +1034,6 @@ describe('JudgeChain: the policy of each failure', () => {
     const { calls, call } = scripted({ a: providerError(500), b: stop, c: 'RESULT-C' });
     await assert.rejects(chain.run(['a', 'b', 'c'], call), (thrown) => thrown === stop);
     assert.deepEqual(calls, ['a', 'b']);
-  });
-
-  test('a defect (not an EvalError) propagates raw, unwrapped; the next judge is not called', async () => {
-    const defect = new TypeError('x is not a function');
-    const chain = new JudgeChain({ operation: 'op' });
-    const { calls, call } = scripted({ a: defect, b: 'RESULT-B' });
-    await assert.rejects(chain.run(['a', 'b'], call), (thrown) => thrown === defect);
-    assert.deepEqual(calls, ['a']);
-    assert.deepEqual(chain.attempts, []);
   });
 
   test('a generic TimeoutError (AbortSignal.timeout) counts as a timeout: recorded as EvalTimeoutError, next judge tried', async () => {
