@@ -407,7 +407,7 @@ function altTestVerdicts(report: Report): string {
   });
   const all = altTestAllWords(report.alt_test_all);
   const together = all === null ? '' : `<p>${escapeHtml(all)}</p>`;
-  return `<ul class="verdicts alt-test">${lines.join('')}</ul>${together}`;
+  return `<ul class="alt-test">${lines.join('')}</ul>${together}`;
 }
 
 /** A dimension's alternative annotator test: its sentence, and each left-out scorer's test. */

@@ -21,20 +21,35 @@ type Row = { tutor: string; judge: number; people: { scorer: string; score: numb
 /** report.ts's JSON on the rows: a rubric of one dimension `x` scoring 0..top, the judge of family
  * anthropic by its audit log, each tutor's family from models.json. */
 async function reportOn(t: TestContext, rows: Row[], top: number, families: Map<string, string>) {
+  const { stdout } = await reportRun(t, rows, top, families, ['--format', 'json']);
+  return JSON.parse(stdout);
+}
+
+/** report.ts on the rows, with `flags`; `names` the rubric's dimensions, each scored alike. */
+async function reportRun(
+  t: TestContext,
+  rows: Row[],
+  top: number,
+  families: Map<string, string>,
+  flags: string[],
+  names = ['x'],
+) {
   const dir = tempDir(t);
   const levels = Object.fromEntries(Array.from({ length: top + 1 }, (_, i) => [String(i), 'a']));
   const rubric = writeJson(path.join(dir, 'rubric.json'), {
-    dimensions: [{ name: 'x', description: 'x', scores: levels }],
+    dimensions: names.map((name) => ({ name, description: name, scores: levels })),
   });
-  const judge = ['task_id,model,x,notes'];
-  const people = ['task_id,model,x,notes,scorer'];
+  const judge = [`task_id,model,${names.join(',')},notes`];
+  const people = [`task_id,model,${names.join(',')},notes,scorer`];
   const log: string[] = [];
+  const each = (score: number) => names.map(() => score).join(',');
   rows.forEach((row, i) => {
-    judge.push(`t${i},${row.tutor},${row.judge},`);
+    judge.push(`t${i},${row.tutor},${each(row.judge)},`);
     for (const person of row.people) {
-      people.push(`t${i},${row.tutor},${person.score},,${person.scorer}`);
+      people.push(`t${i},${row.tutor},${each(person.score)},,${person.scorer}`);
     }
-    const answers = [{ judge: 'judge-a', family: 'anthropic', scores: { x: row.judge } }];
+    const scored = Object.fromEntries(names.map((name) => [name, row.judge]));
+    const answers = [{ judge: 'judge-a', family: 'anthropic', scores: scored }];
     const line = { task_id: `t${i}`, model: row.tutor, status: 'scored', judge: 'judge-a' };
     log.push(JSON.stringify(Object.assign(line, { answers, attempts: [], cost_usd: 0.01 })));
   });
@@ -48,10 +63,10 @@ async function reportOn(t: TestContext, rows: Row[], top: number, families: Map<
   const modelsFile = writeJson(path.join(dir, 'models.json'), models);
 
   const args = ['--scores', scores, '--human-scores', humans, '--rubric', rubric];
-  args.push('--models', modelsFile, '--transcripts', dir, '--format', 'json');
-  const { code, stdout, stderr } = await runReport(args);
-  assert.equal(code, 0, stderr);
-  return JSON.parse(stdout);
+  args.push('--models', modelsFile, '--transcripts', dir, ...flags);
+  const run = await runReport(args);
+  assert.equal(run.code, 0, run.stderr);
+  return { stdout: run.stdout };
 }
 
 describe('report.ts on simulated studies reads each as the calibration does', () => {
@@ -118,5 +133,52 @@ describe('report.ts on simulated studies reads each as the calibration does', ()
       passes.push(expected.passes);
     }
     assert.deepEqual(passes, [false, false, true, true]);
+  });
+
+  test('the text, LaTeX and the page show the test beside the gap verdict, and every dimension together', async (t) => {
+    // A judge nearer the people than they are, on two dimensions; one scorer's name hostile.
+    const hostile = '<b>al</b>';
+    const rows = scoredStudy(mulberry32(20261206), 0.3).map((transcript, i) => {
+      const people = transcript.scorers.map((entry) => {
+        return { scorer: entry.scorer === 'a' ? hostile : entry.scorer, score: entry.position };
+      });
+      return { tutor: `m${i % 2}`, judge: transcript.judge, people };
+    });
+    const families = new Map([
+      ['m0', 'anthropic'],
+      ['m1', 'openai'],
+    ]);
+    const names = ['x', 'y'];
+    const run = (flags: string[]) => reportRun(t, rows, 4, families, flags, names);
+
+    const { stdout: text } = await run([]);
+    assert.match(text, /^the alternative annotator test at epsilon 0\.15 \(can the judge take/m);
+    assert.match(text, /^dimension +scorers +transcripts +won \(rate\) +advantage +alt-test$/m);
+    assert.match(text, /^x +3 +40 +3 \(1\.00\) +0\.\d\d +passes$/m);
+    assert.match(
+      text,
+      /Benjamini-Yekutieli over their\s+6 scorer tests\): passes on all 2 dimensions/,
+    );
+    assert.match(text, /^alt-test \(--epsilon 0\.15\): each scorer left out in turn/m);
+    for (const line of text.split('\n')) {
+      assert.ok(line.length <= 100, `within 100 columns: ${line}`);
+    }
+    const { stdout: wide } = await run(['--wide']);
+    assert.match(wide, / verdict +scorers +transcripts +won \(rate\) +advantage +alt-test +alpha/);
+    const { stdout: latex } = await run(['--format', 'latex', '--epsilon', '0.2']);
+    assert.match(latex, /& verdict & scorers & transcripts & won \(rate\) & advantage & alt-test/);
+    assert.match(latex, /& 3 \(1\.00\) & 0\.\d\d & passes \\\\$/m);
+    assert.match(latex, /alt-test \(--epsilon 0\.2\)/);
+
+    const file = path.join(tempDir(t), 'page.html');
+    await run(['--html', file]);
+    const page = fs.readFileSync(file, 'utf8');
+    const line =
+      /<ul class="alt-test"><li><a href="#[^"]+">x<\/a>: alternative annotator test at epsilon 0\.15: passes \(the judge wins against 3 of 3 scorers; average advantage probability 0\.\d\d\)<\/li>/;
+    assert.match(page, line);
+    assert.match(page, /<p>alternative annotator test at epsilon 0\.15, every dimension together/);
+    assert.ok(!page.includes(hostile), "the scorer's name escaped");
+    assert.ok(page.includes('<td>&#60;b&#62;al&#60;/b&#62;</td>'), 'the scorer in its table');
+    assert.equal(page.match(/<th><a href="[^"]+">p<\/a><\/th>/g)?.length, 2, 'a table a dimension');
   });
 });
