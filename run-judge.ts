@@ -39,10 +39,11 @@ import type OpenAI from 'openai';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { parse as parseCsv } from 'csv-parse/sync';
 import { stringify as stringifyCsv } from 'csv-stringify/sync';
+import { z } from 'zod';
 import type * as Zod from 'zod';
 
-// zod by its CommonJS build, as the SDKs are (loadPackage); its types are `Zod.`'s.
-export const { z } = createRequire(import.meta.url)('zod') as typeof Zod;
+// the report's modules build their schemas with this same zod
+export { z };
 
 // ---- 1. The entry point: main, the command line, signals, stdout and stderr guarded -------------
 
@@ -4024,19 +4025,14 @@ function loadOpenAiSdk(): OpenAiSdk {
 }
 
 /**
- * A vendor's SDK by its CommonJS build (tsx loads it quicker than its ES modules; require keeps it
- * once loaded); a missing one says how to install it. Source maps are off while it loads: with them
- * on (tsx turns them on) Node reads the map of each of its files, for stack traces never printed.
+ * A vendor's SDK, loaded when a run first needs it (require keeps it once loaded); a missing one
+ * says how to install it.
  */
 function loadPackage<T>(name: string): T {
-  const sourceMaps = process.sourceMapsEnabled;
-  process.setSourceMapsEnabled(false);
   try {
     return createRequire(import.meta.url)(name) as T;
   } catch (cause) {
     throw new EvalDependencyError(`the package ${name} is not installed: run npm ci`, { cause });
-  } finally {
-    process.setSourceMapsEnabled(sourceMaps);
   }
 }
 

@@ -282,15 +282,15 @@ async function benchTokenBuckets(): Promise<void> {
   }
 }
 
-/** The Node options `npm run judge` passes (package.json), so (c) measures what a long run started that way gets. */
-const JUDGE_SCRIPT = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts
-  .judge as string;
-const JUDGE_NODE = /^node (.*) run-judge\.ts$/.exec(JUDGE_SCRIPT)![1]!.split(' ');
-const JUDGE_NODE_OPTIONS = JUDGE_NODE.slice(0, JUDGE_NODE.indexOf('--import'));
-/** The tsx loader `npm run judge` imports (`tsx/esm`: its CommonJS hook left out, see benchmark.md). */
-const JUDGE_LOADER = JUDGE_NODE.slice(JUDGE_NODE.indexOf('--import'));
+/** What `npm run judge` passes node before run-judge.ts (package.json): the figures start it so. */
+const JUDGE_NODE = /^node (.*) run-judge\.ts$/
+  .exec(
+    JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts.judge as string,
+  )![1]!
+  .split(' ');
+
 /** Peak RSS (KiB) of one CLI process judging `count` transcripts, read by GNU time. */
-async function peakRss(count: number, nodeOptions: string[]): Promise<number> {
+async function peakRss(count: number): Promise<number> {
   const fake = await FakeAnthropic.start({ latencyMs: 0 });
   const { dir, args } = makeEvalSet(count);
   const result = await run(
@@ -299,8 +299,7 @@ async function peakRss(count: number, nodeOptions: string[]): Promise<number> {
       '-f',
       'maxrss_kib=%M',
       process.execPath,
-      ...nodeOptions,
-      ...JUDGE_LOADER,
+      ...JUDGE_NODE,
       SCRIPT,
       ...args,
       '--concurrency',
@@ -316,17 +315,16 @@ async function peakRss(count: number, nodeOptions: string[]): Promise<number> {
   return Number(/maxrss_kib=(\d+)/.exec(result.stderr)?.[1] ?? NaN);
 }
 
+/** Memory stays flat however many transcripts there are: twice as many take no more. */
 async function benchMemory(): Promise<void> {
-  const ratio = async (options: string[]) => {
-    const small = await peakRss(50, options);
-    const large = await peakRss(5000, options);
-    return `${(large / 1024).toFixed(1)} / ${(small / 1024).toFixed(1)} MiB = ${fmt(large / small)}`;
-  };
-  const set = await ratio(JUDGE_NODE_OPTIONS);
-  const plain = await ratio([]);
+  const mib = (kib: number) => `${(kib / 1024).toFixed(1)} MiB`;
+  const small = await peakRss(50);
+  const large = await peakRss(5000);
+  const larger = await peakRss(10_000);
   console.log(
-    `[c] peak RSS at 5000 over 50 transcripts, with ${JUDGE_NODE_OPTIONS.join(' ')} as npm run judge passes them: ${set} ` +
-      `(target <= 1.5x); without them (node ${JUDGE_LOADER.join(' ')} alone): ${plain}`,
+    `[c] peak RSS started as npm run judge starts it (node ${JUDGE_NODE.join(' ')}): 10000 over 5000 transcripts ` +
+      `${mib(larger)} / ${mib(large)} = ${fmt(larger / large)} (target <= 1.2x); 5000 over 50 ${mib(large)} / ` +
+      `${mib(small)} = ${fmt(large / small)}`,
   );
 }
 
@@ -362,7 +360,7 @@ const lineCount = (file: string) =>
 
 /**
  * run-judge side by side with a bare fetch loop on the same `count` transcripts, the same fake latency and
- * concurrency, both started as `npm run judge` starts run-judge (node with its options and `--import tsx`), runs
+ * concurrency, both started as `npm run judge` starts run-judge (node with its `--import`), runs
  * interleaved: whole-process wall time (spawn to exit), and for information from the first request to exit.
  */
 async function benchBareLoop(
@@ -374,7 +372,7 @@ async function benchBareLoop(
 ): Promise<void> {
   const repeats = 5; // the per-run ratios spread widely on a shared 2-core machine
   const { dir, args } = makeEvalSet(count);
-  const node = [...JUDGE_NODE_OPTIONS, ...JUDGE_LOADER];
+  const node = JUDGE_NODE;
   const fresh = () => fs.mkdtempSync(path.join(os.tmpdir(), 'run-judge-bench-out-'));
   const judgeOnce = async (set: { dir: string; args: string[] }) => {
     const fake = await FakeAnthropic.start(Object.assign({ latencyMs }, API_LIMITS));
@@ -456,7 +454,7 @@ async function benchProfile(): Promise<void> {
   const profiled = async (what: string, script: string[], rows: () => number) => {
     const fake = await FakeAnthropic.start({ latencyMs });
     const profiles = fs.mkdtempSync(path.join(os.tmpdir(), 'run-judge-bench-profile-'));
-    const node = ['--cpu-prof', '--cpu-prof-dir', profiles, ...JUDGE_NODE_OPTIONS, ...JUDGE_LOADER];
+    const node = ['--cpu-prof', '--cpu-prof-dir', profiles, ...JUDGE_NODE];
     const result = await run(process.execPath, [...node, ...script], judgeEnv(fake));
     await fake.close();
     const sizes = fake.requests.map((r) => Buffer.byteLength(JSON.stringify(r.body)));
