@@ -997,7 +997,7 @@ describe('exit status 2: a 401 (a bad key) stops the run once the requests in fl
     assert.equal(
       fake.requests.length,
       2,
-      'only the first burst, in flight before any answer (FIRST_BURST)',
+      'only the first 2 of the slow start, in flight before any answer (SLOW_START)',
     );
     assert.ok(
       fake.requests.every((req) => modelOf(req) === 'judge-a'),
