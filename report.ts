@@ -15,6 +15,7 @@ import {
   guardOutputStreams,
   inStudyDir,
   isEntryModule,
+  isMockNotes,
   loadModelsConfig,
   loadRubric,
   nearestKeyHint,
@@ -32,7 +33,7 @@ import {
   loadPlanManifest,
   PLAN_FILE,
 } from './run-judge.ts';
-import type { HumanRow, IO, PlanManifest, Rubric } from './run-judge.ts';
+import type { HumanRow, IO, PlanManifest, Rubric, ScoreRow } from './run-judge.ts';
 import { DEFAULT_EPSILON, altTestAllWords, altTestWords } from './report/alt-test.ts';
 import {
   DEFAULT_MARGIN,
@@ -433,12 +434,19 @@ function printAgreement(options: AgreementOptions, io: ReportIO): number {
   }
 
   // 4. The report as aligned tables, as Markdown (the gate's verdict last), or as one JSON object;
-  // a failed gate is also one line on stderr, for a CI log.
+  // a failed gate is also one line on stderr, for a CI log. Rows of a mock judge are made up: every
+  // format says so first.
+  const mocked = mockJudgeWarning(runs);
+  if (mocked !== undefined) {
+    io.stderr.write(`report: warning: ${mocked}\n`);
+  }
   if (options.format === 'json') {
-    io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+    const json = mocked === undefined ? report : { warning: mocked, ...report };
+    io.stdout.write(`${JSON.stringify(json, null, 2)}\n`);
   } else {
     const format = options.format as PrintOptions['format'];
-    io.stdout.write(formatReport(report, { format, wide: options.wide === true, on }));
+    const printed = formatReport(report, { format, wide: options.wide === true, on });
+    io.stdout.write(mocked === undefined ? printed : warnedFirst(printed, mocked, format));
   }
   if (report.gate?.passed === false) {
     io.stderr.write(`report: ${gateVerdict(report.gate, on, compared.length > 1)}\n`);
@@ -457,11 +465,37 @@ function printAgreement(options: AgreementOptions, io: ReportIO): number {
       judged: first.rows,
       humans: shown,
       transcriptsDir,
+      warning: mocked,
     };
     writeHtmlPage(options.html, page);
     io.stderr.write(`report: wrote the page to ${options.html}\n`);
   }
   return report.gate?.passed === false ? 1 : 0;
+}
+
+/** Which judges' rows a mock judge gave (its notes say so), and how many: undefined when none. */
+function mockJudgeWarning(runs: { judge: JudgeInput; rows: ScoreRow[] }[]): string | undefined {
+  const mocked: string[] = [];
+  for (const run of runs) {
+    const count = run.rows.filter((row) => isMockNotes(row.notes)).length;
+    if (count > 0) {
+      mocked.push(`${count} of the ${run.rows.length} row(s) of judge ${run.judge.name}`);
+    }
+  }
+  if (mocked.length === 0) return undefined;
+  return (
+    `${mocked.join(', ')} come from a mock judge: made-up scores, not judgements; ` +
+    'these figures rehearse the protocol and measure nothing'
+  );
+}
+
+/** A printed report with a warning before it, in its format's words. */
+function warnedFirst(printed: string, warning: string, format: PrintOptions['format']): string {
+  if (format === 'markdown') return `> **Warning:** ${oneLine(warning)}\n\n${printed}`;
+  if (format === 'latex') {
+    return `\\noindent\\textbf{Warning:} ${latexText(oneLine(warning))}\n\n${printed}`;
+  }
+  return `warning: ${oneLine(warning)}\n\n${printed}`;
 }
 
 /** The files the report reads, each with the flag that names it: the page may be none of them. */

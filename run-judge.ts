@@ -691,6 +691,13 @@ function formatSummary(summary: RunSummary, options: RunOptions): string {
     }
     lines.push(`  rows by judge: ${byJudge.join(', ')}`);
   }
+  for (const judge of summary.judges) {
+    if (judge.provider === 'mock' && (summary.scoredBy.get(judge.model) ?? 0) > 0) {
+      lines.push(
+        `  ${judge.model} is a mock judge: its rows are made-up scores for a rehearsal, not judgements`,
+      );
+    }
+  }
 
   // Not those that --limit left for a later run on purpose, nor those that kept an old row.
   const left = summary.leftWithoutRow;
@@ -1379,9 +1386,12 @@ function estimateCost(
   const each = samples > 1 ? `, ${samples} samples each (2..k read the prompt cached ${ttls})` : '';
   const what = `~${tokens} input tokens for ${readable} transcript(s)${each} (about 4 characters a token)`;
   const config = judge.config;
+  if (config.provider === 'mock') {
+    return `dry-run estimate: ${what}; cost $0: ${judge.model} is a mock judge, which calls nothing`;
+  }
   const source = judge.model === config.model ? '' : ` (from ${config.model_env})`;
   const price = priceFor(config, judge.model);
-  if (!price) {
+  if (!price || config.max_tokens === undefined) {
     const none = config.price_usd_per_mtok
       ? 'no price in price_usd_per_mtok'
       : 'no price_usd_per_mtok';
@@ -1473,8 +1483,11 @@ const RetrySchema = z.strictObject({
   base_delay_s: seconds,
 });
 
-/** The APIs a judge speaks: Anthropic's Messages, and OpenAI's Chat Completions (or a server's). */
-const PROVIDERS = ['anthropic', 'openai'] as const;
+/**
+ * The APIs a judge speaks: Anthropic's Messages, and OpenAI's Chat Completions (or a server's); a
+ * mock judge answers in process, for a rehearsal.
+ */
+const PROVIDERS = ['anthropic', 'openai', 'mock'] as const;
 
 export type Provider = (typeof PROVIDERS)[number];
 
@@ -1485,13 +1498,16 @@ const PROVIDER_ONLY_KEYS = {
   reasoning_effort: 'openai',
 } as const;
 
+/** The keys a mock judge's entry takes: it calls nothing, so no other key means anything to it. */
+const MOCK_KEYS = ['provider', 'family', 'model', 'model_env'];
+
 /**
  * A judge entry is strict: a typo such as "temprature" must not be silently ignored. One shape for
  * every provider; the few keys of one provider are refused in the other's entries.
  */
 const JudgeSchema = z
   .strictObject({
-    provider: z.enum(PROVIDERS, 'must be "anthropic" or "openai"'),
+    provider: z.enum(PROVIDERS, 'must be "anthropic", "openai" or "mock"'),
     // who made the model (the report tells judges' families apart); default: the provider's name
     family: text.optional(),
     model: text,
@@ -1504,7 +1520,7 @@ const JudgeSchema = z
     // default: ANTHROPIC_BASE_URL or OPENAI_BASE_URL, else the SDK's own
     base_url: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),
     temperature: z.number().nullable().optional(),
-    max_tokens: z.int().positive(),
+    max_tokens: z.int().positive().optional(), // required but of a mock judge
     timeout_s: z.number().positive().max(3600).optional(),
     structured_output: z.boolean().optional(),
     // the judge reasons before it answers: sent as thinking {type: "adaptive"}
@@ -1519,11 +1535,22 @@ const JudgeSchema = z
     price_usd_per_mtok: PricesSchema.optional(),
   })
   .superRefine((entry, ctx) => {
+    if (entry.provider === 'mock') {
+      for (const key of Object.keys(entry).filter((name) => !MOCK_KEYS.includes(name))) {
+        const message = 'is not for a mock judge: it answers in process and calls nothing';
+        ctx.addIssue({ code: 'custom', path: [key], message });
+      }
+      return;
+    }
     for (const [key, provider] of Object.entries(PROVIDER_ONLY_KEYS)) {
       if (entry[key as keyof typeof PROVIDER_ONLY_KEYS] === undefined) continue;
       if (entry.provider === provider) continue;
       const message = `is for "provider": "${provider}" judges only`;
       ctx.addIssue({ code: 'custom', path: [key], message });
+    }
+    if (entry.max_tokens === undefined) {
+      const message = "is required: the most tokens the judge's answer may take";
+      ctx.addIssue({ code: 'custom', path: ['max_tokens'], message });
     }
     if (entry.provider === 'anthropic' && entry.api_key_env === undefined) {
       const message = 'is required: it names the variable that holds the Anthropic API key';
@@ -1782,8 +1809,11 @@ const ModelsSchema = z.strictObject({
   fallback_judges: z.array(JudgeSchema).default([]),
 });
 
-/** The providers `--judge` names: the APIs a judge speaks, `openai-compatible` being a server's. */
-const JUDGE_FLAG_PROVIDERS = ['anthropic', 'openai', 'openai-compatible'] as const;
+/**
+ * The providers `--judge` names: the APIs a judge speaks, `openai-compatible` being a server's,
+ * and `mock`, which calls nothing.
+ */
+const JUDGE_FLAG_PROVIDERS = ['anthropic', 'openai', 'openai-compatible', 'mock'] as const;
 
 /** A judge named by `--judge PROVIDER/MODEL`; `flag` is the value as given. */
 type NamedJudge = { provider: (typeof JUDGE_FLAG_PROVIDERS)[number]; model: string; flag: string };
@@ -1804,7 +1834,9 @@ function judgeChainOf(options: RunOptions, env: NodeJS.ProcessEnv) {
     );
   }
   if (named.length === 0) {
-    return { models: loadModelsConfig(options.models), said: undefined };
+    const chain = loadModelsConfig(options.models);
+    refuseMockBatches(options, chain.judge);
+    return { models: chain, said: undefined };
   }
 
   // models.json, when there is one, gives the settings of the model ids it names.
@@ -1823,13 +1855,25 @@ function judgeChainOf(options: RunOptions, env: NodeJS.ProcessEnv) {
     const config = defaultJudgeConfig(judge, entries, options.judgeBaseUrl, env);
     configs.push(config);
     const family = config.family === undefined ? '' : `; family ${config.family}, from its id`;
-    said.push(`${judge.flag} (the defaults${family})`);
+    const mock = config.provider === 'mock' ? ': a mock judge, made-up scores' : '';
+    said.push(`${judge.flag} (the defaults${family}${mock})`);
   }
+  refuseMockBatches(options, configs[0]!);
   const none = exists ? '' : ` (no ${options.models})`;
   return {
     models: { judge: configs[0]!, fallback_judges: configs.slice(1) },
     said: `judges named by --judge: ${said.join(', ')}${none}`,
   };
+}
+
+/** A mock judge answers in process: there is no batch to send it. */
+function refuseMockBatches(options: RunOptions, primary: JudgeConfig): void {
+  if (options.batch === true && primary.provider === 'mock') {
+    throw new EvalConfigurationError(
+      `--batch: the primary judge ${primary.model} is a mock judge, which answers in process; ` +
+        'run without --batch',
+    );
+  }
 }
 
 /**
@@ -1892,6 +1936,9 @@ function defaultJudgeConfig(
   baseUrl: string | undefined,
   env: NodeJS.ProcessEnv,
 ): JudgeConfig {
+  if (judge.provider === 'mock') {
+    return { provider: 'mock', model: judge.model };
+  }
   const api = judge.provider === 'openai-compatible' ? 'openai' : judge.provider;
   const config: JudgeConfig = {
     provider: api,
@@ -3867,7 +3914,7 @@ export type Judge = {
   config: JudgeConfig;
   provider: Provider;
   family: string;
-  client: Anthropic | OpenAI;
+  client: Anthropic | OpenAI | null; // null: a mock judge
   transport: Transport;
   gate: RateGate;
   clock: Clock;
@@ -3880,7 +3927,8 @@ export type Judge = {
 type Transport = {
   baseURL: string;
   // where the address came from, for the advice of a 404 or an unreachable API
-  baseUrlFrom: 'ANTHROPIC_BASE_URL' | 'OPENAI_BASE_URL' | '"base_url" in models.json';
+  baseUrlFrom:
+    'ANTHROPIC_BASE_URL' | 'OPENAI_BASE_URL' | '"base_url" in models.json' | 'a mock judge';
   /** Sends one request; the response comes back with its body unread. */
   send(request: Request, signal: AbortSignal): Promise<Response>;
   /** The answer in a response's body, with its usage and rate-limit facts. */
@@ -3921,13 +3969,12 @@ export async function createJudges(
   const keys = configs.map((config) => checkedApiKey(config, env));
 
   return configs.map((config, i) => {
-    const made =
-      config.provider === 'openai'
-        ? openAiJudge(config, keys[i], env, clock)
-        : anthropicJudge(config, keys[i]!, env, clock);
+    const model = judgeModel(config, env);
+    const asked = config.provider === 'mock' ? mockConfig(config, model) : config;
+    const made = judgeClient(asked, model, keys[i], env, clock);
     return {
-      model: judgeModel(config, env),
-      config,
+      model,
+      config: asked,
       provider: config.provider,
       family: config.family ?? config.provider,
       client: made.client,
@@ -3936,6 +3983,27 @@ export async function createJudges(
       clock,
     };
   });
+}
+
+/** What a mock judge's requests carry: the answer's schema, whose scale it answers on; at no cost. */
+function mockConfig(config: JudgeConfig, model: string): JudgeConfig {
+  const asked = { ...config };
+  asked.structured_output = true;
+  asked.price_usd_per_mtok = { [model]: { input: 0, output: 0 } };
+  return asked;
+}
+
+/** A judge's client (a mock judge has none) and transport, by its provider. */
+function judgeClient(
+  config: JudgeConfig,
+  model: string,
+  key: string | undefined,
+  env: NodeJS.ProcessEnv,
+  clock: Clock,
+) {
+  if (config.provider === 'mock') return mockJudge(model);
+  if (config.provider === 'openai') return openAiJudge(config, key, env, clock);
+  return anthropicJudge(config, key!, env, clock);
 }
 
 /**
@@ -4001,6 +4069,74 @@ function openAiJudge(
   return { client, transport };
 }
 
+/**
+ * A mock judge, for a rehearsal with no server: each answer is made in process from the transcript
+ * in the prompt and the judge's name, on the scale of the answer's schema its request carries, and
+ * read back as a Messages API answer is (parsed, recorded and priced, at nothing, as any other).
+ */
+function mockJudge(name: string) {
+  const classes = Object.fromEntries(SDK_ERROR_NAMES.map((error) => [error, NeverThrown]));
+  const transport: Transport = {
+    baseURL: 'in process',
+    baseUrlFrom: 'a mock judge',
+    send: async (request) => mockResponse(name, request),
+    answer: answerFromMessage,
+    rateLimit: () => undefined,
+    errors: errorClassesOf(classes, NeverThrown),
+  };
+  return { client: null, transport };
+}
+
+/** The error class of a provider that throws none: no failure is ever one of its errors. */
+class NeverThrown extends Error {}
+
+/**
+ * A mock judge's answer, as the Messages API sends one: each dimension a score its schema allows,
+ * picked by the sha256 of the judge's name and the transcript's text in the prompt (never the rest
+ * of the prompt, so the same transcript gets the same scores), its notes saying it is a mock.
+ */
+function mockResponse(name: string, request: Request): Response {
+  const content = request.messages[0]?.content ?? '';
+  const blocks = typeof content === 'string' ? [{ type: 'text', text: content }] : content;
+  const prompt = blocks.map((block) => (block.type === 'text' ? block.text : '')).join('\n');
+  // inserted text never holds a marker (neutraliseDelimiters): the block is the transcript's
+  const transcript = /\n<<<TRANSCRIPT[^\n]*>>>\n([\s\S]*?)\n<<<END TRANSCRIPT>>>/.exec(prompt);
+  const seed = sha256(`${name}\n${transcript?.[1] ?? prompt}`);
+
+  const format = request.output_config?.format;
+  const schema = (format?.type === 'json_schema' ? format.schema : {}) as MockScale;
+  const scores: Record<string, number> = {};
+  for (const [dimension, allowed] of Object.entries(schema.properties?.scores.properties ?? {})) {
+    const at = Number.parseInt(sha256(`${seed}\n${dimension}`).slice(0, 8), 16);
+    scores[dimension] = allowed.enum[at % allowed.enum.length]!;
+  }
+  const id = `mock_${seed.slice(0, 24)}`;
+  const message = {
+    id,
+    type: 'message',
+    role: 'assistant',
+    model: name,
+    content: [{ type: 'text', text: JSON.stringify({ scores, notes: mockNotes(name) }) }],
+    stop_reason: 'end_turn',
+    usage: { input_tokens: 0, output_tokens: 0 },
+  };
+  const headers = { 'content-type': 'application/json', 'request-id': id };
+  return new Response(JSON.stringify(message), { status: 200, headers });
+}
+
+/** The part of the answer's schema (answerJsonSchema) that gives each dimension's scores. */
+type MockScale = { properties?: { scores: { properties: Record<string, { enum: number[] }> } } };
+
+/** A mock judge's notes: on every row it gives, so that no reader takes its scores for a judge's. */
+function mockNotes(name: string): string {
+  return `mock judge ${name}: made-up scores from the transcript's hash, not a judgement`;
+}
+
+/** Whether a row's notes are a mock judge's (report.ts warns of such rows in every format). */
+export function isMockNotes(notes: string): boolean {
+  return /^mock judge .+: made-up scores from the transcript's hash, not a judgement/s.test(notes);
+}
+
 /** An SDK's error classes, by name. */
 function errorClassesOf(module: object, base: ErrorClass): SdkErrors {
   const classes = { base } as SdkErrors;
@@ -4041,6 +4177,7 @@ function loadPackage<T>(name: string): T {
  * the value. Also refuses what every call would fail on.
  */
 function checkedApiKey(config: JudgeConfig, env: NodeJS.ProcessEnv): string | undefined {
+  if (config.provider === 'mock') return undefined; // it calls nothing
   const judge = judgeModel(config, env);
   const variable = config.api_key_env;
   if (variable === undefined) {
@@ -4107,7 +4244,8 @@ type JudgeSpec = Pick<Judge, 'model' | 'config'>;
 type CalledJudge = JudgeSpec & Pick<Judge, 'transport'>;
 
 function canTakeImages(judge: JudgeSpec): boolean {
-  return (judge.config.media ?? ['text']).includes('image');
+  // a mock judge reads no image: it takes every transcript
+  return judge.config.provider === 'mock' || (judge.config.media ?? ['text']).includes('image');
 }
 
 type Request = Anthropic.MessageCreateParamsNonStreaming;
@@ -5483,8 +5621,8 @@ function auditEntry(
   });
   const answerLines = answers.map((answer) => ({
     judge: answer.judge,
-    provider: providerOf(run.judges, answer),
-    family: familyOf(run.judges, answer),
+    provider: judgeOf(run.judges, answer)?.provider ?? null,
+    family: judgeOf(run.judges, answer)?.family ?? null,
     model: answer.model ?? null,
     text: answer.text,
     thinking: answer.thinking,
@@ -5504,6 +5642,8 @@ function auditEntry(
     model: ref.model,
     status: verdict ? 'scored' : 'failed',
     judge: outcome.judge ?? null,
+    judge_family: verdict ? (run.judges[outcome.place!]?.family ?? null) : undefined,
+    fallback: verdict ? outcome.place! > 0 : undefined,
     scores: verdict?.scores,
     notes: verdict?.notes,
     error: verdict || !error ? undefined : { class: error.name, message: error.message },
@@ -5521,16 +5661,6 @@ function auditEntry(
     before_human_scoring: run.options.beforeHumanScoring === true,
     human_scoring: run.humanScoring(),
   };
-}
-
-/** The provider of the judge an answer came from (a batch answer names only its model). */
-function providerOf(judges: Judge[], answer: JudgeAnswer): Provider | null {
-  return judges.find((judge) => judge.model === answer.judge)?.provider ?? null;
-}
-
-/** The family of the judge an answer came from. */
-function familyOf(judges: Judge[], answer: JudgeAnswer): string | null {
-  return judges.find((judge) => judge.model === answer.judge)?.family ?? null;
 }
 
 /**

@@ -63,6 +63,8 @@ export type PageInputs = {
   docs?: string;
   /** The tutors compared through the people's sample (report/tutors.ts); none: no such section. */
   tutors?: TutorsView;
+  /** What the page must say before anything (rows of a mock judge); none: nothing. */
+  warning?: string;
 };
 
 /** The definitions of the figures, in the project's docs/analysis.md. */
@@ -79,6 +81,7 @@ export function writeHtmlPage(
     humans: HumanRow[];
     transcriptsDir: string;
     tutors?: TutorsView;
+    warning?: string;
   },
 ): void {
   // 1. Every transcript with a row, with who judged it and its text from the transcripts folder.
@@ -105,6 +108,7 @@ export function writeHtmlPage(
     entries,
     docs,
     tutors,
+    warning: inputs.warning,
   });
   try {
     fs.writeFileSync(file, html);
@@ -274,7 +278,7 @@ export function renderHtml(page: PageInputs): string {
   return `<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>${TITLE}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>${PAGE_CSS}\n${TUTORS_CSS}</style></head><body><h1>${TITLE}</h1>
-${intro}
+${warningBanner(page.warning)}${intro}
 <h2>The run</h2>${runTable(page.run, report)}
 <h2>Verdicts</h2>${verdictList(report, docs)}${altTestVerdicts(report)}
 <h2>Agreement per dimension</h2>${figureTables.join('')}<ul class="notes">${notes}</ul>
@@ -283,6 +287,13 @@ ${tutors}${dimensions.join('')}
 <p><span class="differs">Highlighted</span>: a human's score that differs from the judge's.</p>
 <div id="transcript-list">${transcripts.join('')}</div>
 <script>${pageScript('report-filters.js')}</script></body></html>\n`;
+}
+
+/** The page's warning, first and framed in red, as text; nothing without one. */
+function warningBanner(warning: string | undefined): string {
+  if (warning === undefined) return '';
+  const style = 'border:2px solid #b00020;padding:8px 12px;color:#b00020';
+  return `<p class="warning" role="alert" style="${style}"><strong>Warning:</strong> ${escapeHtml(warning)}</p>\n`;
 }
 
 /** What each of the four figure tables shows, and its n. */

@@ -203,10 +203,10 @@ describe('createJudges: each judge checked and given its own client', () => {
     assert.deepEqual(
       judges.map(({ model, client }) => [
         model,
-        client.apiKey,
-        client.baseURL,
-        client.maxRetries,
-        client.timeout,
+        client!.apiKey,
+        client!.baseURL,
+        client!.maxRetries,
+        client!.timeout,
       ]),
       [
         ['env-model', TEST_KEY, 'http://127.0.0.1:1/base', 0, 1235], // whole milliseconds, as the SDK requires
@@ -305,7 +305,7 @@ describe('createJudges: each judge checked and given its own client', () => {
     const [judge] = await judgesAt(DEAD_BASE_URL, [judgeConfig()], {
       RJ_TEST_KEY: 'sk-ant-api03-AbC_d-9~!',
     });
-    assert.equal(judge!.client.apiKey, 'sk-ant-api03-AbC_d-9~!');
+    assert.equal(judge!.client!.apiKey, 'sk-ant-api03-AbC_d-9~!');
   });
 });
 

@@ -627,7 +627,7 @@ describe('the OpenAI entry and its helpers', () => {
     [
       'an unknown provider',
       { ...judgeEntry('claude-x'), provider: 'mistral' },
-      /must be "anthropic" or "openai"/,
+      /must be "anthropic", "openai" or "mock"/,
     ],
     [
       'a base_url that is not http(s)',
