@@ -138,7 +138,8 @@ function buildCli(io: ReportIO, result: { status: number }): Command {
     .option(
       '--update',
       "bring the plan in --out up to date after edits: edited transcripts' rows emptied, new " +
-        "ones assigned by the plan's rule, removed ones kept as orphaned; every other row kept",
+        "ones assigned by the plan's rule, removed ones kept as orphaned, the sheets brought to " +
+        'an edited rubric; every other row kept, a sheet losing a cell copied to before-update/',
     )
     .option(
       '--out <dir>',

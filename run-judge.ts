@@ -944,6 +944,9 @@ const PlanManifestSchema = z.strictObject({
       show_system_prompt: z.boolean(),
     })
     .optional(),
+  // The rubric the sheets were made with, for --update to bring them to an edited one (older
+  // plans: none). Declared further down, so read when a plan is.
+  rubric: z.lazy(() => RubricSchema).optional(),
   assignments: z.array(
     z.strictObject({
       scorer: z.string(),
@@ -1046,7 +1049,7 @@ function checkSheetHeader(file: string, header: string[], rubric: Rubric): strin
 }
 
 /** One sheet record as a human row: the scores filled in so far, each an allowed score. */
-function humanRowOf(record: Record<string, string>, rubric: Rubric, at: string): HumanRow {
+export function humanRowOf(record: Record<string, string>, rubric: Rubric, at: string): HumanRow {
   const scores: Record<string, number> = {};
   for (const dimension of rubric.dimensions) {
     const cell = record[dimension.name]!.trim();

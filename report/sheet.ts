@@ -6,11 +6,14 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parse as parseCsv } from 'csv-parse/sync';
 import {
+  DEFAULTS,
   EvalInputError,
+  assignmentKey,
   comparePairs,
   compareText,
   csvLine,
   guardCell,
+  humanRowOf,
   humanScoreFiles,
   loadPlanManifest,
   loadRubric,
@@ -19,10 +22,11 @@ import {
   pairKey,
   pairLabel,
   promptValues,
-  readHumanScores,
+  readCsvFile,
   readTranscripts,
   PLAN_FILE,
   replaceFileDurably,
+  rubricDimensions,
   scoreColumns,
   sha256,
   transcriptImages,
@@ -43,6 +47,8 @@ import { groupBy, mulberry32, wrapped } from './analysis.ts';
 import { sampleSupport, shareTotal, tutorShares } from './plan-sample.ts';
 import { scaleOf } from './ppi.ts';
 import { holdsScores, readTranscriptBytes } from './inputs.ts';
+import { rubricChange, sheetToRubric } from './rubric-change.ts';
+import type { SheetChanges } from './rubric-change.ts';
 import { scoringPage } from './scoring-page.ts';
 import type { PageTranscript, PageTurn, RowVersion } from './scoring-page.ts';
 
@@ -91,7 +97,10 @@ export function writeScoringPlan(options: PlanOptions, io: PlanIO): void {
   const rubric = loadRubric(options.rubric);
   const refs = readTranscripts(options.transcripts);
   const shares = tutorShares(options.sample, refs);
-  const size = shares === null ? sampleSize(options.sample, refs.length) : shareTotal(shares);
+  const size =
+    shares === null
+      ? sampleSize(options.sample, refs.length, options.transcripts)
+      : shareTotal(shares);
   if (size * overlap < scorers.length) {
     throw new EvalInputError(
       `${size} transcript(s), each for ${overlap} scorer(s), leave some of the ${scorers.length} ` +
@@ -126,7 +135,7 @@ export function writeScoringPlan(options: PlanOptions, io: PlanIO): void {
     const page = pageOf(scorer, parseSheet(sheet), shown, rule, options.out, rubric, issued);
     files.set(pageFile(options.out, scorer), page);
   }
-  files.set(path.join(options.out, PLAN_FILE), manifestText(rule, assignments));
+  files.set(path.join(options.out, PLAN_FILE), manifestText(rule, assignments, rubric));
 
   // 5. Nothing is written while a name is too long for the file system, any sheet there holds a
   // score, a CSV there is not in this plan, or a page there would lose a transcript.
@@ -178,12 +187,24 @@ export function updateScoringPlan(options: UpdateOptions, io: PlanIO): void {
     seed: 0,
     show_system_prompt: false,
   };
-  const sheets = new Map(
+  const asWere = new Map(
     scorers.map((scorer) => [scorer, readPlanSheet(options.out, scorer, rubric)]),
   );
 
-  // 2. Which transcripts the rule takes now; the new ones among them get scorers below.
+  // 1b. Each sheet in the rubric's columns now; a score of a level the plan's rubric had and this
+  // one lacks emptied (a plan.json older than its rubric: the columns only).
+  const change = manifest.rubric === undefined ? undefined : rubricChange(manifest.rubric, rubric);
+  const reshaped = new Map(
+    [...asWere].map(([scorer, sheet]) => {
+      return [scorer, sheetToRubric(sheet, rubric, change?.levelsDropped ?? new Map())];
+    }),
+  );
+  const sheets = new Map([...reshaped].map(([scorer, done]) => [scorer, done.sheet]));
+
+  // 2. The transcripts the plan does not hold that its rule takes now (the plan's own kept as
+  // they are); they get scorers below.
   const planned = new Set(manifest.assignments.map((entry) => pairKey(entry.task_id, entry.model)));
+  const random = mulberry32(rule.seed + planned.size);
   let fresh: TranscriptRef[] = [];
   if (manifest.rule !== undefined && refs.length > 0) {
     const shares = tutorShares(manifest.rule.sample, refs, true);
@@ -191,14 +212,7 @@ export function updateScoringPlan(options: UpdateOptions, io: PlanIO): void {
       shares === null
         ? Math.min(refs.length, ruleSize(manifest.rule.sample, refs.length))
         : shareTotal(shares);
-    const now = planScoring(refs, {
-      scorers: rule.scorers,
-      size,
-      shares,
-      overlap: rule.overlap,
-      seed: rule.seed,
-    });
-    fresh = now.chosen.filter((ref) => !planned.has(pairKey(ref.task_id, ref.model)));
+    fresh = sampleMore(refs, planned, { size, shares: shares ?? undefined }, random);
   }
   const kept = manifest.assignments.filter((entry) =>
     refOf.has(pairKey(entry.task_id, entry.model)),
@@ -211,9 +225,25 @@ export function updateScoringPlan(options: UpdateOptions, io: PlanIO): void {
     rule.show_system_prompt,
   );
 
+  // 2b. A rubric that only gained or lost dimensions or levels (its words the same) asks nothing
+  // new of a score kept: what each page would show under the plan's rubric tells whether anything
+  // else of its row changed.
+  const reworded = change === undefined || change.reworded.length > 0;
+  const asIssued =
+    reworded || JSON.stringify(manifest.rubric) === JSON.stringify(rubric)
+      ? undefined
+      : pageTranscripts(
+          needed.map((key) => refOf.get(key)!),
+          options,
+          manifest.rubric!,
+          rule.show_system_prompt,
+        );
+
   // 3. Each assignment: orphaned, edited since issued (its row emptied), lost (its row added back),
   // or as it was.
   const said = { edited: [] as string[], restored: [] as string[], orphaned: [] as string[] };
+  const emptied = new Map(scorers.map((scorer) => [scorer, 0]));
+  const blanked = new Set<SheetRecord>();
   const assignments: Assignment[] = [];
   for (const entry of manifest.assignments) {
     const label = `${entry.scorer}: ${pairLabel(entry)}`;
@@ -229,10 +259,17 @@ export function updateScoringPlan(options: UpdateOptions, io: PlanIO): void {
       sheet.records.push(blankRecord(sheet, entry.scorer, page));
       said.restored.push(label);
     } else {
-      const hash = (sheet.records[index]!.cells!.transcript_sha256 ?? '').trim().toLowerCase();
+      const cells = sheet.records[index]!.cells!;
+      const hash = (cells.transcript_sha256 ?? '').trim().toLowerCase();
       const issued = entry.inputs_sha256 ?? page.inputs_sha256;
-      if (hash !== page.transcript_sha256 || issued !== page.inputs_sha256) {
+      const before = asIssued?.get(pairKey(entry.task_id, entry.model))?.inputs_sha256;
+      if (hash !== page.transcript_sha256 || issued !== (before ?? page.inputs_sha256)) {
+        const given = [...rubricDimensions(rubric), 'notes', 'unsure'].filter((column) => {
+          return (cells[column] ?? '').trim() !== '';
+        });
+        emptied.set(entry.scorer, emptied.get(entry.scorer)! + given.length);
         sheet.records[index] = blankRecord(sheet, entry.scorer, page);
+        blanked.add(sheet.records[index]!);
         said.edited.push(label);
       }
     }
@@ -244,7 +281,6 @@ export function updateScoringPlan(options: UpdateOptions, io: PlanIO): void {
   for (const entry of kept) {
     loads.set(entry.scorer, (loads.get(entry.scorer) ?? 0) + 1);
   }
-  const random = mulberry32(rule.seed + planned.size);
   const given = assignScorers(fresh, rule.scorers, rule.overlap, random, loads);
   const added = new Map<string, string[]>();
   for (const [scorer, refsGiven] of given) {
@@ -257,8 +293,24 @@ export function updateScoringPlan(options: UpdateOptions, io: PlanIO): void {
     }
   }
 
-  // 5. Every sheet, every page (holding its sheet's scores), the plan; each file whole.
-  const files = new Map<string, string>();
+  // 4b. Every row kept is read as the gate will read it, so a bad cell is named before anything is
+  // written; a sheet that lost a cell holding something is kept as it was, beside the new one.
+  const aside = new Map<string, string>();
+  for (const [scorer, sheet] of sheets) {
+    checkRows(asWere.get(scorer)!, sheet, blanked, rubric);
+    const { changes } = reshaped.get(scorer)!;
+    const lost =
+      emptied.get(scorer)! +
+      [...changes.removed.values()].reduce((sum, count) => sum + count, 0) +
+      [...changes.levels.values()].reduce((sum, rows) => sum + rows.length, 0);
+    if (lost > 0) {
+      aside.set(keptAsideFile(options.out, scorer), sheetText(asWere.get(scorer)!));
+    }
+  }
+
+  // 5. The sheets as they were where cells were lost, then every sheet, every page (holding its
+  // sheet's scores), the plan; each file whole.
+  const files = new Map(aside);
   const issued = issuedVersions(manifest);
   for (const [scorer, sheet] of sheets) {
     files.set(sheet.file, sheetText(sheet));
@@ -267,13 +319,21 @@ export function updateScoringPlan(options: UpdateOptions, io: PlanIO): void {
       pageOf(scorer, sheet, current, rule, options.out, rubric, issued),
     );
   }
-  files.set(manifestFile, manifestText(manifest.rule, assignments));
+  files.set(manifestFile, manifestText(manifest.rule, assignments, rubric));
   writeFiles(options.out, files);
 
   // 6. What changed.
   const lines = [`update: ${assignments.length} assignment(s) in ${options.out}`];
+  lines.push(...rubricLines(reshaped));
   const list = (names: string[]) => (names.length === 0 ? 'none' : names.join(', '));
   lines.push(`  edited since issued, scores emptied: ${list(said.edited)}`);
+  const cellsEmptied = [...emptied.values()].reduce((sum, count) => sum + count, 0);
+  if (cellsEmptied > 0) {
+    lines.push(`  cells those edits emptied (scores, notes, unsure): ${cellsEmptied}`);
+  }
+  if (aside.size > 0) {
+    lines.push(`  each sheet that lost a cell, as it was: ${[...aside.keys()].join(', ')}`);
+  }
   const addedLabels = [...added].map((entry) => `${entry[0]} for ${entry[1].join(', ')}`);
   lines.push(`  new transcripts assigned: ${list(addedLabels)}`);
   if (said.restored.length > 0) {
@@ -292,24 +352,101 @@ export function updateScoringPlan(options: UpdateOptions, io: PlanIO): void {
   }
 }
 
-/** A sheet of the plan's folder, with every row as its bytes; a lost sheet starts empty. */
+/**
+ * A sheet of the plan's folder, with every row as its bytes; a lost sheet starts empty. Its score
+ * columns may be another rubric's (brought to this one later); its cells are checked then.
+ */
 function readPlanSheet(out: string, scorer: string, rubric: Rubric): Sheet {
   const file = sheetFile(out, scorer);
   if (!fs.existsSync(file)) {
     return Object.assign(parseSheet(scoringSheet([], rubric, scorer)), { file });
   }
-  readHumanScores(file, rubric);
+  readCsvFile(file); // text a CSV reader can read, else an error naming the file
   const sheet = Object.assign(parseSheet(fs.readFileSync(file, 'utf8')), { file });
-  const missing = [...scoreColumns(rubric), 'transcript_sha256'].filter((column) => {
+  const twice = sheet.header.find((column, i) => sheet.header.indexOf(column) !== i);
+  if (twice !== undefined) {
+    throw new EvalInputError(`${file}: header: column "${twice}" appears twice; keep one`);
+  }
+  const missing = ['task_id', 'model', 'notes', 'transcript_sha256'].filter((column) => {
     return !sheet.header.includes(column);
   });
   if (missing.length > 0) {
     throw new EvalInputError(
-      `${file}: no column ${missing.join(', ')}: the sheet does not match the plan and the rubric ` +
-        'now; plan again in another --out',
+      `${file}: no column ${missing.join(', ')}: the sheet does not match the plan; plan again ` +
+        'in another --out',
     );
   }
   return sheet;
+}
+
+/**
+ * Each row of `sheet` that `asWere` held and the update kept, read as the gate reads it (every
+ * cell allowed, no transcript twice); an error names the file and the row's line as it was.
+ */
+function checkRows(asWere: Sheet, sheet: Sheet, blanked: Set<SheetRecord>, rubric: Rubric): void {
+  let line = asWere.head.split('\n').length - (asWere.head.endsWith('\n') ? 1 : 0);
+  const seen = new Set<string>();
+  asWere.records.forEach((was, i) => {
+    line += was.raw.replace(/\r?\n$/, '').split('\n').length;
+    const record = sheet.records[i]!;
+    if (record.cells === undefined || blanked.has(record)) return;
+    const at = `${sheet.file}: line ${line}`;
+    const row = humanRowOf(record.cells, rubric, at);
+    if (seen.has(assignmentKey(row))) {
+      throw new EvalInputError(`${at}: ${pairLabel(row)} scored twice by "${row.scorer}"`);
+    }
+    seen.add(assignmentKey(row));
+  });
+}
+
+/** Where a sheet is kept as it was before an update: `before-update/<scorer>.<n>.csv`, the first n
+ * free (a folder the plan's readers never look in: they read the sheets beside plan.json). */
+function keptAsideFile(out: string, scorer: string): string {
+  const folder = path.join(out, 'before-update');
+  let n = 1;
+  while (fs.existsSync(path.join(folder, `${scorer}.${n}.csv`))) {
+    n++;
+  }
+  return path.join(folder, `${scorer}.${n}.csv`);
+}
+
+/** What the rubric's edit did to the sheets, a line a change: its cells counted over them all. */
+function rubricLines(reshaped: Map<string, { changes: SheetChanges }>): string[] {
+  const added = new Map<string, number>();
+  const removed = new Map<string, number>();
+  const levels = new Map<string, string[]>();
+  for (const [scorer, { changes }] of reshaped) {
+    for (const [name, rows] of changes.added) {
+      added.set(name, (added.get(name) ?? 0) + rows);
+    }
+    for (const [name, cells] of changes.removed) {
+      removed.set(name, (removed.get(name) ?? 0) + cells);
+    }
+    for (const [level, rows] of changes.levels) {
+      const labels = rows.map((label) => `${scorer}: ${label}`);
+      levels.set(level, [...(levels.get(level) ?? []), ...labels]);
+    }
+  }
+  const lines: string[] = [];
+  for (const [name, rows] of added) {
+    lines.push(
+      `  rubric: dimension ${name} added: a new empty column, ${rows} row(s) to score in it`,
+    );
+  }
+  for (const [name, cells] of removed) {
+    lines.push(
+      `  rubric: column ${name} removed (no dimension of the rubric now): ${cells} cell(s) ` +
+        'held something',
+    );
+  }
+  for (const [level, rows] of levels) {
+    const [name, score] = level.split(' ');
+    lines.push(
+      `  rubric: ${name} has no level ${score} now: ${rows.length} score(s) emptied, their rows ` +
+        `open again: ${rows.join(', ')}`,
+    );
+  }
+  return lines;
 }
 
 /** The assignment as plan.json records it: who, which transcript, and what the page showed. */
@@ -318,9 +455,13 @@ function assignmentOf(scorer: string, page: PageTranscript): Assignment {
   return { scorer, task_id, model, inputs_sha256: page.inputs_sha256 };
 }
 
-/** plan.json: the rule to plan again by, and every assignment. */
-function manifestText(rule: PlanRule | undefined, assignments: Assignment[]): string {
-  const manifest: PlanManifest = { rule, assignments };
+/** plan.json: the rule to plan again by, every assignment, the rubric the sheets are in. */
+function manifestText(
+  rule: PlanRule | undefined,
+  assignments: Assignment[],
+  rubric: Rubric,
+): string {
+  const manifest: PlanManifest = { rule, assignments, rubric };
   return `${JSON.stringify(manifest, null, 2)}\n`;
 }
 
@@ -335,10 +476,12 @@ function ruleSize(sample: string | undefined, total: number): number {
 const sheetFile = (out: string, scorer: string) => path.join(out, `${scorer}.csv`);
 const pageFile = (out: string, scorer: string) => path.join(out, `${scorer}.html`);
 
-/** The folder, then each file whole or not at all (a temporary file renamed). */
+/** The folders, then each file whole or not at all (a temporary file renamed), in order. */
 function writeFiles(out: string, files: Map<string, string>): void {
   checkFileNames(out, [...files.keys()]);
-  writablePath(out, () => fs.mkdirSync(out, { recursive: true }));
+  for (const folder of new Set([out, ...[...files.keys()].map((file) => path.dirname(file))])) {
+    writablePath(folder, () => fs.mkdirSync(folder, { recursive: true }));
+  }
   for (const [file, content] of files) {
     writablePath(file, () => replaceFileDurably(file, content));
   }
@@ -719,6 +862,70 @@ export function stratifiedSample<T extends Pair>(
 }
 
 /**
+ * What a plan brought up to date adds to its sample (`planned`: the pairs it holds): each tutor's
+ * count brought to the rule's on the transcripts there are now (its `shares` count, else `size`
+ * dealt one at a time to the tutor with the fewest that has more, each starting from what the
+ * plan holds of it), drawn from the tutor's transcripts the plan does not hold, the tasks chosen
+ * least first, the ties broken by `random`. Nothing the plan holds is drawn again or taken away.
+ */
+export function sampleMore<T extends Pair>(
+  refs: T[],
+  planned: ReadonlySet<string>,
+  rule: { size: number; shares?: ReadonlyMap<string, number> },
+  random: () => number,
+): T[] {
+  // 1. A random order breaks every tie below; the tutors' order is their first in it.
+  const order = shuffled(refs, random);
+  const rank = new Map(order.map((ref, i) => [ref, i]));
+  const isHeld = (ref: T) => planned.has(pairKey(ref.task_id, ref.model));
+  const byModel = groupBy(order, (ref) => ref.model);
+  const held = new Map([...byModel].map(([model, own]) => [model, own.filter(isHeld).length]));
+
+  // 2. Each tutor's count now: at least what the plan holds of it, at most what it has.
+  const target = new Map(held);
+  for (const [model, own] of byModel) {
+    if (rule.shares !== undefined) {
+      const share = rule.shares.get(model) ?? 0;
+      target.set(model, Math.min(own.length, Math.max(held.get(model)!, share)));
+    }
+  }
+  let total = [...held.values()].reduce((sum, count) => sum + count, 0);
+  for (; total < rule.size && rule.shares === undefined; total++) {
+    let next: string | undefined;
+    for (const [model, own] of byModel) {
+      const open = target.get(model)! < own.length;
+      if (open && (next === undefined || target.get(model)! < target.get(next)!)) {
+        next = model;
+      }
+    }
+    if (next === undefined) break;
+    target.set(next, target.get(next)! + 1);
+  }
+
+  // 3. Each tutor (fewest transcripts first) draws the rest among the tasks chosen least so far.
+  const taskCount = new Map<string, number>();
+  const countOf = (ref: T) => taskCount.get(ref.task_id) ?? 0;
+  for (const ref of order.filter(isHeld)) {
+    taskCount.set(ref.task_id, countOf(ref) + 1);
+  }
+  const models = [...byModel.keys()].sort(
+    (a, b) => byModel.get(a)!.length - byModel.get(b)!.length,
+  );
+  const added: T[] = [];
+  for (const model of models) {
+    const candidates = byModel
+      .get(model)!
+      .filter((ref) => !isHeld(ref))
+      .sort((a, b) => countOf(a) - countOf(b) || rank.get(a)! - rank.get(b)!);
+    for (const ref of candidates.slice(0, target.get(model)! - held.get(model)!)) {
+      taskCount.set(ref.task_id, countOf(ref) + 1);
+      added.push(ref);
+    }
+  }
+  return added.sort(comparePairs);
+}
+
+/**
  * Each transcript to `overlap` different scorers, each time those with the least work (the least
  * recently given one first), so that the scorers' loads stay within one of each other (of what
  * `loads` says they have already, when given).
@@ -860,8 +1067,11 @@ export function parseSeed(value: string | undefined): number {
   return seed;
 }
 
-/** `--sample N` or `--sample P%` of `total` transcripts (P% rounded, at least one); else all. */
-export function sampleSize(value: string | undefined, total: number): number {
+/**
+ * `--sample N` or `--sample P%` of `total` transcripts (P% rounded, at least one); else all.
+ * `folder`, where they were found, is named when N is more than there are.
+ */
+export function sampleSize(value: string | undefined, total: number, folder?: string): number {
   if (value === undefined) {
     return total;
   }
@@ -880,9 +1090,18 @@ export function sampleSize(value: string | undefined, total: number): number {
     );
   }
   if (size > total) {
-    throw new EvalInputError(`--sample ${value}: there are only ${total} transcripts`);
+    throw new EvalInputError(
+      `--sample ${value}: there are only ${total} transcripts${foundIn(folder)}`,
+    );
   }
   return size;
+}
+
+/** " in FOLDER", and how to read a study's when it is the default (the script's folder). */
+function foundIn(folder: string | undefined): string {
+  if (folder === undefined) return '';
+  if (path.normalize(folder) !== path.normalize(DEFAULTS.transcripts)) return ` in ${folder}`;
+  return ` in ${folder}, the default folder here; a study's own: --dir STUDY`;
 }
 
 // ---- Checking what is on disk -------------------------------------------------------------------

@@ -22,7 +22,7 @@ import type { Workspace } from './helpers.ts';
 
 const { planScoring, sampleMore, sampleSize } = await import('../report/sheet.ts');
 const { mulberry32 } = await import('../report/analysis.ts');
-const { isComplete, loadRubric, pairKey, readHumanScores, scoreColumns } =
+const { SHEET_COLUMNS, isComplete, loadRubric, pairKey, readHumanScores, scoreColumns } =
   await import('../run-judge.ts');
 const rubric = loadRubric(RUBRIC_FILE);
 
@@ -751,6 +751,181 @@ describe('sheet --update: the plan after edits, every other row byte for byte', 
     const changed = await update(ws, '--sample', '1');
     assert.equal(changed.code, 2);
     assert.match(changed.stderr, /--update keeps the plan's own rule .*--sample cannot change it/);
+    assert.deepEqual(snapshot(ws.out), before);
+  });
+
+  /** The workspace's rubric edited as `edit` says; the rubric now. */
+  function editRubric(ws: Workspace, edit: (json: typeof rubric) => void): typeof rubric {
+    const json = JSON.parse(fs.readFileSync(ws.rubric, 'utf8'));
+    edit(json);
+    fs.writeFileSync(ws.rubric, JSON.stringify(json));
+    return loadRubric(ws.rubric);
+  }
+
+  /** A plan for alice of 2 tutors × 2 tasks, every row scored 1 with a note; her sheet. */
+  async function scoredPlan(t: TestContext) {
+    const ws = workspace(t, 2, 2);
+    assert.equal((await plan(ws, '--scorers', 'alice')).code, 0);
+    const sheet = path.join(ws.out, 'alice.csv');
+    score(sheet);
+    return { ws, sheet, text: fs.readFileSync(sheet, 'utf8') };
+  }
+
+  const keptAside = (ws: Workspace & { out: string }, n: number) => {
+    return path.join(ws.out, 'before-update', `alice.${n}.csv`);
+  };
+
+  test('a dimension added: a new empty column after the last, every row open for it, every score and note kept, nothing to keep aside', async (t) => {
+    const { ws, sheet } = await scoredPlan(t);
+    const now = editRubric(ws, (json) => {
+      json.dimensions.push({
+        name: 'clarity',
+        description: 'Judges whether the explanations are clear.',
+        scores: { '0': 'Unclear.', '1': 'Clear.' },
+      });
+    });
+
+    const result = await update(ws);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(
+      result.stdout,
+      /^ {2}rubric: dimension clarity added: a new empty column, 4 row\(s\) to score in it$/m,
+    );
+    assert.match(result.stdout, /scores emptied: none$/m);
+    assert.doesNotMatch(result.stdout, /as it was/);
+    assert.equal(fs.existsSync(path.join(ws.out, 'before-update')), false);
+    const header = linesOf(sheet)[0]!.trim().split(',');
+    const last = ['integrity_boundary', 'clarity', 'notes', ...SHEET_COLUMNS];
+    assert.deepEqual(header.slice(-6), last);
+    const rows = readHumanScores(sheet, now);
+    assert.equal(rows.length, 4);
+    for (const row of rows) {
+      assert.deepEqual(row.scores, Object.fromEntries(rubric.dimensions.map((d) => [d.name, 1])));
+      assert.equal(row.notes, `read, ${row.model}/${row.task_id}`);
+      assert.equal(isComplete(row, now), false, 'open for clarity');
+    }
+    const page = fs.readFileSync(path.join(ws.out, 'alice.html'), 'utf8');
+    assert.ok(page.includes('Judges whether the explanations are clear.'), 'the page asks it');
+
+    const again = await update(ws);
+    assert.doesNotMatch(again.stdout, /rubric:/, 'the plan holds the rubric now');
+  });
+
+  test('a dimension dropped: its column removed, its cells counted, the sheet as it was kept aside and named; every other cell kept', async (t) => {
+    const { ws, sheet, text } = await scoredPlan(t);
+    const now = editRubric(ws, (json) => {
+      json.dimensions = json.dimensions.filter((d) => d.name !== 'student_agency');
+    });
+
+    const result = await update(ws);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(
+      result.stdout,
+      /^ {2}rubric: column student_agency removed \(no dimension of the rubric now\): 4 cell\(s\) held something$/m,
+    );
+    const aside = keptAside(ws, 1);
+    assert.match(
+      result.stdout,
+      new RegExp(`each sheet that lost a cell, as it was: ${aside}$`, 'm'),
+    );
+    assert.equal(fs.readFileSync(aside, 'utf8'), text, 'byte for byte');
+    assert.equal(linesOf(sheet)[0]!.includes('student_agency'), false);
+    const rows = readHumanScores(sheet, now);
+    assert.ok(rows.every((row) => isComplete(row, now) && row.notes.startsWith('read, ')));
+    assert.equal(readHumanScores(ws.out, now).length, 4, 'the copy is no sheet of the plan');
+  });
+
+  test('a level dropped that a scorer used: those scores emptied and their rows open again, named; the others byte for byte; a second such edit keeps a second copy', async (t) => {
+    const { ws, sheet } = await scoredPlan(t);
+    const lines = linesOf(sheet);
+    const column = lines[0]!.trim().split(',').indexOf('error_diagnosis');
+    const used = lines.map((line, i) => {
+      if (!/^proof01,m01,|^proof02,m02,/.test(line) || i === 0) return line;
+      const cells = line.split(',');
+      cells[column] = '2';
+      return cells.join(',');
+    });
+    fs.writeFileSync(sheet, used.join(''));
+    const now = editRubric(ws, (json) => {
+      delete json.dimensions.find((d) => d.name === 'error_diagnosis')!.scores['2'];
+    });
+
+    const result = await update(ws);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(
+      result.stdout,
+      /^ {2}rubric: error_diagnosis has no level 2 now: 2 score\(s\) emptied, their rows open again: alice: m01\/proof01, alice: m02\/proof02$/m,
+    );
+    assert.match(result.stdout, /scores emptied: none$/m);
+    assert.equal(fs.readFileSync(keptAside(ws, 1), 'utf8'), used.join(''));
+    const after = linesOf(sheet);
+    for (const [i, line] of after.entries()) {
+      if (!/^proof01,m01,|^proof02,m02,/.test(line)) {
+        assert.equal(line, used[i], `line ${i + 1} byte for byte`);
+      }
+    }
+    const rows = readHumanScores(sheet, now);
+    const open = rows.filter((row) => !isComplete(row, now));
+    assert.deepEqual(open.map(label).sort(), ['m01/proof01', 'm02/proof02']);
+    for (const row of open) {
+      assert.equal(row.scores.error_diagnosis, undefined);
+      assert.equal(Object.keys(row.scores).length, rubric.dimensions.length - 1, 'the rest kept');
+      assert.equal(row.notes, `read, ${row.model}/${row.task_id}`);
+    }
+
+    editRubric(ws, (json) => {
+      delete json.dimensions.find((d) => d.name === 'proof_scaffolding')!.scores['1'];
+    });
+    const second = await update(ws);
+    assert.match(second.stdout, /proof_scaffolding has no level 1 now: 4 score\(s\) emptied/);
+    assert.equal(fs.readFileSync(keptAside(ws, 1), 'utf8'), used.join(''), 'the first copy kept');
+    assert.equal(fs.readFileSync(keptAside(ws, 2), 'utf8'), after.join(''));
+  });
+
+  test('a dimension reworded: every row emptied as for any edit, the cells counted and kept aside; a plan.json without its rubric: a dimension added empties every row, never refused', async (t) => {
+    const { ws, sheet, text } = await scoredPlan(t);
+    editRubric(ws, (json) => {
+      json.dimensions[0]!.description += ' Reworded.';
+    });
+    const result = await update(ws);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stdout, /scores emptied: (alice: m0\d\/proof0\d(, )?){4}$/m);
+    const cells = 4 * (rubric.dimensions.length + 1);
+    assert.match(
+      result.stdout,
+      new RegExp(`edits emptied \\(scores, notes, unsure\\): ${cells}$`, 'm'),
+    );
+    assert.equal(fs.readFileSync(keptAside(ws, 1), 'utf8'), text);
+
+    score(sheet);
+    const planFile = path.join(ws.out, 'plan.json');
+    const manifest = JSON.parse(fs.readFileSync(planFile, 'utf8'));
+    delete manifest.rubric;
+    fs.writeFileSync(planFile, JSON.stringify(manifest));
+    const now = editRubric(ws, (json) => {
+      json.dimensions.push(Object.assign({}, json.dimensions[0], { name: 'clarity' }));
+    });
+    const older = await update(ws);
+    assert.equal(older.code, 0, older.stderr);
+    assert.match(older.stdout, /rubric: dimension clarity added/);
+    assert.match(older.stdout, /scores emptied: (alice: m0\d\/proof0\d(, )?){4}$/m);
+    assert.ok(fs.existsSync(keptAside(ws, 2)));
+    const rows = readHumanScores(sheet, now);
+    assert.ok(rows.every((row) => Object.keys(row.scores).length === 0));
+  });
+
+  test('a bad cell in a row the update keeps: refused naming the file and line, nothing written', async (t) => {
+    const { ws, sheet } = await scoredPlan(t);
+    editRubric(ws, (json) => {
+      json.dimensions.push(Object.assign({}, json.dimensions[0], { name: 'clarity' }));
+    });
+    const lines = linesOf(sheet);
+    lines[2] = lines[2]!.replace(',1,', ',7,');
+    fs.writeFileSync(sheet, lines.join(''));
+    const before = snapshot(ws.out);
+    const result = await update(ws);
+    assert.equal(result.code, 2);
+    assert.match(result.stderr, /alice\.csv: line 3: \w+: "7" is not an allowed score/);
     assert.deepEqual(snapshot(ws.out), before);
   });
 });
