@@ -248,6 +248,27 @@ describe("the plan's sample per tutor, and what it supports", () => {
     assert.deepEqual(counts, [8, 10, 3]);
   });
 
+  test('a plan brought up to date: a tutor gone is skipped, a count cut to what a tutor has', () => {
+    const now = refs.filter((ref) => ref.model !== 'b');
+    const shares = tutorShares('a=50,b=5,c=3', now, true)!;
+    assert.deepEqual(
+      [...shares],
+      [
+        ['a', 40],
+        ['c', 3],
+      ],
+    );
+    const added = tutorShares('a=5,2', [...now, { task_id: 't0', model: 'd' }], true)!;
+    assert.deepEqual(
+      [...added],
+      [
+        ['a', 5],
+        ['c', 1],
+        ['d', 1],
+      ],
+    );
+  });
+
   test('refused: an unknown tutor, a tutor without a share, two plain shares, too many', () => {
     assert.throws(
       () => tutorShares('z=3,2', refs),
