@@ -575,7 +575,7 @@ function newSummary(selected: number, judges: Judge[] = []) {
     unreachable: [] as { label: string; reason: string }[],
     unreachableStop: undefined as EvalError | undefined,
     judges,
-    scoredBy: new Map(judges.map((judge) => [judge.model, 0])), // in chain order: the primary first
+    scoredBy: judges.map(() => 0), // rows by each judge of the chain, by its place: the primary first
     stoppedBy: undefined as EvalError | undefined, // why the run stopped early, if it did
     oldRowsKept: [] as string[], // rows --rescore was to replace, kept: no new row was written
     leftWithoutRow: 0, // pending, neither judged nor failed: a stop came first
@@ -686,13 +686,14 @@ function formatSummary(summary: RunSummary, options: RunOptions): string {
 
   if (summary.scored > 0) {
     const byJudge: string[] = [];
-    for (const [i, [judge, rows]] of [...summary.scoredBy].entries()) {
+    for (const [i, rows] of summary.scoredBy.entries()) {
+      const judge = summary.judges[i]!.model;
       if (rows > 0) byJudge.push(`${judge} ${rows}${i > 0 ? ' (fallback)' : ''}`);
     }
     lines.push(`  rows by judge: ${byJudge.join(', ')}`);
   }
-  for (const judge of summary.judges) {
-    if (judge.provider === 'mock' && (summary.scoredBy.get(judge.model) ?? 0) > 0) {
+  for (const [i, judge] of summary.judges.entries()) {
+    if (judge.provider === 'mock' && summary.scoredBy[i]! > 0) {
       lines.push(
         `  ${judge.model} is a mock judge: its rows are made-up scores for a rehearsal, not judgements`,
       );
@@ -2450,6 +2451,7 @@ async function judgeTranscript(
     await nextTurn();
     await recordOutcome(run, ref, {
       judge: judge.model,
+      place: run.judges.indexOf(judge),
       verdict: medianVerdict(verdicts),
       samples: verdicts.length > 1 ? verdicts : undefined,
       attempts: chain.attempts,
@@ -2504,6 +2506,7 @@ async function judgeSamples(
   });
   const sample = async () => {
     const answer = await callJudgeWithRetries(judge, request, run.controller.signal, hasFallback);
+    answer.place = run.judges.indexOf(judge);
     answers.push(answer);
     return verdictFromAnswer(answer, run.rubric);
   };
@@ -3131,6 +3134,7 @@ async function settleBatchGroup(
     const verdicts = parsed as JudgeVerdict[];
     const outcome: Outcome = {
       judge: entry.judge,
+      place: 0,
       verdict: medianVerdict(verdicts),
       samples: lines.length > 1 ? verdicts : undefined,
       attempts: [],
@@ -3198,6 +3202,7 @@ function batchAnswer(
   line: { body: unknown; requestId?: string },
 ): JudgeAnswer {
   const answer = run.judges[0]!.transport.answer(line.body, entry.judge, 0, new Headers());
+  answer.place = 0;
   answer.requestId = line.requestId;
   answer.batch = true;
   return answer;
@@ -3893,6 +3898,7 @@ type Usage = { input_tokens: number; output_tokens: number } & Partial<
  */
 export type JudgeAnswer = {
   judge: string; // the model id asked
+  place?: number; // the asked judge's place in the chain (0: the primary): two may share a model id
   model?: string; // the model id that answered (the message's `model`): its price applies
   text: string;
   unusable?: string; // why the answer, as it was read, cannot be scored (its text is kept)
@@ -5417,6 +5423,7 @@ type Outcome = {
   samples?: JudgeVerdict[];
   error?: EvalError;
   judge?: string;
+  place?: number; // the judge's place in the chain (0: the primary), with the verdict
   attempts: EvalError[]; // the failed attempts before the outcome
   answers: JudgeAnswer[];
   promptSha?: string;
@@ -5528,8 +5535,8 @@ async function recordOutcome(run: Run, ref: TranscriptRef, outcome: Outcome): Pr
     };
     run.commit.written(run.scoreFile.write(row));
     run.summary.scored++;
-    const judge = outcome.judge!;
-    run.summary.scoredBy.set(judge, (run.summary.scoredBy.get(judge) ?? 0) + 1);
+    const place = outcome.place!;
+    run.summary.scoredBy[place] = (run.summary.scoredBy[place] ?? 0) + 1;
   }
   run.progress.update();
 }
@@ -5545,6 +5552,8 @@ export const AuditLineSchema = z.object({
   model: z.string(),
   status: z.enum(['scored', 'failed']),
   judge: z.string().nullable(), // the judge whose answer gave the scores
+  judge_family: z.string().nullable().optional(), // its family (scored lines)
+  fallback: z.boolean().optional(), // whether it is a fallback judge, not the primary (scored lines)
   scores: z.record(z.string(), z.number()).optional(),
   notes: z.string().optional(),
   error: z.object({ class: z.string(), message: z.string() }).optional(), // why it failed
@@ -5724,7 +5733,7 @@ function costOf(
 ): number | undefined {
   let cost = 0;
   for (const answer of answers) {
-    const config = judges.find((judge) => judge.model === answer.judge)?.config;
+    const config = judgeOf(judges, answer)?.config;
     // the id that answered, else the id asked (an alias answers with its snapshot's id)
     const answered = answer.model ?? answer.judge;
     const price = config
@@ -5742,6 +5751,12 @@ function costOf(
     }
   }
   return unknownBecause.size > 0 ? undefined : cost;
+}
+
+/** The judge of the chain an answer came from: by its place, else (none said) by its model id. */
+function judgeOf<J extends JudgeSpec>(judges: J[], answer: JudgeAnswer): J | undefined {
+  if (answer.place !== undefined) return judges[answer.place];
+  return judges.find((judge) => judge.model === answer.judge);
 }
 
 /** All the prompt an answer read: uncached, written to the cache and read from it. */

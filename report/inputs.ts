@@ -247,11 +247,14 @@ function auditRow(entry: LoggedLine, judge: string): AuditRow {
     return typeof attempt.judge === 'string' && attempt.judge !== judge;
   });
   const scoring = (entry.answers ?? []).filter((answer) => answer.scores);
+  // A log of before `judge_family` and `fallback`: the first scored answer's family, and a judge of
+  // another id tried first.
+  const family = scoring.find((answer) => typeof answer.family === 'string')?.family ?? null;
   return {
     judge,
-    family: scoring.find((answer) => typeof answer.family === 'string')?.family ?? null,
+    family: entry.judge_family === undefined ? family : entry.judge_family,
     input_sha256: entry.input_sha256 ?? null,
-    fallback: others.length > 0,
+    fallback: entry.fallback ?? others.length > 0,
     samples: entry.sample_scores ?? [],
     cost_usd: entry.cost_usd ?? null,
     timestamp: entry.timestamp ?? null,
@@ -331,6 +334,8 @@ const LoggedLineSchema = AuditLineSchema.pick({
   model: true,
   status: true,
   judge: true,
+  judge_family: true,
+  fallback: true,
   timestamp: true,
   cost_usd: true,
   rubric_sha256: true,

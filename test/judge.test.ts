@@ -58,8 +58,10 @@ const {
   decide,
   loadRubric,
   loadSdk,
+  pairKey,
   verdictFromAnswer,
 } = await import('../run-judge.ts');
+const { readAuditLog } = await import('../report/inputs.ts');
 // The SDK as run-judge loads it (its CommonJS build), so `instanceof` compares the same classes.
 const sdk = loadSdk();
 
@@ -1272,6 +1274,39 @@ describe('retries and fallbacks in a run', TWO_AT_A_TIME, () => {
     assert.equal(result.code, 0, result.stderr);
     assert.deepEqual(fake.requests.map(modelOf), ['judge-a', 'judge-a']);
     assert.equal(readLog(ws.log)[0]!.judge, 'judge-a');
+  });
+
+  test("two entries of one model id (a free local judge, a priced hosted fallback): the fallback's row is priced and marked as its own", async (t) => {
+    const price = { input: 5, output: 25 };
+    const local = { input: 0, output: 0 };
+    const judge = judgeEntry('judge-x', {
+      family: 'local',
+      base_url: DEAD_BASE_URL,
+      price_usd_per_mtok: local,
+    });
+    const fallbacks = [judgeEntry('judge-x', { family: 'hosted', price_usd_per_mtok: price })];
+    const chain = { models: 1, tasks: ['proof01'], judge, fallbacks };
+    const { fake, ws, run } = await setup(t, {}, chain);
+    const result = await run();
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(fake.requests.length, 1);
+    assert.match(result.stderr, /scored by fallback judge judge-x after/);
+    assert.match(result.stderr, /rows by judge: judge-x 1 \(fallback\)/);
+
+    const [entry] = readLog(ws.log);
+    assert.deepEqual(
+      [entry!.judge, entry!.judge_family, entry!.fallback],
+      ['judge-x', 'hosted', true],
+    );
+    assert.equal(entry!.answers[0]!.family, 'hosted');
+    const usage = entry!.answers[0]!.usage!;
+    const cost = (usage.input_tokens * price.input + usage.output_tokens * price.output) / 1e6;
+    assert.ok(cost > 0);
+    assert.ok(Math.abs(entry!.cost_usd! - cost) < 1e-12, `${entry!.cost_usd} is ${cost}`);
+    assert.match(result.stderr, new RegExp(`cost \\$${cost.toFixed(4).replace('.', '\\.')};`));
+
+    const row = readAuditLog(ws.log).rows.get(pairKey('proof01', 'm01'))!;
+    assert.deepEqual([row.family, row.fallback], ['hosted', true]);
   });
 
   describe('a circuit breaker: judge-a overloaded (529) on 3 transcripts in a row sends later ones on after one try', () => {

@@ -24,8 +24,9 @@ import type { Workspace, WorkspaceOptions } from './helpers.ts';
 import type { BatchResult, RecordedRequest, Reply } from '../fakes/anthropic.ts';
 
 // Destructured, not imported by name: a renamed export then fails its own tests, not the whole file.
-const { batchCustomId, medianVerdict, splitIntoBatches } = await import('../run-judge.ts');
+const { batchCustomId, medianVerdict, pairKey, splitIntoBatches } = await import('../run-judge.ts');
 const { main: reportMain } = await import('../report.ts');
+const { readAuditLog } = await import('../report/inputs.ts');
 
 // ---- Local helpers ---------------------------------------------------------------------------------------------------
 
@@ -333,6 +334,19 @@ describe("a judge's attempt is all k samples: one unusable sample sends the tran
       );
     });
   }
+
+  test("the row takes the family of the judge whose samples made it, not the primary's of its partial samples", async (t) => {
+    const judge = judgeEntry('judge-a', { family: 'alpha' });
+    const fallbacks = [judgeEntry('judge-b', { family: 'beta' })];
+    const responder = responderFor(2, { text: 'not JSON' });
+    const { ws, run } = await setup(t, { responder }, { ...ONE, judge, fallbacks });
+    const result = await run(['--samples', '3']);
+    assert.equal(result.code, 0, result.stderr);
+    const entry = entryOf(ws, 'm01/proof01');
+    assert.deepEqual([entry.judge, entry.judge_family, entry.fallback], ['judge-b', 'beta', true]);
+    const row = readAuditLog(ws.log).rows.get(pairKey('proof01', 'm01'))!;
+    assert.deepEqual([row.judge, row.family, row.fallback], ['judge-b', 'beta', true]);
+  });
 
   test('with --no-fallback the transcript fails: exit 1, no row from fewer samples than asked', async (t) => {
     const { fake, ws, run } = await setup(
