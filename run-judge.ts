@@ -2566,8 +2566,16 @@ class BatchState {
   entries: BatchEntry[] = [];
 
   constructor(readonly file: string) {
-    if (fs.existsSync(file)) {
+    if (!fs.existsSync(file)) return;
+    try {
       this.entries = loadValidated(file, BatchStateSchema, EvalConfigurationError).batches;
+    } catch (error) {
+      if (!(error instanceof EvalConfigurationError)) throw error;
+      throw new EvalConfigurationError(
+        `${error.message}; the file lists the batches a run left pending: check the judge's ` +
+          'batches (the Console, or GET /batches of its server), then fix or delete the file',
+        { cause: error },
+      );
     }
   }
 
@@ -3382,11 +3390,24 @@ function openAiBatches(judge: Judge): BatchApi {
       );
     }
   };
+  // Some servers answer a path they do not serve with HTTP 200 and an error: no Batch API either.
+  const unanswered = (call: string, wanted: string, body: unknown) => {
+    const said = safeJson(body)?.slice(0, 200) ?? 'no JSON';
+    return new EvalConfigurationError(
+      `the server at ${base} has no Batch API (${call} answered HTTP 200 without ${wanted}: ` +
+        `${said}); run without --batch to judge through Chat Completions`,
+    );
+  };
   return {
     where: `at ${base}`,
     listed: `the batches at ${base} (GET /batches)`,
     check: async (options) => {
-      await refused('GET /batches', client.batches.list({ limit: 1 }, options));
+      const listed = client.batches.list({ limit: 1 }, options).asResponse();
+      const response = await refused('GET /batches', listed);
+      const body: unknown = await response.json().catch(() => undefined);
+      if (!isRecord(body) || !Array.isArray(body.data)) {
+        throw unanswered('GET /batches', 'a list of batches', body);
+      }
     },
     upload: async (requests, options) => {
       const lines = requests.map((request) => JSON.stringify(batchLine(judge.config, request)));
@@ -3396,6 +3417,9 @@ function openAiBatches(judge: Judge): BatchApi {
         'POST /files',
         client.files.create({ file, purpose: 'batch' }, options),
       );
+      if (typeof uploaded.id !== 'string' || uploaded.id === '') {
+        throw unanswered('POST /files', 'a file id', uploaded);
+      }
       return uploaded.id;
     },
     create: async (_requests, uploaded, options) => {
@@ -3405,10 +3429,18 @@ function openAiBatches(judge: Judge): BatchApi {
         completion_window: '24h' as const,
       };
       const batch = await refused('POST /batches', client.batches.create(params, options));
+      if (typeof batch.id !== 'string' || batch.id === '') {
+        throw unanswered('POST /batches', 'a batch id', batch);
+      }
       return batch.id;
     },
     retrieve: async (id, options) => {
       const batch = await client.batches.retrieve(id, options);
+      if (typeof batch.status !== 'string') {
+        const said = safeJson(batch)?.slice(0, 200) ?? 'no JSON';
+        const message = `batch ${id}: the server answered without the batch's status: ${said}`;
+        throw new EvalProviderError(message, { judge: judge.model });
+      }
       const files = [batch.output_file_id, batch.error_file_id].filter(
         (file): file is string => typeof file === 'string' && file !== '',
       );

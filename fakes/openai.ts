@@ -80,9 +80,13 @@ export interface FakeOpenAiOptions {
   /** Rate-limit headers on every answer and error, as OpenAI sends them. */
   rateLimit?: Record<'requests' | 'tokens', { limit: number; remaining: number; reset: string }>;
   responder?: (req: RecordedOpenAiRequest, index: number) => OpenAiReply | undefined;
-  /** The Batch API: false answers 404 on /v1/files and /v1/batches, as a local Ollama does. */
+  /**
+   * The Batch API: false answers 404 on /v1/files and /v1/batches, as a local Ollama does;
+   * 'error-200' answers them HTTP 200 with an `error`, as some local servers answer any unknown path.
+   */
   batch?:
     | false
+    | 'error-200'
     | {
         /** Retrieves a batch answers in_progress before the one that completes it; default 1 (the first completes). */
         pollsUntilEnded?: number;
@@ -262,6 +266,10 @@ export class FakeOpenAi {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('404 page not found');
       return;
     }
+    if (this.opts.batch === 'error-200') {
+      json(200, { error: `Unexpected endpoint or method. (${req.method} ${route})` });
+      return;
+    }
     const refused = this.gatekeeper({ ...req, body: { model: this.opts.models?.[0] } });
     if (refused?.kind === 'error') {
       const error = {
@@ -301,7 +309,7 @@ export class FakeOpenAi {
         input_file_id: req.body.input_file_id,
         endpoint: req.body.endpoint,
         completion_window: req.body.completion_window,
-        endAfterPolls: (this.opts.batch || {}).pollsUntilEnded ?? 1,
+        endAfterPolls: this.batchOptions().pollsUntilEnded ?? 1,
         polls: 0,
         status: 'validating',
         completed: 0,
@@ -342,7 +350,7 @@ export class FakeOpenAi {
     const output: string[] = [];
     const errors: string[] = [];
     batch.lines.forEach((line, index) => {
-      const scripted = (this.opts.batch || {}).result?.(line.custom_id, line.body) ?? {
+      const scripted = this.batchOptions().result?.(line.custom_id, line.body) ?? {
         kind: 'completion',
       };
       const id = `batch_req_${index + 1}`;
@@ -370,12 +378,17 @@ export class FakeOpenAi {
     };
     if (output.length > 0) batch.output_file_id = save(output);
     if (errors.length > 0) batch.error_file_id = save(errors);
-    if (batch.error_file_id && (this.opts.batch || {}).errorFileExpired) {
+    if (batch.error_file_id && this.batchOptions().errorFileExpired) {
       this.expired.add(batch.error_file_id);
     }
     batch.completed = output.length;
     batch.failed = errors.length;
     batch.status = 'completed';
+  }
+
+  /** The scripted Batch API's options; none for a server without one. */
+  private batchOptions(): Exclude<FakeOpenAiOptions['batch'], false | 'error-200' | undefined> {
+    return typeof this.opts.batch === 'object' ? this.opts.batch : {};
   }
 
   private batchObject(batch: FakeOpenAiBatch) {

@@ -3,6 +3,7 @@
 // files read). In-process runs on a jump clock: no poll is waited out for real.
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { describe, test } from 'node:test';
 import type { TestContext } from 'node:test';
 import { FakeOpenAi } from '../fakes/openai.ts';
@@ -212,6 +213,37 @@ describe('--batch with an OpenAI judge: a server without a batch endpoint', () =
     assert.deepEqual(routes(), ['GET /v1/batches'], 'nothing but the check was sent');
     assert.equal(fs.existsSync(stateFile), false);
     assert.deepEqual(rowKeys(ws), []);
+  });
+
+  test('a server answering every unknown path 200 with an error: refused before any transcript is sent, the same on a rerun', async (t) => {
+    const { fake, ws, run, routes, stateFile } = await batchSetup(t, { batch: 'error-200' });
+    for (const attempt of [1, 2]) {
+      const result = await run();
+      assert.equal(result.code, 2, `run ${attempt}: ${result.stderr}`);
+      assert.match(
+        result.stderr,
+        mentioning(
+          `the server at ${fake.url} has no Batch API (GET /batches answered HTTP 200 without a list`,
+          'Unexpected endpoint or method',
+          'run without --batch',
+        ),
+      );
+      assert.equal(fs.existsSync(stateFile), false);
+    }
+    assert.deepEqual(routes(), ['GET /v1/batches', 'GET /v1/batches'], 'no file uploaded');
+    assert.deepEqual(rowKeys(ws), []);
+  });
+
+  test('a state file such a server left (an entry without an id) is refused with what to do', async (t) => {
+    const { fake, run, stateFile } = await batchSetup(t);
+    const requests = { [batchCustomId('proof01', 'm01')]: ['proof01', 'm01', 'sha'] };
+    const entry = { judge: 'gpt-test', provider: 'openai', submitted_at: '2026-12-01', requests };
+    fs.mkdirSync(path.dirname(stateFile), { recursive: true });
+    fs.writeFileSync(stateFile, JSON.stringify({ version: 1, batches: [entry] }));
+    const result = await run();
+    assert.equal(result.code, 2, result.stderr);
+    assert.match(result.stderr, mentioning(stateFile, 'batches[0].id', 'then fix or delete'));
+    assert.equal(fake.requests.length, 0);
   });
 });
 
