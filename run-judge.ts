@@ -5532,7 +5532,7 @@ function unreachableError(run: Run): EvalConfigurationError {
   const why =
     `${unanswered} transcript(s) got no answer (every attempt failed to connect; ` +
     `each is in the audit log)${notStarted}`;
-  return cannotReachApi(run, why);
+  return cannotReachApi(run, why, run.judges);
 }
 
 /**
@@ -6988,13 +6988,31 @@ function neverConnected(error: EvalError): string | undefined {
   return undefined;
 }
 
-/** What the API's address is, and that it cannot be reached: the run stops (exit 2). */
-function cannotReachApi(run: Run, why: string): EvalConfigurationError {
-  const transport = run.judges[0]!.transport;
-  const from = transport.baseUrlFrom;
-  const where = from === '"base_url" in models.json' ? from : `${from} if it is set`;
+/**
+ * What the API's address is (each judge's, when the judges tried are at several), and that it
+ * cannot be reached: the run stops (exit 2).
+ */
+function cannotReachApi(
+  run: Run,
+  why: string,
+  judges = run.judges.slice(0, 1),
+): EvalConfigurationError {
+  // Each address once, with the judges at it when there are several; each setting it came from.
+  const atAddress = new Map<string, string[]>();
+  const sources = new Set<string>();
+  for (const judge of judges) {
+    const models = atAddress.get(judge.transport.baseURL) ?? [];
+    models.push(judge.model);
+    atAddress.set(judge.transport.baseURL, models);
+    const from = judge.transport.baseUrlFrom;
+    sources.add(from === '"base_url" in models.json' ? from : `${from} if it is set`);
+  }
+  const addresses = [...atAddress].map(([address, models]) =>
+    atAddress.size > 1 ? `${address} (${models.join(', ')})` : address,
+  );
   return new EvalConfigurationError(
-    `cannot reach the API at ${transport.baseURL}: ${why}; check the network, or ${where}`,
+    `cannot reach the API at ${addresses.join(' nor at ')}: ${why}; check the network, or ` +
+      [...sources].join(', or '),
   );
 }
 

@@ -810,6 +810,20 @@ describe('exit status 2: an API that cannot be reached stops the run after 3 tra
     }
   });
 
+  test('the primary and the fallback at two addresses, neither reachable: the message names both', async (t) => {
+    const other = 'http://127.0.0.1:1'; // a port fetch never connects to, as DEAD_BASE_URL's
+    const judge = judgeEntry('judge-a', { base_url: DEAD_BASE_URL });
+    const fallbacks = [judgeEntry('judge-b', { base_url: other })];
+    const { ws } = await setup(t, {}, { judge, fallbacks });
+    const result = await runMain(ws.args('--concurrency', '1'));
+    assert.equal(result.code, 2, result.stderr);
+    const stopped =
+      `stopped: cannot reach the API at ${DEAD_BASE_URL} (judge-a) nor at ${other} (judge-b): ` +
+      '3 transcript(s) got no answer';
+    assert.ok(result.stderr.includes(stopped), result.stderr);
+    assert.match(result.stderr, /; check the network, or "base_url" in models\.json\n/);
+  });
+
   for (const concurrency of ['8', '64']) {
     test(`90 transcripts at --concurrency ${concurrency}: one message counting them, at most 5 lines, no warning`, async (t) => {
       const { ws } = await setup(t, {}, { models: 30 });
