@@ -593,6 +593,9 @@ class Progress {
   private lastShare = 0;
   private readonly finished: number[]; // when judging began, then when each judgement ended
   private readonly ticker = setInterval(() => this.plain(true), 10_000).unref();
+  // On a terminal the line is drawn again each second: while nothing finishes (a wait for rate
+  // limits, a slow answer), its rate and ETA count the wait.
+  private readonly redraw = setInterval(() => this.tick(), 1000).unref();
 
   constructor(
     private readonly stderr: Stream,
@@ -627,9 +630,15 @@ class Progress {
 
   end(): void {
     clearInterval(this.ticker);
+    clearInterval(this.redraw);
     if (this.stderr.isTTY) {
       this.stderr.write('\r\x1b[2K');
     }
+  }
+
+  /** Each second, on a terminal: the line as of now. */
+  private tick(): void {
+    if (this.stderr.isTTY && this.total > 0) this.update(true);
   }
 
   /**

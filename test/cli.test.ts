@@ -481,6 +481,36 @@ describe('progress in a CI log (stderr not a terminal) and the summary', () => {
     assert.equal(ticks.length, 2, result.stderr);
   });
 
+  test('on a terminal, while nothing finishes (a wait for rate limits, a slow answer), the line is drawn again each second, its ETA counting the wait', async (t) => {
+    t.mock.timers.enable({ apis: ['setInterval'] }); // the redraw's ticker only
+    let offset = 0; // how far the run's clock is moved on
+    const clock: Clock = {
+      now: () => Date.now() + offset,
+      sleep: (ms, signal) => new Promise((resolve) => setTimeout(resolve, ms, signal)),
+    };
+    const third = hold();
+    const { fake, run } = await setup(t, {
+      clock,
+      responder: (_req, index) => ({
+        text: fake.validAnswer(),
+        until: index === 2 ? third.until : undefined,
+      }),
+    });
+    const pending = run(['--model', 'm01', '--concurrency', '1'], { isTTY: true, clock });
+    await waitFor(() => fake.requests.length === 3, 10_000, 'the third request');
+    offset += 60_000; // a minute with nothing finished
+    t.mock.timers.tick(1000);
+    third.release();
+    const result = await pending;
+    assert.equal(result.code, 0, result.stderr);
+    const drawn = result.stderr.split('\r\x1b[2K').filter((line) => line.startsWith('judged 2/3'));
+    const etas = drawn.map((line) => Number(/ETA (\d+) s/.exec(line)?.[1] ?? NaN));
+    assert.ok(
+      etas.some((eta) => eta >= 20),
+      `after a minute without an answer the ETA is at least 20 s: ${JSON.stringify(drawn)}`,
+    );
+  });
+
   test('the summary names the judges that scored rows and how many, a fallback judge named as such', async (t) => {
     const { run } = await setup(t, {
       responder: (req) =>
