@@ -68,6 +68,7 @@ type RunOptions = typeof DEFAULTS & {
   limit?: number;
   beforeHumanScoring?: boolean;
   cacheTtl?: CacheTtl; // as given: `cacheTtlOf` says what a run uses
+  cache: boolean; // false for --no-cache: every request sent, none taken from the audit logs
   judge?: NamedJudge[]; // --judge: the chain named on the command line, in place of models.json's
   judgeBaseUrl?: string;
   dir?: string;
@@ -213,6 +214,7 @@ export function refuseFlagsNpmTook(env: NodeJS.ProcessEnv, cli: Command): void {
   const options = [cli, ...cli.commands].flatMap((command) => command.options);
   for (const option of options) {
     const name = option.long?.replace(/^--(no-)?/, '');
+    if (name !== undefined && NPM_SETS_ALWAYS.includes(name)) continue;
     if (name && env[`npm_config_${name.replaceAll('-', '_')}`] !== undefined) {
       taken.push(option.flags.replace(/^-\w, /, ''));
     }
@@ -224,6 +226,10 @@ export function refuseFlagsNpmTook(env: NodeJS.ProcessEnv, cli: Command): void {
       `put -- before the script's flags: npm run ${script} -- ${taken.join(' ')}`,
   );
 }
+
+// npm's own settings that it passes to every script (npm_config_cache: its cache folder), so a flag
+// of the same name taken by npm cannot be told from them
+const NPM_SETS_ALWAYS = ['cache'];
 
 // a typo such as --samples 1000 must not multiply the bill by a thousand
 const MAX_SAMPLES = 100;
@@ -306,6 +312,10 @@ function buildCli(io: IO): Command {
     .option(
       '--no-fallback',
       'use the primary judge only; with --batch, failed batch results are reported failed',
+    )
+    .option(
+      '--no-cache',
+      "send every request, even one whose usable answer an audit log in --output's folder holds",
     )
     .option(
       '--judge <provider/model>',
@@ -443,6 +453,7 @@ export function guardOutputStreams(script: string, proc: NodeJS.Process): void {
 /** What every stage of a run shares: its inputs, and these. */
 type Run = Inputs & {
   judges: Judge[]; // the chain: the primary first
+  paidAnswers: Map<string, PaidAnswer>; // the usable answers the audit logs hold, by request key
   scoreFile: ScoreFile; // the CSV, open for appending
   log: AuditLog; // the JSONL audit log, open for appending
   commit: GroupCommit; // makes the rows and lines written durable, together
@@ -476,7 +487,10 @@ async function runJudge(
   if (chain.said !== undefined) io.stderr.write(`run-judge: ${chain.said}\n`);
   const judges = await createJudges(chain.models, io.env, options.fallback, clock);
 
-  // 3. Take the output: the lock, the CSV (a torn last line cut off), the audit log.
+  // 3. Take the output: the lock, the CSV (a torn last line cut off), the audit log; the answers
+  // already paid for that the audit logs beside it hold (--rescore asks for new ones).
+  const reuse = options.cache && options.rescore !== true;
+  const paidAnswers = reuse ? loadPaidAnswers(options) : new Map<string, PaidAnswer>();
   const output = openOutput(options, inputs.rubric, inputs.selected);
   const summary = newSummary(inputs.selected.length, judges);
   const progress = new Progress(io.stderr, summary, clock);
@@ -487,6 +501,7 @@ async function runJudge(
     selected: inputs.selected,
     taskFiles: inputs.taskFiles,
     judges,
+    paidAnswers,
     scoreFile: output.scoreFile,
     log: output.log,
     commit: output.commit,
@@ -579,6 +594,8 @@ function newSummary(selected: number, judges: Judge[] = []) {
     stoppedBy: undefined as EvalError | undefined, // why the run stopped early, if it did
     oldRowsKept: [] as string[], // rows --rescore was to replace, kept: no new row was written
     leftWithoutRow: 0, // pending, neither judged nor failed: a stop came first
+    reused: 0, // answers taken from the audit logs instead of sent
+    reusedCostUsd: 0 as number | null, // what they cost when they were paid for; null: unknown
   };
 }
 
@@ -707,6 +724,14 @@ function formatSummary(summary: RunSummary, options: RunOptions): string {
         `  ${judge.model} is a mock judge: its rows are made-up scores for a rehearsal, not judgements`,
       );
     }
+  }
+  if (summary.reused > 0) {
+    const paid = summary.reusedCostUsd;
+    const cost = paid === null ? 'cost unknown' : `$${paid.toFixed(4)}`;
+    lines.push(
+      `  reused ${summary.reused} answer(s) the audit logs in ${path.dirname(options.output)} ` +
+        `hold (${cost} when paid for, $0 now); --no-cache sends such requests again`,
+    );
   }
 
   // Not those that --limit left for a later run on purpose, nor those that kept an old row.
@@ -2233,6 +2258,86 @@ function openAuditLog(file: string): { fd: number; torn: number } {
   return { fd, torn: size - end };
 }
 
+/** A usable answer an audit log holds: what a run needs to take it instead of sending again. */
+type PaidAnswer = {
+  runId: string; // the run that paid for it
+  model: string | null;
+  text: string;
+  thinking?: string;
+  redactedThinking?: number;
+  stopReason: string | null;
+  requestId: string | null;
+  usage: Usage | null;
+  rawUsage: unknown;
+  costUsd: number | null; // what it cost when it was paid for; null: unknown
+};
+
+/**
+ * An answer of an audit line that a run may take in place of its request: one with the key of the
+ * request it answered, that gave scores when it came (never a failure), of a judge that was paid.
+ */
+const PaidAnswerSchema = z.object({
+  request_key: z.string(),
+  provider: z.enum(['anthropic', 'openai']),
+  model: z.string().nullable(),
+  text: z.string(),
+  thinking: z.string().optional(),
+  redacted_thinking: z.number().optional(),
+  stop_reason: z.string().nullable(),
+  request_id: z.string().nullable(),
+  usage: z.custom<Usage>().nullable(),
+  usage_raw: z.unknown(),
+  scores: z.record(z.string(), z.number()),
+  cost_usd: z.number().nullable(),
+  cached: z.object({ run_id: z.string(), cost_usd: z.number().nullable() }).optional(),
+});
+
+/**
+ * The answers already paid for that the audit logs in --output's folder (every *.jsonl) and --log
+ * hold, by the key of the request each answered (the first of each key). They survive a crash as
+ * the logs do. Any other line or answer (not an audit line's, a batch's, a mock's, one without
+ * scores) is passed over.
+ */
+function loadPaidAnswers(options: RunOptions): Map<string, PaidAnswer> {
+  const folder = path.dirname(options.output);
+  const logs: string[] = [];
+  if (statOf(folder)?.isDirectory()) {
+    for (const entry of listDir(folder)) {
+      if (entry.isFile() && entry.name.endsWith('.jsonl')) logs.push(path.join(folder, entry.name));
+    }
+  }
+  logs.sort(compareText);
+  const own = logs.some((file) => path.resolve(file) === path.resolve(options.log));
+  if (!own && statOf(options.log)?.isFile()) {
+    logs.push(options.log); // one that cannot be a file is refused as an output, later
+  }
+
+  const paid = new Map<string, PaidAnswer>();
+  for (const file of logs) {
+    for (const line of auditLogLines(file)) {
+      const answers: unknown[] = Array.isArray(line.answers) ? line.answers : [];
+      for (const answer of answers) {
+        const read = PaidAnswerSchema.safeParse(answer);
+        if (!read.success || paid.has(read.data.request_key)) continue;
+        const found = read.data;
+        paid.set(found.request_key, {
+          runId: found.cached?.run_id ?? String(line.run_id),
+          model: found.model,
+          text: found.text,
+          thinking: found.thinking,
+          redactedThinking: found.redacted_thinking,
+          stopReason: found.stop_reason,
+          requestId: found.request_id,
+          usage: found.usage,
+          rawUsage: found.usage_raw,
+          costUsd: found.cached === undefined ? found.cost_usd : found.cached.cost_usd,
+        });
+      }
+    }
+  }
+  return paid;
+}
+
 /**
  * The selected transcripts without a row, and with --rescore
  * those whose row is replaced; says how many were skipped.
@@ -2508,21 +2613,24 @@ async function judgeSamples(
   hasFallback: boolean,
 ): Promise<JudgeVerdict[]> {
   const samples = run.options.samples;
-  const request = buildJudgeRequest(judge, prepared.prompt, {
-    rubric: run.rubric,
-    images: prepared.images,
-    cache: samples > 1 ? cacheTtlOf(run.options) : undefined,
-  });
-  const sample = async () => {
-    const answer = await callJudgeWithRetries(judge, request, run.controller.signal, hasFallback);
+  const { request, cacheTtl } = samplesRequest(run, judge, prepared);
+  const sample = async (index: number) => {
+    // The answer an audit log holds to this very request (same key) is taken, not paid again.
+    const sent = requestKeyOf(judge, request, index, cacheTtl);
+    let answer = reusedAnswer(run, judge, sent.key);
+    if (answer === undefined) {
+      answer = await callJudgeWithRetries(judge, request, run.controller.signal, hasFallback);
+    }
+    answer.request = sent;
     answer.place = run.judges.indexOf(judge);
     answers.push(answer);
-    return verdictFromAnswer(answer, run.rubric);
+    return answer.verdict ?? verdictFromAnswer(answer, run.rubric);
   };
 
   // Samples 2..k go once the first has answered: they read the prompt from its cache.
-  const first = await sample();
-  const rest = await Promise.allSettled(Array.from({ length: samples - 1 }, sample));
+  const first = await sample(1);
+  const others = Array.from({ length: samples - 1 }, (_, i) => sample(i + 2));
+  const rest = await Promise.allSettled(others);
   const verdicts = [first];
   for (const result of rest) {
     if (result.status === 'rejected') {
@@ -2545,10 +2653,31 @@ async function submitToBatches(run: Run, pending: TranscriptRef[]) {
   const inBatches = batches.pairs();
   const fresh = pending.filter((ref) => !inBatches.has(pairKey(ref.task_id, ref.model)));
 
-  // Without --batch, only the pending batches are collected: the rest is judged directly.
-  const direct = run.options.batch ? await submitBatches(run, batches, fresh) : fresh;
+  // Without --batch, only the pending batches are collected: the rest is judged directly. A
+  // transcript whose every answer an audit log holds is taken from there, never batched.
+  if (!run.options.batch) {
+    run.progress.total = fresh.length + batches.pairs().size;
+    return { batches, direct: fresh };
+  }
+  const reused = new Set(fresh.filter((ref) => answersPaidFor(run, ref)));
+  const batched = fresh.filter((ref) => !reused.has(ref));
+  const direct = [...reused].concat(await submitBatches(run, batches, batched));
   run.progress.total = direct.length + batches.pairs().size;
   return { batches, direct };
+}
+
+/** Whether the audit logs hold a usable answer to each of a transcript's k requests to the primary. */
+function answersPaidFor(run: Run, ref: TranscriptRef): boolean {
+  if (run.paidAnswers.size === 0) return false;
+  const prepared = preparedOrInputError(run, ref);
+  if (prepared instanceof EvalInputError) return false;
+  const primary = run.judges[0]!;
+  const { request, cacheTtl } = samplesRequest(run, primary, prepared);
+  for (let sample = 1; sample <= run.options.samples; sample++) {
+    const key = requestKeyOf(primary, request, sample, cacheTtl).key;
+    if (reusedAnswer(run, primary, key) === undefined) return false;
+  }
+  return true;
 }
 
 /** Where a run keeps the batches it submitted until their rows are written. */
@@ -3953,6 +4082,8 @@ export type JudgeAnswer = {
   rateLimit?: RateLimitInfo;
   batch?: boolean;
   verdict?: JudgeVerdict;
+  request?: SentRequest; // what was asked: its settings and key (unknown for a batch's answer)
+  cached?: { runId: string; costUsd: number | null }; // taken from an audit log, paid for then
 };
 
 /**
@@ -4304,6 +4435,20 @@ type Request = Anthropic.MessageCreateParamsNonStreaming;
 export type CacheTtl = '5m' | '1h';
 
 /**
+ * The request each of a transcript's k samples sends a judge, and the lifetime of the prompt cache
+ * that samples 2..k read (none for one sample).
+ */
+function samplesRequest(run: Run, judge: JudgeSpec, prepared: PreparedTranscript) {
+  const cacheTtl = run.options.samples > 1 ? cacheTtlOf(run.options) : undefined;
+  const request = buildJudgeRequest(judge, prepared.prompt, {
+    rubric: run.rubric,
+    images: prepared.images,
+    cache: cacheTtl,
+  });
+  return { request, cacheTtl };
+}
+
+/**
  * The Messages API request for one prompt and its images (each after its label); no sampling
  * parameter. Thinking and effort are sent exactly when the judge entry asks for them.
  */
@@ -4346,6 +4491,40 @@ export function buildJudgeRequest(
     request.output_config = outputConfig;
   }
   return request as unknown as Request;
+}
+
+/** A request as sent: its settings as people read them, and the key of all that decides its answer. */
+type SentRequest = { key: string; settings: RequestSettings };
+
+/**
+ * A request's settings and key: the sha256 of the settings (provider, server, model, every request
+ * setting, the sample's number) with the sha256 of the bytes of the body its transport sends. Two
+ * requests share a key only when they ask the same of the same model: a run takes the answer an
+ * audit log holds only for the key of the request it would send.
+ */
+export function requestKeyOf(
+  judge: Pick<Judge, 'model' | 'config' | 'provider' | 'transport'>,
+  request: Request,
+  sample: number,
+  cacheTtl?: CacheTtl,
+): SentRequest {
+  const config = judge.config;
+  const body = judge.provider === 'openai' ? chatRequest(request, config) : request;
+  const settings: RequestSettings = {
+    provider: judge.provider,
+    server: judge.transport.baseURL,
+    model: judge.model,
+    max_tokens: config.max_tokens ?? null,
+    temperature: config.temperature ?? null,
+    thinking: config.thinking ?? null,
+    effort: config.effort ?? null,
+    reasoning_effort: config.reasoning_effort ?? null,
+    structured_output: config.structured_output === true,
+    cache_ttl: cacheTtl ?? null,
+    sample,
+  };
+  const key = sha256(JSON.stringify({ settings, body: sha256(JSON.stringify(body)) }));
+  return { key, settings };
 }
 
 type ChatRequest = OpenAI.Chat.ChatCompletionCreateParamsNonStreaming;
@@ -4780,6 +4959,36 @@ export class JudgeChain {
 }
 
 // ---- 12. One call: the answer with its usage and limits, or a classified failure ----------------
+
+/**
+ * The answer an audit log holds to the request of this key, in place of a call: read as when it
+ * came, and parsed again (its verdict set). Undefined when there is none, or it no longer parses:
+ * never a failed answer.
+ */
+function reusedAnswer(run: Run, judge: Judge, key: string): JudgeAnswer | undefined {
+  const paid = run.paidAnswers.get(key);
+  if (paid === undefined) return undefined;
+  const answer: JudgeAnswer = {
+    judge: judge.model,
+    model: paid.model ?? undefined,
+    text: paid.text,
+    thinking: paid.thinking,
+    redactedThinking: paid.redactedThinking,
+    stopReason: paid.stopReason,
+    usage: paid.usage ?? undefined,
+    rawUsage: paid.rawUsage,
+    latencyMs: 0,
+    requestId: paid.requestId ?? undefined,
+    cached: { runId: paid.runId, costUsd: paid.costUsd },
+  };
+  try {
+    verdictFromAnswer(answer, run.rubric);
+  } catch (error) {
+    if (error instanceof EvalJudgeResponseError) return undefined;
+    throw error;
+  }
+  return answer;
+}
 
 /**
  * A finished turn; anything else (max_tokens, refusal,
@@ -5549,17 +5758,26 @@ function unreachableError(run: Run): EvalConfigurationError {
  * the run's group commit.
  */
 async function recordOutcome(run: Run, ref: TranscriptRef, outcome: Outcome): Promise<void> {
-  const usage = totalUsage(outcome.answers);
+  // An answer taken from an audit log was paid for when it came: this run reads and pays nothing.
+  const paid = outcome.answers.filter((answer) => answer.cached === undefined);
+  const usage = totalUsage(paid);
   const unknownBecause = new Set<string>();
-  const cost = costOf(outcome.answers, run.judges, cacheTtlOf(run.options), unknownBecause);
+  const cost = costOf(paid, run.judges, cacheTtlOf(run.options), unknownBecause);
   for (const reason of unknownBecause) {
     run.summary.costUnknown.add(reason);
   }
   for (const kind of USAGE_KINDS) {
     run.summary.tokens[kind] += usage[kind];
   }
-  run.summary.unreadableUsage += outcome.answers.filter((answer) => !answer.usage).length;
+  run.summary.unreadableUsage += paid.filter((answer) => !answer.usage).length;
   run.summary.costUsd += cost ?? 0; // with costUnknown, not printed
+  for (const answer of outcome.answers) {
+    if (answer.cached === undefined) continue;
+    run.summary.reused++;
+    const then = answer.cached.costUsd;
+    const sum = run.summary.reusedCostUsd;
+    run.summary.reusedCostUsd = sum === null || then === null ? null : sum + then;
+  }
 
   const entry = auditEntry(run, ref, outcome, usage, cost);
   const line = `${redact(JSON.stringify(entry))}\n`;
@@ -5581,6 +5799,23 @@ async function recordOutcome(run: Run, ref: TranscriptRef, outcome: Outcome): Pr
   }
   run.progress.update();
 }
+
+/** What a request asked, as an audit line records it beside its answer (requestKeyOf). */
+const RequestSettingsSchema = z.object({
+  provider: z.enum(PROVIDERS),
+  server: z.string(), // the base URL the request went to
+  model: z.string(),
+  max_tokens: z.number().nullable(),
+  temperature: z.number().nullable(),
+  thinking: z.string().nullable(),
+  effort: z.string().nullable(),
+  reasoning_effort: z.string().nullable(),
+  structured_output: z.boolean(),
+  cache_ttl: z.enum(['5m', '1h']).nullable(), // the prompt cache's lifetime, with --samples
+  sample: z.number(), // 1..k
+});
+
+type RequestSettings = Zod.infer<typeof RequestSettingsSchema>;
 
 /**
  * One line of the audit log, the one spelling of it: auditEntry writes this shape (the compiler
@@ -5622,6 +5857,12 @@ export const AuditLineSchema = z.object({
       usage_raw: z.unknown(),
       latency_ms: z.number(),
       scores: z.record(z.string(), z.number()).nullable(),
+      // the request it answered (a batch's answer: not known), its key and its settings
+      request_key: z.string().optional(),
+      request: RequestSettingsSchema.optional(),
+      cost_usd: z.number().nullable().optional(), // in this run: 0 when taken from an audit log
+      // taken from an audit log: the run that paid for it, and what it cost then
+      cached: z.object({ run_id: z.string(), cost_usd: z.number().nullable() }).optional(),
     }),
   ),
   usage: z.record(z.enum(USAGE_KINDS), z.number()),
@@ -5686,6 +5927,12 @@ function auditEntry(
     usage_raw: answer.rawUsage ?? null,
     latency_ms: answer.latencyMs,
     scores: answer.verdict?.scores ?? null,
+    request_key: answer.request?.key,
+    request: answer.request?.settings,
+    cost_usd: answer.cached ? 0 : (costOf([answer], run.judges, cacheTtlOf(run.options)) ?? null),
+    cached: answer.cached
+      ? { run_id: answer.cached.runId, cost_usd: answer.cached.costUsd }
+      : undefined,
   }));
 
   return {
