@@ -245,9 +245,10 @@ const MAX_CONCURRENCY = 256;
 function buildCli(io: IO): Command {
   const packageJson = fs.readFileSync(new URL('package.json', import.meta.url), 'utf8');
   const exits =
-    'Exit status: 0 every selected transcript has a row; 1 some failed; 2 usage or configuration error; ' +
-    '130 interrupted (Ctrl-C); 143 stopped by SIGTERM.\n' +
-    'The judge key is read from the variable named by api_key_env in models.json.';
+    'Exit status: 0 every selected transcript has a row; 1 some failed (the dry-run: some would ' +
+    'fail); 2 usage or configuration error; 130 interrupted (Ctrl-C); 143 stopped by SIGTERM.\n' +
+    'The judge key is read from the variable named by api_key_env in models.json (a --judge model ' +
+    'it does not name: ANTHROPIC_API_KEY or OPENAI_API_KEY).';
   return new Command('run-judge')
     .version(JSON.parse(packageJson).version)
     .description(
