@@ -56,6 +56,7 @@ import type {
   Scores,
 } from './report/analysis.ts';
 import { writeHtmlPage } from './report/html.ts';
+import { namesInWords, verdictMarkdown } from './report/verdicts.ts';
 import {
   compareTutors,
   judgeGainTable,
@@ -675,6 +676,7 @@ export function compareJudges(
       scores: run.members === undefined ? run.judge.scores : null,
       log: run.members === undefined ? run.judge.log : null,
       n_transcripts: common.size,
+      scope: report.scope,
       cost_usd_per_transcript: costPerTranscript(run, common),
       dimensions,
       self_preference: report.self_preference,
@@ -720,11 +722,13 @@ function costPerTranscript(run: ComparedRun, keys: Set<string>): number | null {
 }
 
 /** What the analysis reads of the log: rows per judge (a plain object built from the Map, so any
- * name is an own key) and the samples of the rows in `keys` (all rows without). */
-function analysisAudit(run: ComparedRun, keys?: Set<string>): AnalysisAudit {
+ * name is an own key) and the samples of the rows in `keys` (all rows without); a stale row's
+ * samples are left out with the row. */
+export function analysisAudit(run: ComparedRun, keys?: Set<string>): AnalysisAudit {
+  const judged = judgedKeys(run, keys);
   const samples: Scores[][] = [];
   for (const [key, row] of run.audit.rows) {
-    if (row.samples.length > 1 && (keys === undefined || keys.has(key))) {
+    if (row.samples.length > 1 && judged.has(key)) {
       samples.push(row.samples);
     }
   }
@@ -732,16 +736,18 @@ function analysisAudit(run: ComparedRun, keys?: Set<string>): AnalysisAudit {
   return { judges, samples, family: judgeFamily(run, keys), stale_judge: run.stale ?? [] };
 }
 
-/** A judge's family: the one most of its rows' answers record (the first seen of a tie); a jury's
- * the one all its members share; null when the log does not say, or a jury's members differ. */
+/** A judge's family: the one most of its rows' answers record (the first seen of a tie; stale rows
+ * not counted); a jury's the one all its members share; null when the log does not say, or a
+ * jury's members differ. */
 function judgeFamily(run: ComparedRun, keys?: Set<string>): string | null {
   if (run.members !== undefined) {
     const families = new Set(run.members.map((member) => judgeFamily(member, keys)));
     return families.size === 1 ? [...families][0]! : null;
   }
+  const judged = judgedKeys(run, keys);
   const counts = new Map<string, number>();
   for (const [key, row] of run.audit.rows) {
-    if (row.family !== null && (keys === undefined || keys.has(key))) {
+    if (row.family !== null && judged.has(key)) {
       counts.set(row.family, (counts.get(row.family) ?? 0) + 1);
     }
   }
@@ -752,6 +758,13 @@ function judgeFamily(run: ComparedRun, keys?: Set<string>): string | null {
     }
   }
   return family;
+}
+
+/** The run's rows the figures rest on (its stale rows are not among them), those in `keys` when
+ * given, as pairKeys. */
+function judgedKeys(run: ComparedRun, keys?: Set<string>): Set<string> {
+  const all = run.rows.map((row) => pairKey(row.task_id, row.model));
+  return new Set(all.filter((key) => keys === undefined || keys.has(key)));
 }
 
 /** Each tutor's family, from the `models` entries of models.json: its `family`, else its
@@ -881,7 +894,7 @@ export function formatReport(report: FullReport, options: PrintOptions): string 
   const names = report.dimensions.map((dimension) => dimension.name);
   const tutors = tutorTables(report, names, options.wide || options.format === 'latex');
   if (options.format === 'latex') {
-    const judge = latexTable(cells.tables, cells.notes);
+    const judge = latexTable(cells.tables, [...cells.verdicts, ...cells.notes]);
     // A tutor's name may hold a newline: each cell one line, as a note is.
     const rows = tutors.tables[0]!.rows.map((row) => row.map(oneLine));
     return judge + latexTabular(rows, tutors.notes);
@@ -889,6 +902,10 @@ export function formatReport(report: FullReport, options: PrintOptions): string 
   const table = options.format === 'markdown' ? markdownTable : alignedTable;
   const titled = (title: string, rows: string[][]) => `${title}:\n${table(rows)}`;
   const parts = [cells.summary];
+  if (cells.verdicts.length > 0) {
+    const markdown = options.format === 'markdown';
+    parts.push(markdown ? verdictMarkdown(report).join('\n') : cells.verdicts.join('\n'));
+  }
   const altTestAll = altTestAllWords(report.alt_test_all);
   if (altTestAll !== null) {
     parts.push(wrapped(altTestAll.split(' '), ' ', 100));
@@ -976,6 +993,9 @@ function selfPreferenceNotes(preference: NonNullable<Report['self_preference']>)
  * the first judge (one table of every dimension when wide). */
 function comparisonTables(comparison: JudgeComparison[], wide: boolean): CellTable[] {
   const n = comparison[0]?.n_transcripts ?? 0;
+  const scope = comparison[0]?.scope;
+  const people = scope === undefined ? 'people' : namesInWords(scope.scorers);
+  const double = scope === undefined ? 0 : scope.ceiling.transcripts;
   const judges = comparison.map((judge) => {
     const members = 'members' in judge ? (judge.members as string[]).join(', ') : '-';
     const cost = judge.cost_usd_per_transcript;
@@ -983,7 +1003,9 @@ function comparisonTables(comparison: JudgeComparison[], wide: boolean): CellTab
   });
   const tables: CellTable[] = [
     {
-      title: `judges side by side, on the ${n} transcript(s) all of them and people scored`,
+      title:
+        `judges side by side, on the ${n} transcript(s) all of them and ${people} scored ` +
+        `(${double} by two or more)`,
       rows: [['judge', 'members', 'cost per transcript'], ...judges],
     },
   ];

@@ -25,6 +25,17 @@ import {
   DEFAULT_EPSILON,
 } from './alt-test.ts';
 import { selfPreferenceFigures } from './self-preference.ts';
+import {
+  familyReadings,
+  gapToCeiling,
+  leniencyDifference,
+  leniencyTest,
+  verdictCell,
+  verdictLines,
+  verdictNotes,
+  verdictScope,
+} from './verdicts.ts';
+import type { DimensionTests } from './verdicts.ts';
 
 /** A row with scores, as the statistics read it: they need no notes. */
 type Scored = Omit<ScoreRow, 'notes'>;
@@ -94,10 +105,13 @@ export function analyse(
     return withMatches.map((model) => modelFigures(model, matchedOf.get(model)!, dimension));
   });
 
-  // 4. Per dimension: the judge against the humans, the ceiling, the gap, leniency, alpha, samples.
-  const dimensions = rubric.dimensions.map((dimension, d) => {
-    return dimensionReport(dimension, matched, audit.samples, perModel[d]!, options);
+  // 4. Per dimension: the judge against the humans, the ceiling, the gap, leniency, alpha, samples;
+  // the verdicts and leniency readings of every dimension read together.
+  const tests: DimensionTests[] = [];
+  const separately = rubric.dimensions.map((dimension, d) => {
+    return dimensionReport(dimension, matched, audit.samples, perModel[d]!, options, tests);
   });
+  const dimensions = familyReadings(separately, tests, options.margin);
 
   // 5. Per model: the judge's and the humans' means side by side.
   const models = modelsSideBySide(modelNames, judged, complete, perModel, rubric);
@@ -105,6 +119,7 @@ export function analyse(
   return {
     pairs: dimensions[0]?.judge_vs_human.n ?? 0,
     missing: missingRows(judged, humans, rubric, audit.stale_judge ?? []),
+    scope: verdictScope(matched),
     dimensions,
     models,
     ranking: modelRanking(models, rubric),
@@ -176,6 +191,7 @@ function dimensionReport(
   samples: Scores[][],
   perModel: ReturnType<typeof modelFigures>[],
   options: AnalysisOptions,
+  tests: DimensionTests[],
 ) {
   const name = dimension.name;
   const scale = scaleOf(allowedScores(dimension));
@@ -190,6 +206,7 @@ function dimensionReport(
   const scorerCells = k * k;
   const humanAlphaAt = 2 * k * k;
   const ceiling = unitSums(2 * k * k + k + 1);
+  const differences: number[] = [];
   for (const transcript of matched) {
     const judge = transcript.judge.scores[name]!;
     const humanScores = transcript.humans.map((row) => row.scores[name]!);
@@ -201,6 +218,7 @@ function dimensionReport(
     row[leniencyAt] = judge - sum(humanScores) / humanScores.length;
     alphaTerms(row, judgeAlphaAt, [...humanAt, judgeAt], k);
     addUnit(all, row);
+    differences.push(leniencyDifference(judge, humanScores));
 
     if (humanAt.length >= 2) {
       const pairs = new Float64Array(ceiling.width);
@@ -220,14 +238,12 @@ function dimensionReport(
     (sums) => alphaOfTerms(sums, judgeAlphaAt, k),
   ]);
   const ceilingTotals = totals(ceiling);
-  const gapOf = (sums: Float64Array) => {
-    const judgeKappa = kappaOfCounts(sums, judgeCells, k);
-    const humanKappa = kappaOfCounts(sums, scorerCells, k);
-    return judgeKappa === null || humanKappa === null ? null : judgeKappa - humanKappa;
+  const kappas = {
+    judge: (sums: Float64Array) => kappaOfCounts(sums, judgeCells, k),
+    ceiling: (sums: Float64Array) => kappaOfCounts(sums, scorerCells, k),
   };
   const ceilingIntervals = bootstrapIntervals(ceiling, [
     (sums) => kappaOfCounts(sums, scorerCells, k),
-    gapOf,
     (sums) => alphaOfTerms(sums, humanAlphaAt, k),
   ]);
 
@@ -235,6 +251,11 @@ function dimensionReport(
   const judgeFigures = countsAgreement(allTotals, judgeCells, k);
   const scorerFigures = countsAgreement(ceilingTotals, scorerCells, k);
   const hasCeiling = ceiling.count > 0;
+  const gap = hasCeiling
+    ? gapToCeiling(ceiling, kappas, options.margin, scorerFigures.n, FEW_PAIRS)
+    : null;
+  const leniency = leniencyTest(differences);
+  tests.push({ gap: gap === null ? null : gap.test, leniency });
   return {
     name,
     labels: scale.labels,
@@ -261,21 +282,16 @@ function dimensionReport(
           few_pairs: scorerFigures.n < FEW_PAIRS,
         }
       : null,
-    gap_to_ceiling: hasCeiling
-      ? gapToCeiling(gapOf(ceilingTotals), ceilingIntervals[1]!, options.margin, {
-          transcripts: ceiling.count,
-          pairs: scorerFigures.n,
-        })
-      : null,
+    gap_to_ceiling: gap === null ? null : gap.figures,
     alt_test: altTest(altTranscripts(matched, scale, name), options.epsilon ?? DEFAULT_EPSILON),
     leniency: {
       mean_diff: n > 0 ? allTotals[leniencyAt]! / n : null,
       ci95: allIntervals[1]!.ci95,
-      reading: leniencyReading(allIntervals[1]!.ci95),
+      reading: null as 'lenient' | 'harsh' | null, // read with every dimension's (familyReadings)
     },
     alpha: {
       humans: hasCeiling ? alphaOfTerms(ceilingTotals, humanAlphaAt, k) : null,
-      humans_ci95: ceilingIntervals[2]!.ci95,
+      humans_ci95: ceilingIntervals[1]!.ci95,
       humans_and_judge: n > 0 ? alphaOfTerms(allTotals, judgeAlphaAt, k) : null,
       humans_and_judge_ci95: allIntervals[2]!.ci95,
     },
@@ -294,77 +310,7 @@ function altTranscripts(matched: Matched[], scale: Scale, name: string) {
   });
 }
 
-/** A gap's reading against the margin: not worse than the ceiling by more than it (`as_good`),
- * worse by more (`below`), or the data cannot tell (`undetermined`). */
-export type Verdict = 'as_good' | 'below' | 'undetermined';
-
-/** The judge's kappa minus the ceiling's, its interval, and its non-inferiority verdict: `as_good`
- * when the interval's lower end is at or above -margin, `below` when its upper end is under it. */
-function gapToCeiling(
-  kappaDiff: number | null,
-  interval: Interval,
-  margin: number,
-  size: { transcripts: number; pairs: number },
-) {
-  const ci = interval.ci95;
-  const few = size.pairs < FEW_PAIRS;
-  let verdict: Verdict | null = null;
-  let more: number | null = null;
-  if (ci !== null) {
-    verdict = 'undetermined';
-    // An interval collapsed to a point on few pairs is too little data, not certainty.
-    const collapsed = few && ci[0] === ci[1];
-    if (ci[0] >= -margin && !collapsed) {
-      verdict = 'as_good';
-    } else if (ci[1] < -margin && !collapsed) {
-      verdict = 'below';
-    } else if (!collapsed) {
-      more = transcriptsToDecide(kappaDiff, ci, margin, size.transcripts);
-    }
-  }
-  return {
-    kappa_diff: kappaDiff,
-    ci95: ci,
-    verdict,
-    margin,
-    more_transcripts_to_decide: more,
-    few_pairs: few,
-    undefined_resamples: interval.undefined_resamples,
-    resamples: interval.resamples,
-  };
-}
-
-/** Roughly how many more transcripts scored by two people would move the interval off -margin:
- * its half-width on the margin's side shrinks as 1 / sqrt(n), the estimate assumed to stay put.
- * Null when the estimate sits on the margin (no number of transcripts decides it). */
-function transcriptsToDecide(
-  kappaDiff: number | null,
-  ci: [number, number],
-  margin: number,
-  transcripts: number,
-): number | null {
-  if (kappaDiff === null) {
-    return null;
-  }
-  const distance = Math.abs(kappaDiff + margin);
-  const halfWidth = kappaDiff >= -margin ? kappaDiff - ci[0] : ci[1] - kappaDiff;
-  if (distance < 1e-9 || halfWidth <= 0) {
-    return null;
-  }
-  const needed = transcripts * (halfWidth / distance) ** 2;
-  return Math.max(1, Math.ceil(needed - transcripts));
-}
-
-/** Leniency read: `lenient` or `harsh` when its interval excludes 0, else null. */
-function leniencyReading(ci: [number, number] | null): 'lenient' | 'harsh' | null {
-  if (ci === null) {
-    return null;
-  }
-  if (ci[0] > 0) {
-    return 'lenient';
-  }
-  return ci[1] < 0 ? 'harsh' : null;
-}
+export type { Verdict } from './verdicts.ts';
 
 /** One tutor model on one dimension, over its matched transcripts: agreement, and both means. */
 function modelFigures(model: string, matched: Matched[], dimension: Dimension) {
@@ -745,7 +691,8 @@ export function reportCells(report: Report, wide = false) {
       tables.push({ title, rows: [MODEL_HEADER, ...modelRows[d]!] });
     });
   }
-  return { summary: summaryLine(report), tables, notes: readingNotes(report, notes) };
+  const verdicts = verdictLines(report);
+  return { summary: summaryLine(report), verdicts, tables, notes: readingNotes(report, notes) };
 }
 
 const JUDGE_HEADER = ['dimension', 'n', 'exact', 'within 1', 'kappa [95% CI]', 'leniency [95% CI]'];
@@ -864,18 +811,10 @@ function reliabilityCells(dimension: DimensionReport): string[] {
   ];
 }
 
-/** A gap's verdict in words: `as good`, `below`, `undetermined (40+)`; `-` without one. */
+/** A gap's verdict in words: `as good`, `below`, `undetermined (60)`, `too few (30)`, `no
+ * ceiling`; `-` without one (report/verdicts.ts). */
 export function verdictWords(gap: NonNullable<DimensionReport['gap_to_ceiling']>): string {
-  if (gap.verdict === null) {
-    return '-';
-  }
-  if (gap.verdict === 'as_good') {
-    return 'as good';
-  }
-  if (gap.verdict === 'undetermined' && gap.more_transcripts_to_decide !== null) {
-    return `undetermined (${gap.more_transcripts_to_decide}+)`;
-  }
-  return gap.verdict;
+  return verdictCell(gap);
 }
 
 /** One model's row of the tutors' table, on one dimension (n: its matched transcripts). */
@@ -953,13 +892,7 @@ function readingNotes(report: Report, notes: Footnotes): string[] {
   const margin = report.dimensions.find((dimension) => dimension.gap_to_ceiling !== null)
     ?.gap_to_ceiling?.margin;
   if (margin !== undefined) {
-    lines.push(
-      `verdict at margin ${margin} (--margin): "as good" when the gap's 95% CI is at or above ` +
-        `-${margin}, "below"`,
-      `  when it is under -${margin}, else "undetermined"; (40+): roughly 40 more transcripts ` +
-        'scored by two',
-      '  people would decide it',
-    );
+    lines.push(...verdictNotes(margin, report.dimensions.length));
     const altTestWords = altTestNote(report.alt_test_all.epsilon).split(' ');
     lines.push(...wrapped(altTestWords, ' ', 100).split('\n'));
   }
@@ -1067,7 +1000,7 @@ function countsAgreement(counts: Float64Array, at: number, k: number): Agreement
 /** Quadratic-weighted kappa of a k x k confusion matrix held flat in `counts` from `at`: with
  * weights (i - j)^2 / (k - 1)^2, the expected disagreement sum(w r_i c_j) / n^2 expands into the
  * margins' first and second moments, so one pass over the cells, no array, and exact integers. */
-function kappaOfCounts(counts: Float64Array, at: number, k: number): number | null {
+export function kappaOfCounts(counts: Float64Array, at: number, k: number): number | null {
   if (k < 2) {
     return null;
   }

@@ -16,6 +16,7 @@ import { escapeHtml } from './html-escape.ts';
 import { TUTORS_CSS, tutorsSection } from './tutors-page.ts';
 import type { TutorsView } from './tutors.ts';
 import { pageScript } from './page-script.ts';
+import { MIN_TRANSCRIPTS, namesInWords, verdictSentences } from './verdicts.ts';
 import { listedTranscripts, transcriptTextOf } from './inputs.ts';
 import type { Audit, TranscriptText } from './inputs.ts';
 
@@ -375,17 +376,21 @@ function runTable(run: RunFacts, report: Report): string {
   return `<table class="run">${caption}${body.join('')}</table>`;
 }
 
-/** One line per dimension: the judge's kappa against the human ceiling's, and the verdict. */
+/** The verdicts on every dimension together, then one line per dimension: the judge's kappa
+ * against the human ceiling's, and the verdict, naming whose agreement it is about. */
 function verdictList(report: Report, docs: string): string {
+  const together = verdictSentences(report).map(escapeHtml);
+  const family = together.length === 0 ? '' : `<p class="family">${together.join('<br>')}</p>`;
   const lines = report.dimensions.map((dimension) => {
     const link = `<a href="#${dimensionId(dimension.name)}">${escapeHtml(dimension.name)}</a>`;
-    return `<li>${link}: ${verdictText(dimension, docs)}</li>`;
+    return `<li>${link}: ${verdictText(dimension, report, docs)}</li>`;
   });
-  return `<ul class="verdicts">${lines.join('')}</ul>`;
+  return `${family}<ul class="verdicts">${lines.join('')}</ul>`;
 }
 
-/** A dimension's verdict and its gap to the ceiling, in one line of HTML. */
-function verdictText(dimension: DimensionReport, docs: string): string {
+/** A dimension's verdict, against whom and on how many transcripts, and its gap to the ceiling,
+ * in one line of HTML. */
+function verdictText(dimension: DimensionReport, report: Report, docs: string): string {
   const gap = dimension.gap_to_ceiling;
   if (gap === null) {
     return 'no human ceiling: no matched transcript has two scorers';
@@ -393,20 +398,37 @@ function verdictText(dimension: DimensionReport, docs: string): string {
   const gapFigures = `${withInterval(gap.kappa_diff, gap.ci95)}${undefinedShare(gap)}`;
   const gapText = escapeHtml(`gap to the ceiling ${gapFigures}`);
   if (gap.verdict === null) {
-    return `no verdict: the gap has no interval; ${gapText}`;
+    const why =
+      gap.reason === 'no_ceiling'
+        ? 'no verdict: no ceiling (the people gave one score: their kappa is undefined)'
+        : 'no verdict: the gap has no interval';
+    return `${why}; ${gapText}`;
   }
   const margin = figure(gap.margin);
+  const people = namesInWords(report.scope.ceiling.scorers);
+  const on = `on ${report.scope.ceiling.transcripts} transcripts`;
   const words = {
-    as_good: `as good as the people (not below the human ceiling by more than ${margin})`,
-    below: `below the human ceiling by more than ${margin}`,
-    undetermined: `undetermined (the interval holds −${margin})`,
+    as_good: `as good as ${people} ${on} (not below their ceiling by more than ${margin})`,
+    below: `below ${people} ${on} (below their ceiling by more than ${margin})`,
+    undetermined: `undetermined against ${people} ${on} (the interval holds −${margin})`,
   };
-  let more = '';
-  if (gap.more_transcripts_to_decide !== null) {
-    const count = gap.more_transcripts_to_decide;
-    more = `; roughly ${count} more transcripts scored by two people would decide it`;
+  const clears = gap.ci95 !== null && (gap.ci95[0] >= -gap.margin || gap.ci95[1] < -gap.margin);
+  if (clears) {
+    words.undetermined =
+      `undetermined against ${people} ${on} (its own interval clears −${margin}, ` +
+      'not yet with every dimension read together)';
   }
-  const word = `<a class="${gap.verdict}" href="${docs}">${words[gap.verdict]}</a>`;
+  if (gap.reason === 'too_few') {
+    words.undetermined =
+      `undetermined against ${people} ${on}: too few ` +
+      `(a verdict needs ${MIN_TRANSCRIPTS} transcripts scored by two or more)`;
+  }
+  let more = '';
+  if (gap.transcripts_to_decide !== null) {
+    const count = gap.transcripts_to_decide;
+    more = `; about ${count} transcripts scored by two or more in all would decide it`;
+  }
+  const word = `<a class="${gap.verdict}" href="${docs}">${escapeHtml(words[gap.verdict])}</a>`;
   return `<b>${word}</b>${escapeHtml(more)}; ${gapText}`;
 }
 
@@ -488,7 +510,7 @@ function dimensionSection(
 
   const heading = `<h2 id="${dimensionId(name)}">${escapeHtml(name)}</h2>`;
   const gridTitle = '<h3>Confusion (rows: human; columns: judge; the diagonal agrees)</h3>';
-  const figures = `<p>${verdictText(dimension, docs)}</p>${figuresText(dimension, report)}`;
+  const figures = `<p>${verdictText(dimension, report, docs)}</p>${figuresText(dimension, report)}`;
   const alt = altTestPart(dimension, docs);
   const body = `${heading}${figures}${alt}${plot}${levels}<h3>Per tutor model</h3>${models}`;
   return `<section class="dimension">${body}${gridTitle}${grid}</section>\n`;

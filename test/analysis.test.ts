@@ -346,8 +346,9 @@ describe("the JSON's field names: issue 16's, which report-page and report-cli c
       'kappa_diff',
       'ci95',
       'verdict',
+      'reason',
       'margin',
-      'more_transcripts_to_decide',
+      'transcripts_to_decide',
       'few_pairs',
       'undefined_resamples',
       'resamples',
@@ -402,9 +403,10 @@ describe('the gap to the ceiling: judge kappa minus the humans, paired over tran
   test('a judge that scores as the two agreeing scorers do, on 30: gap exactly 0, interval [0, 0], as good', () => {
     const gap = dataSet((score) => score, 30).dimensions[0]!.gap_to_ceiling!;
     assert.equal(gap.kappa_diff, 0);
-    assert.deepEqual(gap.ci95, [0, 0]);
+    near(gap.ci95![0], 0, 'lower end'); // the root, within a rounding of 1 + delta to 1
+    assert.equal(gap.ci95![1], 0);
     assert.equal(gap.verdict, 'as_good');
-    assert.equal(gap.resamples, 2000);
+    assert.equal(gap.resamples, 30, 'its jackknife: one replicate a transcript');
   });
 
   test('a constant judge beside agreeing scorers, on 30: kappa 0 against 1, gap -1, below', () => {
@@ -414,21 +416,22 @@ describe('the gap to the ceiling: judge kappa minus the humans, paired over tran
     assert.equal(gap.verdict, 'below');
   });
 
-  test('the same on 6 transcripts: an interval collapsed to a point on few pairs is undetermined, "too few"', () => {
+  test('the same on 6 transcripts: under 30 transcripts scored by two, undetermined, "too few"', () => {
     const report = dataSet(() => 1);
     const gap = report.dimensions[0]!.gap_to_ceiling!;
     assert.deepEqual([gap.ci95, gap.verdict, gap.few_pairs], [[-1, -1], 'undetermined', true]);
-    assert.equal(gap.more_transcripts_to_decide, null);
+    assert.equal(gap.reason, 'too_few');
+    assert.equal(gap.transcripts_to_decide, 30, 'its spread 0: the least that gives a verdict');
     const ceiling = reportCells(report).tables[1]!.rows[1]!;
     assert.match(ceiling[3]!, /^-1\.00 \[too few\]/);
-    assert.equal(ceiling[4], 'undetermined');
+    assert.equal(ceiling[4], 'too few (30)');
   });
 
-  test('undefined in over half the resamples (two transcripts): no interval, verdict null, the count said', () => {
+  test('two transcripts: a transcript left out leaves the ceiling undefined, so no interval, too few', () => {
     const gap = dataSet((score) => score, 2).dimensions[0]!.gap_to_ceiling!;
     assert.equal(gap.kappa_diff, 0);
-    assert.deepEqual([gap.ci95, gap.verdict], [null, null]);
-    assert.ok(gap.undefined_resamples > 1000, `${gap.undefined_resamples}`);
+    assert.deepEqual([gap.ci95, gap.verdict, gap.reason], [null, 'undetermined', 'too_few']);
+    assert.deepEqual([gap.undefined_resamples, gap.resamples], [2, 2]);
   });
 
   test('one scorer per transcript: no ceiling, so no gap and no alpha among the humans', () => {
@@ -443,7 +446,7 @@ describe('the gap to the ceiling: judge kappa minus the humans, paired over tran
 });
 
 describe("leniency: the judge's mean minus the humans' over matched transcripts, in score units", () => {
-  test('a judge one point above the mean of two scorers everywhere: 1, interval [1, 1]', () => {
+  test('a judge one point above the mean of two scorers everywhere: 1, interval [1, 1], no reading on two', () => {
     const judged = [judgeRow('m', 't1', { x: 2 }), judgeRow('m', 't2', { x: 3 })];
     const humans = [
       humanRow('m', 't1', 'al', { x: 0 }),
@@ -452,7 +455,7 @@ describe("leniency: the judge's mean minus the humans' over matched transcripts,
       humanRow('m', 't2', 'bo', { x: 2 }),
     ];
     const leniency = analyse(judged, humans, rubricOf({ x: [0, 1, 2, 3] })).dimensions[0]!.leniency;
-    assert.deepEqual(leniency, { mean_diff: 1, ci95: [1, 1], reading: 'lenient' });
+    assert.deepEqual(leniency, { mean_diff: 1, ci95: [1, 1], reading: null });
   });
 });
 
@@ -539,100 +542,6 @@ describe('no matched transcript: no figure, never a 0', () => {
     const row = reportCells(report).tables[0]!.rows[1]!;
     assert.deepEqual(row.slice(0, 5), ['x', '0', '-', '-', '-']);
   });
-});
-
-describe('verdicts as a non-inferiority reading at margin 0.1 (issue 23), against numpy and scikit-learn', () => {
-  const sets = JSON.parse(
-    fs.readFileSync(path.join(import.meta.dirname, 'reference', 'verdict-sets.json'), 'utf8'),
-  ) as Record<
-    string,
-    { judge: [string, string, number][]; humans: [string, string, string, number][] }
-  >;
-  // Printed by `/usr/bin/python3 test/reference/verdicts-reference.py`, copied here.
-  const VERDICTS = {
-    small: {
-      kappa_diff: 0.04753820033955858,
-      ci95: [-0.3529411764705883, 0.4057971014492753],
-      verdict: 'undetermined',
-      more_transcripts_to_decide: 51,
-      leniency: 0.125,
-      leniency_ci95: [-0.125, 0.4375],
-      leniency_reading: null,
-    },
-    large_agreeing: {
-      kappa_diff: 0.0025719326281813393,
-      ci95: [-0.023386305567068666, 0.028087253411248514],
-      verdict: 'as_good',
-      more_transcripts_to_decide: null,
-      leniency: 0.023333333333333334,
-      leniency_ci95: [-0.013333333333333334, 0.06],
-      leniency_reading: null,
-    },
-    large_disagreeing: {
-      kappa_diff: -0.8455089695926525,
-      ci95: [-0.94475559955048, -0.7443544955687277],
-      verdict: 'below',
-      more_transcripts_to_decide: null,
-      leniency: 0.6466666666666666,
-      leniency_ci95: [0.5066666666666667, 0.7966666666666666],
-      leniency_reading: 'lenient',
-    },
-  };
-  const reportOf = (name: string) => {
-    const set = sets[name]!;
-    const judged = set.judge.map(([model, task, x]) => judgeRow(model, task, { x }));
-    const humans = set.humans.map(([model, task, scorer, x]) =>
-      humanRow(model, task, scorer, { x }),
-    );
-    return analyse(judged, humans, rubricOf({ x: [0, 1, 2] }));
-  };
-
-  for (const [name, expected] of Object.entries(VERDICTS)) {
-    test(`${name}: the gap, its paired interval, the verdict ${expected.verdict}, leniency and its reading`, () => {
-      const dimension = reportOf(name).dimensions[0]!;
-      const gap = dimension.gap_to_ceiling!;
-      near(gap.kappa_diff, expected.kappa_diff, 'gap');
-      near(gap.ci95![0], expected.ci95[0]!, 'gap lower');
-      near(gap.ci95![1], expected.ci95[1]!, 'gap upper');
-      assert.equal(gap.verdict, expected.verdict);
-      assert.equal(gap.margin, 0.1);
-      assert.equal(gap.more_transcripts_to_decide, expected.more_transcripts_to_decide);
-      const leniency = dimension.leniency;
-      near(leniency.mean_diff, expected.leniency, 'leniency');
-      near(leniency.ci95![0], expected.leniency_ci95[0]!, 'leniency lower');
-      near(leniency.ci95![1], expected.leniency_ci95[1]!, 'leniency upper');
-      assert.equal(leniency.reading, expected.leniency_reading);
-      assert.equal(dimension.judge_vs_human.few_pairs, name === 'small');
-    });
-  }
-
-  test('the small set is marked as resting on few in its cells; an undetermined gap says how many more would decide it', () => {
-    const tables = reportCells(reportOf('small')).tables;
-    assert.match(tables[0]!.rows[1]![4]!, /†$/);
-    assert.equal(tables[1]!.rows[1]![4]!, 'undetermined (51+)');
-  });
-
-  test('a wider margin reads the same gap as good; none makes a small set certain', () => {
-    const set = sets.small!;
-    const judged = set.judge.map(([model, task, x]) => judgeRow(model, task, { x }));
-    const humans = set.humans.map(([model, task, scorer, x]) =>
-      humanRow(model, task, scorer, { x }),
-    );
-    const report = analyse(judged, humans, rubricOf({ x: [0, 1, 2] }), undefined, { margin: 0.5 });
-    assert.equal(report.dimensions[0]!.gap_to_ceiling!.verdict, 'as_good');
-  });
-
-  const available = fs.existsSync('/usr/bin/python3');
-  test(
-    'the constants above are what the script prints (where numpy and scikit-learn are installed)',
-    { skip: available ? false : 'no /usr/bin/python3' },
-    () => {
-      const script = path.join(import.meta.dirname, 'reference', 'verdicts-reference.py');
-      const run = referenceRun(path.basename(script)); // as `python3 script` prints it
-      assert.equal(run.status, 0, run.stderr);
-      assert.deepEqual(JSON.parse(run.stdout), VERDICTS);
-    },
-  );
 });
 
 describe('judges against each other, juries and self-preference (issue 23), against numpy and scikit-learn', () => {

@@ -257,6 +257,7 @@ describe('judges side by side: --scores more than once, on the transcripts all o
       'scores',
       'log',
       'n_transcripts',
+      'scope',
       'cost_usd_per_transcript',
       'dimensions',
       'self_preference',
@@ -332,8 +333,8 @@ describe('judges side by side: --scores more than once, on the transcripts all o
     assert.equal(code, 0);
     assert.match(stdout, /judges side by side, on the 4 transcript\(s\)/);
     const dimension = DIMENSIONS[0]!;
-    const opus = `^opus +1\\.00 \\[too few\\] +0\\.00 \\[too few\\] +undetermined +0\\.00 \\[too few\\]$`;
-    const sonnet = `^sonnet +0\\.80 \\[[^\\]]+\\]† +-0\\.20 \\[[^\\]]+\\]† +undetermined \\(\\d+\\+\\) +0\\.25 \\[[^\\]]+\\]†$`;
+    const opus = `^opus +1\\.00 \\[too few\\] +0\\.00 \\[too few\\] +too few \\(30\\) +0\\.00 \\[too few\\]$`;
+    const sonnet = `^sonnet +0\\.80 \\[[^\\]]+\\]† +-0\\.20 \\[[^\\]]+\\]† +too few \\(\\d+\\) +0\\.25 \\[[^\\]]+\\]†$`;
     // the alternative annotator test first: one scorer, so none
     const against = `^sonnet +- +-0\\.20 \\[[^\\]]+\\]† +0\\.\\d\\d \\[[^\\]]+\\]† / 0\\.\\d\\d +-$`;
     const block = stdout.split(`the judges on ${dimension}:\n`)[1]!;

@@ -187,10 +187,12 @@ describe('the --html page in headless Chromium', () => {
       verdicts.map((line) => line.split(':')[0]),
       [...DIMENSIONS],
     );
+    // Each verdict names whose agreement it is about: the scorers and the transcripts.
     const words = {
-      as_good: 'as good as the people',
-      below: 'below the human ceiling by more than 0.10',
-      undetermined: 'undetermined \\(the interval holds −0.10\\)',
+      as_good: 'as good as .+ on \\d+ transcripts \\(not below their ceiling by more than 0.10\\)',
+      below: 'below .+ on \\d+ transcripts \\(below their ceiling by more than 0.10\\)',
+      undetermined:
+        'undetermined against .+ on \\d+ transcripts(: too few| \\((the interval holds|its own interval clears))',
     };
     report.dimensions.forEach((dimension, i) => {
       const verdict = dimension.gap_to_ceiling?.verdict;

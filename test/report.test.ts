@@ -423,6 +423,7 @@ describe('analyse: the judge against the humans, per dimension and per model; wh
     assert.deepEqual(Object.keys(report), [
       'pairs',
       'missing',
+      'scope',
       'dimensions',
       'models',
       'ranking',
