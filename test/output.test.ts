@@ -1214,17 +1214,22 @@ describe('one writer per output: a run and the lock', () => {
 
   test('a second run on the same output while the first runs exits 2 naming the first; the first completes', async (t) => {
     // The first run (in this process) holds its first answer until the second (another process, refused at once)
-    // has ended, so the first holds the lock meanwhile.
+    // has ended, so the first holds the lock meanwhile; its judge waits that long (a loaded machine starts the
+    // second slowly), so the held request never times out into the fallback.
     const firstAnswer = hold();
     const {
       fake,
       ws,
       run,
       spawn: spawnCli,
-    } = await setup(t, {
-      responder: (_req, index) =>
-        index === 0 ? { text: fake.validAnswer(), until: firstAnswer.until } : undefined,
-    });
+    } = await setup(
+      t,
+      {
+        responder: (_req, index) =>
+          index === 0 ? { text: fake.validAnswer(), until: firstAnswer.until } : undefined,
+      },
+      { judge: judgeEntry('judge-a', { timeout_s: 300 }) },
+    );
     const first = run(['--concurrency', '1']);
     await waitFor(() => fake.requests.length >= 1, 20_000, 'the first run to send a request');
     assert.equal(fs.readFileSync(`${ws.output}.lock`, 'utf8'), `${process.pid}\n`);
