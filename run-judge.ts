@@ -2693,6 +2693,10 @@ const BatchEntrySchema = z.object({
   provider: z.enum(PROVIDERS).default('anthropic'), // a state file of before OpenAI's batches has none
   submitted_at: z.string(),
   requests: z.record(z.string(), z.tuple([z.string(), z.string(), z.string()])),
+  // each custom_id's request key and sample, and the settings the requests share (requestKeyOf):
+  // the batch's answers are then reused as any other (a state file of before has none)
+  request_keys: z.record(z.string(), z.tuple([z.string(), z.number()])).optional(),
+  request_settings: z.lazy(() => RequestSettingsSchema).optional(),
 });
 
 const BatchStateSchema = z.object({ version: z.literal(1), batches: z.array(BatchEntrySchema) });
@@ -2844,13 +2848,19 @@ async function submitBatches(run: Run, batches: BatchState, refs: TranscriptRef[
     run.options.samples,
     cacheTtlOf(run.options),
   );
+  const sentTtl = run.options.samples > 1 ? cacheTtlOf(run.options) : undefined;
 
   for (const chunk of splitIntoBatches(items, batchLimitsOf(primary.config))) {
     if (run.controller.signal.aborted) break;
     const requests: BatchEntry['requests'] = {};
+    const keys: NonNullable<BatchEntry['request_keys']> = {};
+    let settings: RequestSettings | undefined;
     for (const item of chunk) {
-      for (const request of item.requests) {
+      for (const [i, request] of item.requests.entries()) {
         requests[request.custom_id] = [item.ref.task_id, item.ref.model, item.promptSha];
+        const sent = requestKeyOf(primary, request.params, i + 1, sentTtl);
+        keys[request.custom_id] = [sent.key, i + 1];
+        settings = sent.settings;
       }
     }
     const entry: BatchEntry = {
@@ -2859,6 +2869,8 @@ async function submitBatches(run: Run, batches: BatchState, refs: TranscriptRef[
       provider: primary.provider,
       submitted_at: new Date().toISOString(),
       requests,
+      request_keys: keys,
+      request_settings: settings,
     };
     const sent = chunk.flatMap((item) => item.requests);
     let recorded = false;
@@ -3256,13 +3268,13 @@ async function settleBatchGroup(
     // Every answer is kept, and each answer to the current prompt parsed (its scores logged),
     // before any failure is raised, as judgeSamples does: one bad sample loses no other.
     let failed: EvalError | undefined;
-    for (const line of lines) {
+    for (const [customId, line] of group) {
       if (line === null || 'failure' in line) {
         failed ??= batchRequestFailure(entry, line);
         continue;
       }
       try {
-        answers.push(batchAnswer(run, entry, line));
+        answers.push(batchAnswer(run, entry, line, customId));
       } catch (error) {
         if (!(error instanceof EvalError)) throw error;
         failed ??= error;
@@ -3325,7 +3337,7 @@ async function recordRepeatedResult(
   const answers: JudgeAnswer[] = [];
   const attempts: EvalError[] = [];
   try {
-    answers.push(batchAnswer(run, entry, outcome));
+    answers.push(batchAnswer(run, entry, outcome, customId));
   } catch (error) {
     if (!(error instanceof EvalError)) throw error;
     attempts.push(error); // its raw text kept
@@ -3347,12 +3359,23 @@ function batchAnswer(
   run: Run,
   entry: BatchEntry,
   line: { body: unknown; requestId?: string },
+  customId: string,
 ): JudgeAnswer {
   const answer = run.judges[0]!.transport.answer(line.body, entry.judge, 0, new Headers());
   answer.place = 0;
   answer.requestId = line.requestId;
   answer.batch = true;
+  answer.request = batchRequestSent(entry, customId);
   return answer;
+}
+
+/** A batch request's key and settings, as submitted; none in a state file of before them. */
+function batchRequestSent(entry: BatchEntry, customId: string): SentRequest | undefined {
+  const keyed = entry.request_keys?.[customId];
+  if (keyed === undefined || entry.request_settings === undefined) return undefined;
+  const settings = { ...entry.request_settings };
+  settings.sample = keyed[1];
+  return { key: keyed[0], settings };
 }
 
 /** A batch answer's verdict, or why it is unusable (returned: the other samples are parsed too). */

@@ -237,6 +237,22 @@ describe('the cache with --batch and with an OpenAI judge', () => {
     assert.equal(csvRows(second(ws).output).length, 6);
   });
 
+  test("a batch's answers are kept by the key of their request too: a later run without --batch sends nothing", async (t) => {
+    const { fake, ws, run, http } = await setup(t, { clock: true }, priced);
+    const batched = await run(['--batch', '--poll-interval', '0.01']);
+    assert.equal(batched.code, 0, batched.stderr);
+    assert.ok(http.includes('POST /v1/messages/batches'), http.join('\n'));
+    const [answer] = readLog(ws.log)[0]!.answers;
+    assert.match(answer!.request_key!, /^[0-9a-f]{64}$/);
+    assert.equal(answer!.request!.sample, 1);
+
+    const result = await run(second(ws).args);
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(fake.requests.length, 0, 'no message sent');
+    assert.match(result.stderr, /reused 6 answer\(s\)/);
+    assert.deepEqual(rowsOf(second(ws).output), rowsOf(ws.output));
+  });
+
   test('an OpenAI judge: the second run sends nothing to the server', async (t) => {
     const openAi = await FakeOpenAi.start();
     t.after(() => openAi.close());
