@@ -13,6 +13,8 @@ const MODELS = 20; // 60 transcripts: three tasks each
 const RATE = 8; // every limiter lets 8 requests a second through
 const MOST_PER_TRANSCRIPT = 0.25; // the target: rejected requests per transcript
 const DEFAULT_RETRY = { max_retries: 5, budget_s: 30, base_delay_s: 1 }; // models.json's defaults
+// No request times out into the fallback on a loaded machine (the run and the fake share one process).
+const TIMEOUT_S = 300;
 
 type Limiter = Pick<FakeOptions, 'buckets' | 'rateLimit' | 'limiterHeaders'>;
 
@@ -29,7 +31,10 @@ async function pacedRun(t: TestContext, limiter: Limiter, concurrency: number): 
   const { fake, ws, run } = await setup(
     t,
     { ...limiter, latencyMs: 20, clock, latencyClock: clock },
-    { models: MODELS, judge: judgeEntry('judge-a', { retry: DEFAULT_RETRY }) },
+    {
+      models: MODELS,
+      judge: judgeEntry('judge-a', { retry: DEFAULT_RETRY, timeout_s: TIMEOUT_S }),
+    },
   );
   const result = await run(['--concurrency', String(concurrency)]);
   assert.equal(result.code, 0, result.stderr);
@@ -37,7 +42,7 @@ async function pacedRun(t: TestContext, limiter: Limiter, concurrency: number): 
   assert.equal(rowCount(ws.output), transcripts);
   const log = readLog(ws.log);
   const fallbacks = log.filter((entry) => entry.judge !== 'judge-a');
-  assert.equal(fallbacks.length, 0, 'no row went to the fallback judge');
+  assert.equal(fallbacks.length, 0, `no row went to the fallback judge:\n${result.stderr}`);
   assert.ok(
     fake.requests.every((request) => request.body?.model === 'judge-a'),
     'the fallback judge was never asked',
