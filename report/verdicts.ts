@@ -15,10 +15,8 @@ import type { DimensionReport, Report, UnitSums } from './analysis.ts';
  * `too_few` (below it the test's error rate exceeds its stated level in simulation). */
 export const MIN_TRANSCRIPTS = 30;
 
-/** The chance with which `transcripts_to_decide` transcripts would decide a verdict. */
-export const DECIDE_POWER = 0.8;
-
-/** The standard normal's 0.8 quantile (SciPy's norm.ppf(0.8)). */
+/** The standard normal's 0.8 quantile (SciPy's norm.ppf(0.8)): `transcripts_to_decide` is the
+ * count that decides a verdict with 80% chance. */
 const Z_POWER = 0.8416212335729143;
 
 /** Why a gap has no verdict either way: under MIN_TRANSCRIPTS (or a jackknife undefined), or no
@@ -46,7 +44,7 @@ export type Jackknife = {
 
 /** The jackknife of the judge's kappa and the ceiling's over the units of `units`; null when
  * either is undefined on them all. Units with the same row share their leave-one-out values. */
-export function jackknife(
+function jackknife(
   units: UnitSums,
   judgeKappa: (sums: Float64Array) => number | null,
   ceilingKappa: (sums: Float64Array) => number | null,
@@ -107,7 +105,7 @@ export function jackknife(
  * on this scale its spread depends little on its value. A kappa at ±1 makes ψ infinite (the
  * spread is then 0); both at the same end, ψ is 0.
  */
-export function zScale(jack: Jackknife, delta: number) {
+function zScale(jack: Jackknife, delta: number) {
   const hypothesised = jack.ceiling + delta;
   if (Math.abs(jack.judge) >= 1 || Math.abs(hypothesised) >= 1) {
     const judge = fisherZ(jack.judge);
@@ -169,7 +167,7 @@ function hallTransform(s: number, skewness: number, n: number): number {
  * not vary), read as Student's t with `df` degrees of freedom: 2 / (2 / (n - 1) + max(0, κ) / n),
  * κ their excess kurtosis, Satterthwaite's degrees of freedom of a variance estimate whose own
  * variance heavy tails raise (n - 1 for normal pseudo-values). `p`: its two-sided p-value. */
-export function gapTestAt(jack: Jackknife, delta: number) {
+function gapTestAt(jack: Jackknife, delta: number) {
   const z = zScale(jack, delta);
   const n = jack.n;
   let statistic = z.psi === 0 ? 0 : Math.sign(z.psi) * Infinity;
@@ -182,7 +180,7 @@ export function gapTestAt(jack: Jackknife, delta: number) {
 }
 
 /** Student's t quantile, each (p, df) computed once: the same few are asked for again and again. */
-export function tQuantile(p: number, df: number): number {
+function tQuantile(p: number, df: number): number {
   const key = `${p} ${df}`;
   let quantile = QUANTILES.get(key);
   if (quantile === undefined) {
@@ -199,7 +197,7 @@ const QUANTILES = new Map<string, number>();
  * from the estimate outwards: in steps of 0.01 to the first one rejected, then by bisection. At
  * most from -1 - ceiling to 1 - ceiling (the judge's kappa from -1 to 1).
  */
-export function gapInterval(jack: Jackknife, level = 0.95): [number, number] {
+function gapInterval(jack: Jackknife, level = 0.95): [number, number] {
   const estimate = jack.judge - jack.ceiling;
   // A judge's kappa of ±1, or two kappas no transcript moves: the test rejects every other gap.
   const moves = (values: number[]) => values.some((value) => value !== values[0]);

@@ -1,4 +1,4 @@
-# The reference figures of the report's verdicts (test/analysis.test.ts), written again from
+# The reference figures of the report's verdicts (test/verdicts.test.ts), written again from
 # docs/analysis.md ("Verdicts") with numpy, SciPy and scikit-learn: on the data sets of
 # verdict-sets.json, per dimension the gap to the human ceiling, its 95% interval (the jackknife
 # test on Fisher's z scale with Hall's correction and kurtosis-adjusted degrees of freedom,
