@@ -1,4 +1,4 @@
-// The figures of issue 16 (report-analysis.ts) against scikit-learn, SciPy and NLTK: one convention
+// The report's figures (report/analysis.ts) against scikit-learn, SciPy and NLTK: one convention
 // (positions on the scale), matched transcripts, the gap to the ceiling, leniency, alpha, per model.
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
@@ -315,7 +315,7 @@ describe('one convention: scores by their position on the scale, over matched tr
   });
 });
 
-describe("the JSON's field names: issue 16's, which report-page and report-cli code against", () => {
+describe("the JSON's field names, which report-page and report-cli code against", () => {
   test('each dimension, its gap, leniency, alpha and per-model entries, and each model, in this order', () => {
     const report = JSON.parse(JSON.stringify(referenceReport()));
     const [dimension] = report.dimensions;
@@ -544,7 +544,7 @@ describe('no matched transcript: no figure, never a 0', () => {
   });
 });
 
-describe('judges against each other, juries and self-preference (issue 23), against numpy and scikit-learn', () => {
+describe('judges against each other, juries and self-preference, against numpy and scikit-learn', () => {
   type JudgeSet = {
     tutor_families: Record<string, string>;
     judge_families: Record<string, string>;

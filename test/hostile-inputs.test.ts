@@ -1,5 +1,5 @@
 // Inputs that could stop a run they do not concern, or hang a read: an unreadable plan.json in a
-// spot check, a FIFO where a script reads plan.json or an audit log (issue 26, cases 8 and 11).
+// spot check, a FIFO where a script reads plan.json or an audit log.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -170,7 +170,7 @@ describe("control characters in a scorer's name are shown escaped in report.ts's
   }
 });
 
-describe('a row of an edited transcript: the gate says how to go on (issue 26, case 6)', () => {
+describe('a row of an edited transcript: the gate says how to go on', () => {
   test('the refusal names `sheet --update --out` for the folder, which rewrites the page with the text as it is now', async (t) => {
     const { ws, run } = await setup(t);
     const folder = path.join(ws.dir, 'human');

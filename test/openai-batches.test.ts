@@ -1,4 +1,4 @@
-// --batch with an OpenAI primary judge (issue 22): OpenAI's Batch API through the real openai SDK, against the
+// --batch with an OpenAI primary judge: OpenAI's Batch API through the real openai SDK, against the
 // loopback fake of fakes/openai.ts (a JSONL file uploaded, the batch created from it, polled, its output and error
 // files read). In-process runs on a jump clock: no poll is waited out for real.
 import assert from 'node:assert/strict';

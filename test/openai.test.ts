@@ -1,4 +1,4 @@
-// Judges of the OpenAI API and OpenAI-compatible servers (issue 22): the entry, the request as Chat Completions take
+// Judges of the OpenAI API and OpenAI-compatible servers: the entry, the request as Chat Completions take
 // it, the answer and its cost, each failure classified, a keyless local server, and a fallback across providers. Every
 // call goes through the real openai SDK to a loopback fake (fakes/openai.ts), never the network.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Each input is read once a run (issue 25): a transcript when it is judged, a task's files when its
+// Each input is read once a run: a transcript when it is judged, a task's files when its
 // first transcript is, the rubric at the start; the audit line's input_sha256 is of those bytes.
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';

@@ -668,7 +668,7 @@ describe('which log goes with which judge', () => {
   });
 });
 
-describe('output a person reads (issue 23): within 100 columns, --wide, notes, --format latex', () => {
+describe('output a person reads: within 100 columns, --wide, notes, --format latex', () => {
   function setUp(t: TestContext) {
     const dir = tempDir(t);
     const people: Record<string, number> = {};
@@ -785,7 +785,7 @@ describe('LaTeX a paper can include whatever the names hold', () => {
   });
 });
 
-describe("report.ts's messages and the files it refuses (issue 18)", () => {
+describe("report.ts's messages and the files it refuses", () => {
   function setUp(t: TestContext) {
     const dir = tempDir(t);
     const humans = humanCsv(dir, { p1: 0, p2: 1 });

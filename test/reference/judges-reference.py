@@ -1,4 +1,4 @@
-# The reference figures of issue 23's judges against each other, juries and self-preference
+# The reference figures of judges against each other, juries and self-preference
 # (test/analysis.test.ts), on judge-sets.json: three judges of three families, tutors of the same
 # three, two scorers a transcript, x scored 0..3:  /usr/bin/python3 test/reference/judges-reference.py
 import json, os, sys
